@@ -1,0 +1,1 @@
+"""Skiff: the Kafka protocol on Redis Streams."""

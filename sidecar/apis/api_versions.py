@@ -1,0 +1,42 @@
+"""ApiVersions (key 18), v0-v4. Hand-encoded: every connection starts with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol import errors
+from ..protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def _ranges() -> list[tuple[int, int, int]]:
+    from . import HANDLERS  # the registry imports this module
+
+    return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in HANDLERS.items())
+
+
+def encode(version: int, error_code: int) -> bytes:
+    flexible = version >= 3
+    ranges = _ranges()
+    parts = [pack_i16(error_code), array_len(len(ranges), flexible)]
+    for key, lo, hi in ranges:
+        parts.append(pack_i16(key) + pack_i16(lo) + pack_i16(hi))
+        if flexible:
+            parts.append(EMPTY_TAGS)
+    if version >= 1:
+        parts.append(pack_i32(0))  # throttle_time_ms
+    if flexible:
+        parts.append(EMPTY_TAGS)
+    return b"".join(parts)
+
+
+def unsupported_body() -> bytes:
+    """A client asking with a version we do not know gets a v0 answer listing ours."""
+    return encode(0, errors.UNSUPPORTED_VERSION)
+
+
+async def handle(broker: Any, request: Any) -> bytes:
+    return encode(request.header.api_version, errors.NONE)

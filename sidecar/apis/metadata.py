@@ -1,0 +1,94 @@
+"""Metadata (key 3), v0-v12: this sidecar is the only broker and leads every partition.
+Topics named in the request are auto-created when the broker and the request allow it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+from ..storage.store import TopicInfo
+from ..topics import invalid_name_reason
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+
+def _topic_entry(info: TopicInfo, node_id: int) -> dict[str, Any]:
+    return {
+        "error_code": errors.NONE,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": False,
+        "partitions": [
+            {
+                "error_code": errors.NONE,
+                "partition_index": p,
+                "leader_id": node_id,
+                "leader_epoch": -1,
+                "replica_nodes": [node_id],
+                "isr_nodes": [node_id],
+                "offline_replicas": [],
+            }
+            for p in range(info.partitions)
+        ],
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def _error_entry(name: str | None, topic_id: Any, code: int) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    node_id = broker.settings.node_id
+    # v0 asks for all topics with an empty list; v1+ with a null one.
+    want_all = body.topics is None or (version == 0 and not body.topics)
+    allow_create = broker.settings.auto_create_topics and (
+        version < 4 or body.allow_auto_topic_creation
+    )
+    topics: list[dict[str, Any]] = []
+    if want_all:
+        topics = [_topic_entry(t, node_id) for t in await broker.store.list_topics()]
+    else:
+        for requested in body.topics:
+            name = requested.name
+            topic_id = getattr(requested, "topic_id", None)
+            if name is None and topic_id is not None and topic_id.int != 0:
+                info = await broker.store.topic_by_id(topic_id)
+                topics.append(
+                    _topic_entry(info, node_id)
+                    if info
+                    else _error_entry(None, topic_id, errors.UNKNOWN_TOPIC_ID)
+                )
+                continue
+            if invalid_name_reason(name):
+                topics.append(_error_entry(name, None, errors.INVALID_TOPIC_EXCEPTION))
+                continue
+            info = (
+                await broker.topic_for_produce_or_metadata(name)
+                if allow_create
+                else await broker.store.get_topic(name)
+            )
+            topics.append(
+                _topic_entry(info, node_id)
+                if info
+                else _error_entry(name, None, errors.UNKNOWN_TOPIC_OR_PARTITION)
+            )
+    advertised = broker.settings.advertised
+    return encode_response(
+        API_KEY,
+        version,
+        {
+            "throttle_time": 0,
+            "brokers": [{"node_id": node_id, "host": advertised.host, "port": advertised.port}],
+            "cluster_id": broker.cluster_id,
+            "controller_id": node_id,
+            "topics": topics,
+            "cluster_authorized_operations": -2147483648,
+        },
+    )

@@ -1,0 +1,70 @@
+"""Start-up and shutdown of one sidecar process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from redis.exceptions import BusyLoadingError, ConnectionError
+
+from .broker import Broker
+from .embedded_redis import EmbeddedRedis
+from .longpoll import Wakeups
+from .server import KafkaServer
+from .settings import Settings
+from .storage.store import RedisStore
+
+log = logging.getLogger("skiff")
+
+
+async def _connect(url: str, description: str, timeout: float = 30.0) -> RedisStore:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            return await RedisStore.connect(url, description)
+        except (BusyLoadingError, ConnectionError, OSError) as exc:
+            if loop.time() > deadline:
+                raise RuntimeError(
+                    f"cannot reach Redis at {description}: {exc}. Check that it runs and that "
+                    "--redis-url is right."
+                ) from exc
+            await asyncio.sleep(0.2)
+
+
+async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
+    embedded = None
+    url = settings.redis_url
+    if url is None:
+        embedded = EmbeddedRedis(settings.data_dir)
+        url = embedded.start()
+        description = f"embedded redis-server at {url}"
+    else:
+        description = url
+    try:
+        store = await _connect(url, description)
+        wakeups = Wakeups(store.redis)
+        await wakeups.start()
+        broker = Broker(settings, store, wakeups, await store.cluster_id())
+        server = KafkaServer(broker)
+        await server.start()
+        log.info(
+            "Skiff listening on %s (advertised as %s), Redis %s: %s",
+            settings.listen, settings.advertised, store.redis_version, description,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        if ready:
+            ready.set()
+        await stop.wait()
+        log.info("shutting down")
+        await server.stop()
+        await wakeups.stop()
+        await store.close()
+    finally:
+        if embedded:
+            embedded.stop()
+    log.info("stopped")

@@ -1,0 +1,26 @@
+"""The Broker: what every API handler shares (settings, the Redis store, wake-ups)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .longpoll import Wakeups
+from .settings import Settings
+from .storage.store import RedisStore, TopicInfo
+
+
+@dataclass(slots=True)
+class Broker:
+    settings: Settings
+    store: RedisStore
+    wakeups: Wakeups
+    cluster_id: str
+
+    async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:
+        """The topic, auto-created with num.partitions when the broker allows it."""
+        info = await self.store.get_topic(name)
+        if info is None and self.settings.auto_create_topics:
+            info = await self.store.create_topic(name, self.settings.num_partitions)
+            if info is None:  # another sidecar created it first
+                info = await self.store.get_topic(name, fresh=True)
+        return info

@@ -1,0 +1,76 @@
+"""The embedded default: a private redis-server on a unix socket in --data-dir, with
+AOF persistence (appendfsync everysec), started and stopped with `skiff serve`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedRedis:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir.resolve()
+        self.socket = self.data_dir / "redis.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self, timeout: float = 20.0) -> str:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError(
+                "redis-server is not on PATH. Install Redis 7+ (Debian: apt-get install -y "
+                "redis-server) or pass --redis-url redis://HOST:PORT to use a running Redis."
+            )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.socket.exists():
+            self.socket.unlink()
+        args = [
+            binary,
+            "--port", "0",
+            "--unixsocket", str(self.socket),
+            "--unixsocketperm", "700",
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "no",
+            "--logfile", str(self.data_dir / "redis.log"),
+        ]
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.socket.exists():
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"redis-server exited with code {self.process.returncode}; "
+                    f"see {self.data_dir / 'redis.log'}"
+                )
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"redis-server did not open {self.socket} in {timeout:.0f}s")
+            time.sleep(0.02)
+        log.info("started embedded redis-server (pid %d) with AOF in %s", self.process.pid,
+                 self.data_dir)
+        return self.url
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        # SIGTERM makes redis-server flush the AOF before it exits.
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.info("stopped embedded redis-server")

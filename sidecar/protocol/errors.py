@@ -1,0 +1,29 @@
+"""Kafka error codes, by the names Kafka's documentation uses."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+
+def code(name: str) -> int:
+    """Map a Kafka error name (e.g. 'UNKNOWN_TOPIC_OR_PARTITION') to its number."""
+    try:
+        return int(ErrorCode[name.lower()])
+    except KeyError:
+        return int(ErrorCode.unknown_server_error)
+
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = int(ErrorCode.unknown_server_error)
+OFFSET_OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
+CORRUPT_MESSAGE = int(ErrorCode.corrupt_message)
+UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
+INVALID_TOPIC_EXCEPTION = int(ErrorCode.invalid_topic_exception)
+UNSUPPORTED_VERSION = int(ErrorCode.unsupported_version)
+TOPIC_ALREADY_EXISTS = int(ErrorCode.topic_already_exists)
+INVALID_PARTITIONS = int(ErrorCode.invalid_partitions)
+INVALID_REPLICATION_FACTOR = int(ErrorCode.invalid_replication_factor)
+INVALID_REQUEST = int(ErrorCode.invalid_request)
+INVALID_REQUIRED_ACKS = int(ErrorCode.invalid_required_acks)
+UNKNOWN_TOPIC_ID = int(ErrorCode.unknown_topic_id)
+INVALID_RECORD = int(ErrorCode.invalid_record)

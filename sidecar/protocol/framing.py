@@ -1,0 +1,58 @@
+"""Request frames: the size prefix and the request header (v1, or v2 with tagged
+fields for flexible versions). Response headers: v0, or v1 for flexible versions
+except ApiVersions, whose response header is always v0."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .primitives import pack_i32, read_uvarint, unpack_i16, unpack_i32
+
+API_VERSIONS_KEY = 18
+
+
+class BadFrame(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def parse_header_prefix(frame: bytes) -> tuple[RequestHeader, int]:
+    """Parse the fixed v1 part of the header; returns (header, body offset before any
+    header tagged fields)."""
+    if len(frame) < 10:
+        raise BadFrame(f"request of {len(frame)} bytes is shorter than a request header")
+    (api_key,) = unpack_i16(frame, 0)
+    (api_version,) = unpack_i16(frame, 2)
+    (correlation_id,) = unpack_i32(frame, 4)
+    (client_len,) = unpack_i16(frame, 8)
+    pos = 10
+    client_id = None
+    if client_len >= 0:
+        if pos + client_len > len(frame):
+            raise BadFrame("client id runs past the end of the request")
+        client_id = frame[pos : pos + client_len].decode("utf-8", "replace")
+        pos += client_len
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def skip_tagged_fields(frame: bytes, pos: int) -> int:
+    count, pos = read_uvarint(frame, pos)
+    for _ in range(count):
+        _, pos = read_uvarint(frame, pos)
+        size, pos = read_uvarint(frame, pos)
+        pos += size
+    if pos > len(frame):
+        raise BadFrame("tagged fields run past the end of the request")
+    return pos
+
+
+def response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
+    header = pack_i32(correlation_id) + (b"\x00" if flexible_header else b"")
+    return pack_i32(len(header) + len(body)) + header + body

@@ -1,0 +1,122 @@
+"""kio as the codec for every API body that is not hand-written.
+
+Decoding uses kio's Rust readers, falling back to the tolerant decoder when a
+flexible request carries a tagged field kio 0.6.5 does not know (it raises
+KeyError; Kafka's rule is to skip it). Encoding builds kio's per-version
+dataclasses from plain dicts so one handler serves every version: keys a version
+lacks are dropped, missing ones take the schema default or a zero value.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import uuid
+from dataclasses import MISSING, fields
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+
+from .tolerant_decoder import decode_tolerant
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+@cache
+def request_type(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_type(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@cache
+def is_flexible_request(api_key: int, version: int) -> bool:
+    return bool(request_type(api_key, version).__flexible__)
+
+
+@cache
+def _reader(entity: type) -> Any:
+    return entity_reader(entity)
+
+
+def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
+    entity = request_type(api_key, version)
+    try:
+        return _reader(entity)(buf, offset)[0]
+    except KeyError as exc:
+        if "tagged field" not in str(exc):
+            raise
+        return decode_tolerant(entity, buf, offset)[0]
+
+
+def encode_response(api_key: int, version: int, data: dict[str, Any]) -> bytes:
+    entity = response_type(api_key, version)
+    out = io.BytesIO()
+    entity_writer(entity)(out, build(entity, data))
+    return out.getvalue()
+
+
+def build(entity: type, data: dict[str, Any]) -> Any:
+    """Instantiate a kio dataclass from a dict, converting ms ints to kio's time types."""
+    kwargs: dict[str, Any] = {}
+    for f in fields(entity):
+        if f.name in data:
+            kwargs[f.name] = _convert(f, data[f.name])
+        elif f.default is MISSING and f.default_factory is MISSING:
+            kwargs[f.name] = _zero(f)
+    return entity(**kwargs)
+
+
+def _convert(f: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    kind = classify_field(f)
+    if isinstance(kind, EntityTupleField):
+        return tuple(build(kind.type_, v) for v in value)
+    if isinstance(kind, EntityField):
+        return build(kind.type_, value)
+    kafka_type = f.metadata.get("kafka_type")
+    if kafka_type == "error_code":
+        return ErrorCode(value)
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64":
+        if value < 0:
+            return None
+        return _EPOCH + datetime.timedelta(milliseconds=value)
+    if kind.is_array:
+        return tuple(value)
+    return value
+
+
+def _zero(f: Any) -> Any:
+    kind = classify_field(f)
+    if kind.is_array:
+        return ()
+    if is_optional(f):
+        return None
+    if isinstance(kind, EntityField):
+        return build(kind.type_, {})
+    kafka_type = f.metadata.get("kafka_type", "")
+    if kafka_type == "string":
+        return ""
+    if kafka_type in ("bytes", "records"):
+        return b""
+    if kafka_type == "error_code":
+        return ErrorCode.none
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "uuid":
+        return uuid.UUID(int=0)
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(0)
+    if kafka_type == "datetime_i64":
+        return _EPOCH
+    return 0

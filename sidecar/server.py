@@ -1,0 +1,200 @@
+"""The Kafka listener: framing, per-connection ordering and dispatch to sidecar/apis.
+
+Requests of one connection are handled one after another, as Kafka's broker does
+(it mutes a connection until its response is sent): clients pipeline requests and
+rely on in-order processing, e.g. for produce ordering within a partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any
+
+from . import apis
+from .apis import api_versions
+from .broker import Broker
+from .protocol import errors
+from .protocol.framing import (
+    API_VERSIONS_KEY,
+    BadFrame,
+    RequestHeader,
+    parse_header_prefix,
+    response_frame,
+    skip_tagged_fields,
+)
+from .protocol.kio_codec import decode_request, encode_response, is_flexible_request
+from .protocol.primitives import unpack_i32
+
+log = logging.getLogger(__name__)
+
+PAUSE_AT = 16  # queued requests per connection before we stop reading the socket
+RESUME_AT = 4
+
+
+class CloseConnection(Exception):
+    pass
+
+
+class Request:
+    __slots__ = ("header", "body", "flexible")
+
+    def __init__(self, header: RequestHeader, body: Any, flexible: bool) -> None:
+        self.header = header
+        self.body = body
+        self.flexible = flexible
+
+
+async def dispatch(broker: Broker, frame: bytes) -> bytes | None:
+    """Handle one request frame; returns the response frame, or None (acks=0)."""
+    try:
+        header, pos = parse_header_prefix(frame)
+    except BadFrame as exc:
+        raise CloseConnection(str(exc)) from None
+    key, version = header.api_key, header.api_version
+    handler = apis.HANDLERS.get(key)
+    if key == API_VERSIONS_KEY and not (
+        api_versions.MIN_VERSION <= version <= api_versions.MAX_VERSION
+    ):
+        return response_frame(header.correlation_id, False, api_versions.unsupported_body())
+    if handler is None or not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
+        return _unsupported(header)
+    flexible = is_flexible_request(key, version)
+    try:
+        if flexible:
+            pos = skip_tagged_fields(frame, pos)
+        body = decode_request(key, version, frame, pos)
+    except Exception as exc:
+        raise CloseConnection(
+            f"undecodable {handler.__name__.rsplit('.', 1)[-1]} v{version} request: {exc!r}"
+        ) from None
+    result = await handler.handle(broker, Request(header, body, flexible))
+    if result is None:
+        return None
+    return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
+
+
+def _unsupported(header: RequestHeader) -> bytes:
+    """Kafka answers an API or version it does not serve with UNSUPPORTED_VERSION where
+    the response has a top-level error code; otherwise it closes the connection."""
+    key, version = header.api_key, header.api_version
+    try:
+        flexible = is_flexible_request(key, version)
+        body = encode_response(key, version, {"error_code": errors.UNSUPPORTED_VERSION})
+    except Exception:
+        raise CloseConnection(f"unsupported API key {key} version {version}") from None
+    log.info("answered unsupported API key %d v%d with UNSUPPORTED_VERSION", key, version)
+    return response_frame(header.correlation_id, flexible, body)
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
+        self.broker = broker
+        self.connections = connections
+        self.buffer = bytearray()
+        self.frames: deque[bytes] = deque()
+        self.ready = asyncio.Event()
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.paused = False
+        self.worker: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.connections.add(self)
+        self.worker = asyncio.create_task(self._work(), name=f"kafka-conn-{self.peer}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connections.discard(self)
+        if self.worker:
+            self.worker.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buffer
+        buf += data
+        limit = self.broker.settings.max_request_bytes
+        while len(buf) >= 4:
+            (size,) = unpack_i32(buf, 0)
+            if size < 0 or size > limit:
+                self._close(f"request size {size} is outside 0..{limit} (--max-request-bytes)")
+                return
+            if len(buf) < 4 + size:
+                break
+            self.frames.append(bytes(buf[4 : 4 + size]))
+            del buf[: 4 + size]
+        if self.frames:
+            self.ready.set()
+            if len(self.frames) >= PAUSE_AT and not self.paused and self.transport:
+                self.paused = True
+                self.transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        if self.buffer:
+            log.warning("connection %s closed mid-request (%d bytes of a truncated frame)",
+                        self.peer, len(self.buffer))
+        return None
+
+    def _close(self, reason: str) -> None:
+        log.warning("closing connection %s: %s", self.peer, reason)
+        self.buffer.clear()
+        self.frames.clear()
+        if self.transport:
+            self.transport.close()
+
+    async def _work(self) -> None:
+        while True:
+            if not self.frames:
+                self.ready.clear()
+                await self.ready.wait()
+                continue
+            frame = self.frames.popleft()
+            if self.paused and len(self.frames) <= RESUME_AT and self.transport:
+                self.paused = False
+                self.transport.resume_reading()
+            try:
+                response = await dispatch(self.broker, frame)
+            except CloseConnection as exc:
+                self._close(str(exc))
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("request from %s failed; closing the connection", self.peer)
+                self._close("internal error")
+                return
+            if response is not None and self.transport and not self.transport.is_closing():
+                self.transport.write(response)
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.connections: set[KafkaConnection] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        listen = self.broker.settings.listen
+        self.server = await loop.create_server(
+            lambda: KafkaConnection(self.broker, self.connections),
+            host=listen.host,
+            port=listen.port,
+            reuse_address=True,
+        )
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        if self.server:
+            self.server.close()
+            for conn in list(self.connections):
+                if conn.transport:
+                    conn.transport.close()
+            await self.server.wait_closed()

@@ -1,0 +1,43 @@
+"""Settings for `skiff serve`: each flag can also come from a SKIFF_* environment variable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> HostPort:
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"expected HOST:PORT, got {text!r}")
+        return cls(host.strip("[]") or "0.0.0.0", int(port))
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    listen: HostPort = HostPort("127.0.0.1", 9092)
+    advertise: HostPort | None = None
+    redis_url: str | None = None
+    data_dir: Path = Path("skiff-data")
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    max_request_bytes: int = 100 * 1024 * 1024
+    node_id: int = 0
+    message_timestamp_type: str = "CreateTime"  # Kafka's log.message.timestamp.type
+
+    @property
+    def advertised(self) -> HostPort:
+        if self.advertise is not None:
+            return self.advertise
+        if self.listen.host in ("0.0.0.0", "::", ""):
+            return HostPort("127.0.0.1", self.listen.port)
+        return self.listen

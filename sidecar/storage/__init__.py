@@ -1,0 +1,1 @@
+"""The Redis layer: every Redis command Skiff sends lives in this package."""

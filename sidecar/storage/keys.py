@@ -1,0 +1,28 @@
+"""Redis key names. A partition's keys share the hash tag {topic/partition}: '/' and
+braces cannot appear in Kafka topic names, so the tag is unambiguous and all of a
+partition's keys land in one Redis Cluster slot."""
+
+from __future__ import annotations
+
+PREFIX = "skiff:"
+TOPICS = "skiff:topics"  # hash: topic name -> JSON {id, partitions, created_ms}
+TOPIC_IDS = "skiff:topic_ids"  # hash: topic id (hex) -> topic name
+CLUSTER_ID = "skiff:cluster_id"  # string: the cluster id Metadata reports
+PRODUCER_ID_SEQ = "skiff:producer_id_seq"  # counter: the last producer id handed out
+
+
+def partition_tag(topic: str, partition: int) -> str:
+    return f"skiff:{{{topic}/{partition}}}"
+
+
+def partition_keys(topic: str, partition: int) -> tuple[str, str, str, str]:
+    """(log, meta, time, producers) of one partition."""
+    tag = partition_tag(topic, partition)
+    return f"{tag}:log", f"{tag}:meta", f"{tag}:time", f"{tag}:producers"
+
+
+def wake_channel(topic: str, partition: int) -> str:
+    return f"skiff:wake:{topic}/{partition}"
+
+
+WAKE_PATTERN = "skiff:wake:*"

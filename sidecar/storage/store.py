@@ -1,0 +1,234 @@
+"""RedisStore: topics registry, partition appends, reads and offset lookups."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from . import keys, scripts
+
+log = logging.getLogger(__name__)
+
+MIN_REDIS = (7, 0)
+TOPIC_CACHE_SECONDS = 1.0
+
+
+class StoreError(Exception):
+    """A Kafka error raised by a script or a lookup; .code is the Kafka error name."""
+
+    def __init__(self, code: str, message: str = "") -> None:
+        super().__init__(message or code)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    log_start_offset: int
+    append_time: int  # -1 for CreateTime
+    duplicate: bool
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    high_watermark: int
+    log_start_offset: int
+    entries: list[Any]  # raw XRANGE reply: [[id, [field, value, ...]], ...]
+
+
+def _raw(response: Any, **_: Any) -> Any:
+    return response
+
+
+class RedisStore:
+    def __init__(self, redis: Redis, description: str) -> None:
+        self.redis = redis
+        self.description = description
+        self._topics: dict[str, tuple[float, TopicInfo | None]] = {}
+
+    @classmethod
+    async def connect(cls, url: str, description: str | None = None) -> RedisStore:
+        redis = Redis.from_url(url, decode_responses=False, health_check_interval=30)
+        # Stream entries stay as flat lists: no per-record dict building in redis-py.
+        for command in ("XRANGE", "XREVRANGE"):
+            redis.set_response_callback(command, _raw)
+        store = cls(redis, description or url)
+        await store._check_version()
+        for script in scripts.ALL:
+            await script.load(redis)
+        await redis.set(keys.CLUSTER_ID, _new_cluster_id(), nx=True)
+        return store
+
+    async def _check_version(self) -> None:
+        info = await self.redis.info("server")
+        version = str(info.get("redis_version", "0"))
+        parts = tuple(int(p) for p in version.split(".")[:2])
+        if parts < MIN_REDIS:
+            raise RuntimeError(
+                f"Redis {version} at {self.description} is too old: Skiff needs Redis 7.0 or "
+                "newer (streams with XADD 0-* auto-sequence IDs). Upgrade Redis or point "
+                "--redis-url at a newer server."
+            )
+        self.redis_version = version
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+    async def cluster_id(self) -> str:
+        value = await self.redis.get(keys.CLUSTER_ID)
+        return value.decode() if value else ""
+
+    # -- topics ---------------------------------------------------------------
+
+    async def get_topic(self, name: str, fresh: bool = False) -> TopicInfo | None:
+        now = time.monotonic()
+        cached = self._topics.get(name)
+        if cached and not fresh and now - cached[0] < TOPIC_CACHE_SECONDS:
+            return cached[1]
+        raw = await self.redis.hget(keys.TOPICS, name)
+        info = _topic_from_json(name, raw) if raw else None
+        self._topics[name] = (now, info)
+        return info
+
+    async def list_topics(self) -> list[TopicInfo]:
+        raw = await self.redis.hgetall(keys.TOPICS)
+        return sorted(
+            (_topic_from_json(k.decode(), v) for k, v in raw.items()), key=lambda t: t.name
+        )
+
+    async def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        name = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
+        return await self.get_topic(name.decode()) if name else None
+
+    async def create_topic(self, name: str, partitions: int) -> TopicInfo | None:
+        """Create a topic; None if it exists already. The registry entry is claimed
+        with HSETNX first so two sidecars racing to create the same name agree."""
+        info = TopicInfo(name, uuid.uuid4(), partitions)
+        doc = json.dumps(
+            {"id": info.topic_id.hex, "partitions": partitions, "created_ms": _now_ms()}
+        )
+        if not await self.redis.hsetnx(keys.TOPICS, name, doc):
+            return None
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(keys.TOPIC_IDS, info.topic_id.hex, name)
+            for p in range(partitions):
+                meta = keys.partition_keys(name, p)[1]
+                pipe.hsetnx(meta, "hw", 0)
+                pipe.hsetnx(meta, "lso", 0)
+            await pipe.execute()
+        self._topics[name] = (time.monotonic(), info)
+        log.info("created topic %s with %d partition(s), id %s", name, partitions, info.topic_id)
+        return info
+
+    async def delete_topic(self, name: str) -> bool:
+        info = await self.get_topic(name, fresh=True)
+        if info is None:
+            return False
+        async with self.redis.pipeline(transaction=False) as pipe:
+            # Partition metas go first: the append script refuses a partition
+            # without meta, so no produce recreates a half-deleted partition.
+            for p in range(info.partitions):
+                pipe.delete(*keys.partition_keys(name, p))
+            pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
+            pipe.hdel(keys.TOPICS, name)
+            await pipe.execute()
+        self._topics.pop(name, None)
+        log.info("deleted topic %s", name)
+        return True
+
+    async def next_producer_id(self) -> int:
+        return int(await self.redis.incr(keys.PRODUCER_ID_SEQ)) - 1
+
+    # -- partitions -------------------------------------------------------------
+
+    async def append(self, topic: str, partition: int, args: list[Any]) -> AppendResult:
+        """args: ARGV of lua/append.lua without the wake-up channel (inserted here)."""
+        argv = args[:7] + [keys.wake_channel(topic, partition)] + args[7:]
+        try:
+            base, lso, append_time, dup = await scripts.APPEND(
+                self.redis, list(keys.partition_keys(topic, partition)), argv
+            )
+        except ResponseError as exc:
+            code = str(exc).split(" ", 1)[0]
+            raise StoreError(code, str(exc)) from None
+        return AppendResult(base, lso, append_time, bool(dup))
+
+    async def read(self, requests: list[tuple[str, int, int, int]]) -> list[PartitionRead]:
+        """One MULTI/EXEC for all (topic, partition, offset, count): watermarks and
+        records are read at one instant, so a record is never past the high watermark
+        the same response reports."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for topic, partition, offset, count in requests:
+                log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
+                pipe.hmget(meta_key, "hw", "lso")
+                pipe.xrange(log_key, f"0-{offset + 1}", "+", count=count)
+            replies = await pipe.execute()
+        out = []
+        for i in range(0, len(replies), 2):
+            hw, lso = replies[i]
+            if hw is None:
+                raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
+            out.append(PartitionRead(int(hw), int(lso), replies[i + 1]))
+        return out
+
+    async def watermarks(self, topic: str, partition: int) -> tuple[int, int, int, int]:
+        """(log start offset, high watermark, max timestamp, offset of max timestamp)."""
+        meta = keys.partition_keys(topic, partition)[1]
+        hw, lso, maxts, maxtsoff = await self.redis.hmget(meta, "hw", "lso", "maxts", "maxtsoff")
+        if hw is None:
+            raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
+        return int(lso), int(hw), int(maxts or -1), int(maxtsoff or -1)
+
+    async def offset_for_time(self, topic: str, partition: int, ts: int) -> tuple[int, int]:
+        """First (offset, timestamp) whose timestamp >= ts, or (-1, -1)."""
+        log_key, _, time_key, _ = keys.partition_keys(topic, partition)
+        lso, hw, _, _ = await self.watermarks(topic, partition)
+        hits = await self.redis.zrangebyscore(time_key, ts, "+inf", start=0, num=1)
+        if not hits:
+            return -1, -1
+        start = max(int(hits[0]), lso)
+        while start < hw:
+            entries = await self.redis.xrange(log_key, f"0-{start + 1}", "+", count=500)
+            if not entries:
+                break
+            for entry_id, fields in entries:
+                record_ts = int(fields[1])
+                if record_ts >= ts:
+                    return int(entry_id[2:]) - 1, record_ts
+            start = int(entries[-1][0][2:])
+        return -1, -1
+
+    async def record_timestamp(self, topic: str, partition: int, offset: int) -> int:
+        log_key = keys.partition_keys(topic, partition)[0]
+        entries = await self.redis.xrange(log_key, f"0-{offset + 1}", f"0-{offset + 1}")
+        return int(entries[0][1][1]) if entries else -1
+
+
+def _topic_from_json(name: str, raw: bytes) -> TopicInfo:
+    doc = json.loads(raw)
+    return TopicInfo(name, uuid.UUID(hex=doc["id"]), int(doc["partitions"]))
+
+
+def _new_cluster_id() -> str:
+    # Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
