@@ -1,0 +1,1 @@
+"""Thin adapters that drive real Kafka client libraries with one common API."""

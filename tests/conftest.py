@@ -1,0 +1,134 @@
+"""Fixtures: a real redis-server on a free port and Skiff as a real process, both
+killed by pid afterwards. No fakes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@dataclass
+class RedisServer:
+    port: int
+    proc: subprocess.Popen[bytes]
+    dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port)
+
+
+def start_redis(tmp: Path, port: int | None = None, aof: bool = False) -> RedisServer:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed: run ./test.sh, or apt-get install redis-server")
+    port = port or free_port()
+    tmp.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "yes" if aof else "no", "--dir", str(tmp), "--daemonize", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(port, proc)
+    return RedisServer(port, proc, tmp)
+
+
+@dataclass
+class Skiff:
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def start_skiff(log_path: Path, *args: str, port: int | None = None) -> Skiff:
+    port = port or free_port()
+    log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
+    cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--listen", f"127.0.0.1:{port}", *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    log_file.close()
+    try:
+        wait_for_port(port, proc)
+    except RuntimeError:
+        stop_process(proc)
+        raise RuntimeError(f"skiff did not start:\n{log_path.read_text()}") from None
+    return Skiff(port, proc, log_path, list(args))
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    stop_process(server.proc)
+
+
+@pytest.fixture(scope="session")
+def skiff(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Skiff]:
+    log_path = tmp_path_factory.mktemp("skiff") / "skiff.log"
+    server = start_skiff(log_path, "--redis-url", redis_server.url)
+    yield server
+    stop_process(server.proc)
+
+
+@pytest.fixture
+def topic() -> str:
+    """A fresh topic name per test: tests share one Redis and one Skiff."""
+    return f"t-{uuid.uuid4().hex[:12]}"
