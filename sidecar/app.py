@@ -51,7 +51,10 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         await server.start()
         log.info(
             "Skiff listening on %s (advertised as %s), Redis %s: %s",
-            settings.listen, settings.advertised, store.redis_version, description,
+            settings.listen,
+            settings.advertised,
+            store.redis_version,
+            description,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

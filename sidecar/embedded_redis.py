@@ -36,15 +36,24 @@ class EmbeddedRedis:
             self.socket.unlink()
         args = [
             binary,
-            "--port", "0",
-            "--unixsocket", str(self.socket),
-            "--unixsocketperm", "700",
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", str(self.data_dir / "redis.log"),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(self.socket),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
         ]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -58,8 +67,9 @@ class EmbeddedRedis:
                 self.stop()
                 raise RuntimeError(f"redis-server did not open {self.socket} in {timeout:.0f}s")
             time.sleep(0.02)
-        log.info("started embedded redis-server (pid %d) with AOF in %s", self.process.pid,
-                 self.data_dir)
+        log.info(
+            "started embedded redis-server (pid %d) with AOF in %s", self.process.pid, self.data_dir
+        )
         return self.url
 
     def stop(self) -> None:

@@ -134,8 +134,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         if self.buffer:
-            log.warning("connection %s closed mid-request (%d bytes of a truncated frame)",
-                        self.peer, len(self.buffer))
+            log.warning(
+                "connection %s closed mid-request (%d bytes of a truncated frame)",
+                self.peer,
+                len(self.buffer),
+            )
         return None
 
     def _close(self, reason: str) -> None:

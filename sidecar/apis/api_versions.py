@@ -15,7 +15,10 @@ MAX_VERSION = 4
 def _ranges() -> list[tuple[int, int, int]]:
     from . import HANDLERS  # the registry imports this module
 
-    return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in HANDLERS.items())
+    return sorted(
+        (k, getattr(m, "ADVERTISED_MIN_VERSION", m.MIN_VERSION), m.MAX_VERSION)
+        for k, m in HANDLERS.items()
+    )
 
 
 def encode(version: int, error_code: int) -> bytes:

@@ -20,20 +20,32 @@ async def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, 
     partitions = topic.num_partitions
     if partitions == -1:
         partitions = broker.settings.num_partitions
-    result: dict[str, Any] = {"name": name, "topic_id": None, "error_message": None,
-                              "num_partitions": -1, "replication_factor": -1, "configs": None}
+    result: dict[str, Any] = {
+        "name": name,
+        "topic_id": None,
+        "error_message": None,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+    }
     reason = invalid_name_reason(name)
     if reason:
         return {**result, "error_code": errors.INVALID_TOPIC_EXCEPTION, "error_message": reason}
     if topic.assignments:
         partitions = len(topic.assignments)
     if partitions < 1:
-        return {**result, "error_code": errors.INVALID_PARTITIONS,
-                "error_message": "Number of partitions must be larger than 0."}
+        return {
+            **result,
+            "error_code": errors.INVALID_PARTITIONS,
+            "error_message": "Number of partitions must be larger than 0.",
+        }
     if topic.replication_factor not in (-1, 1):
-        return {**result, "error_code": errors.INVALID_REPLICATION_FACTOR,
-                "error_message": "Skiff keeps one copy per partition in Redis (replicate "
-                "Redis instead): replication factor must be 1 or -1."}
+        return {
+            **result,
+            "error_code": errors.INVALID_REPLICATION_FACTOR,
+            "error_message": "Skiff keeps one copy per partition in Redis (replicate "
+            "Redis instead): replication factor must be 1 or -1.",
+        }
     if validate_only:
         exists = await broker.store.get_topic(name, fresh=True)
         info = None
@@ -41,10 +53,19 @@ async def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, 
         info = await broker.store.create_topic(name, partitions)
         exists = info is None
     if exists:
-        return {**result, "error_code": errors.TOPIC_ALREADY_EXISTS,
-                "error_message": f"Topic '{name}' already exists."}
-    return {**result, "error_code": errors.NONE, "topic_id": info.topic_id if info else None,
-            "num_partitions": partitions, "replication_factor": 1, "configs": []}
+        return {
+            **result,
+            "error_code": errors.TOPIC_ALREADY_EXISTS,
+            "error_message": f"Topic '{name}' already exists.",
+        }
+    return {
+        **result,
+        "error_code": errors.NONE,
+        "topic_id": info.topic_id if info else None,
+        "num_partitions": partitions,
+        "replication_factor": 1,
+        "configs": [],
+    }
 
 
 async def handle(broker: Broker, request: Any) -> bytes:

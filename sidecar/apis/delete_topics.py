@@ -28,15 +28,18 @@ async def handle(broker: Broker, request: Any) -> bytes:
         if name is None and topic_id is not None:
             info = await store.topic_by_id(topic_id)
             if info is None:
-                results.append({"name": None, "topic_id": topic_id,
-                                "error_code": errors.UNKNOWN_TOPIC_ID})
+                results.append(
+                    {"name": None, "topic_id": topic_id, "error_code": errors.UNKNOWN_TOPIC_ID}
+                )
                 continue
             name = info.name
         info = await store.get_topic(name, fresh=True) if name else None
         ok = info is not None and await store.delete_topic(info.name)
-        results.append({
-            "name": name,
-            "topic_id": info.topic_id if info else topic_id,
-            "error_code": errors.NONE if ok else errors.UNKNOWN_TOPIC_OR_PARTITION,
-        })
+        results.append(
+            {
+                "name": name,
+                "topic_id": info.topic_id if info else topic_id,
+                "error_code": errors.NONE if ok else errors.UNKNOWN_TOPIC_OR_PARTITION,
+            }
+        )
     return encode_response(API_KEY, version, {"throttle_time": 0, "responses": results})

@@ -74,9 +74,16 @@ async def _resolve(broker: Broker, body: Any, version: int) -> list[TopicFetch]:
         for p in t.partitions:
             ok = info is not None and 0 <= p.partition < info.partitions
             tf.partitions.append(
-                PartitionFetch(p.partition, p.fetch_offset, p.partition_max_bytes,
-                               errors.NONE if ok else missing if info is None
-                               else errors.UNKNOWN_TOPIC_OR_PARTITION)
+                PartitionFetch(
+                    p.partition,
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    errors.NONE
+                    if ok
+                    else missing
+                    if info is None
+                    else errors.UNKNOWN_TOPIC_OR_PARTITION,
+                )
             )
         topics.append(tf)
     return topics
@@ -91,8 +98,14 @@ async def _read_once(broker: Broker, topics: list[TopicFetch], max_bytes: int) -
     for t, p in wanted:
         limit = min(p.max_bytes, max_bytes)
         avg = _avg_record_bytes.get((t.name, p.index), 200.0)
-        reads.append((t.name, p.index, max(p.offset, 0), max(1, min(MAX_RECORDS_PER_READ,
-                                                                     int(limit / avg) + 1))))
+        reads.append(
+            (
+                t.name,
+                p.index,
+                max(p.offset, 0),
+                max(1, min(MAX_RECORDS_PER_READ, int(limit / avg) + 1)),
+            )
+        )
     try:
         results = await broker.store.read(reads)
     except StoreError:

@@ -28,6 +28,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
     return encode_response(
         API_KEY,
         request.header.api_version,
-        {"throttle_time": 0, "error_code": errors.NONE, "producer_id": new_pid,
-         "producer_epoch": new_epoch},
+        {
+            "throttle_time": 0,
+            "error_code": errors.NONE,
+            "producer_id": new_pid,
+            "producer_epoch": new_epoch,
+        },
     )

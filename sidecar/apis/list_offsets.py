@@ -43,8 +43,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
         info = await broker.store.get_topic(t.name)
         parts_out = []
         for p in t.partitions:
-            entry: dict[str, Any] = {"partition_index": p.partition_index, "timestamp": -1,
-                                     "offset": -1, "leader_epoch": -1}
+            entry: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
             if info is None or not 0 <= p.partition_index < info.partitions:
                 entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:

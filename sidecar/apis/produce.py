@@ -18,6 +18,10 @@ from ..topics import invalid_name_reason
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 11
+# ApiVersions advertises Produce from v0, as Kafka 4 does since KAFKA-18659: older
+# librdkafka silently stops compressing when the advertised minimum is not 0
+# (librdkafka issue 4956). v0-v2 requests themselves are still refused.
+ADVERTISED_MIN_VERSION = 0
 
 log = logging.getLogger(__name__)
 LOG_APPEND_FLAG = 4
@@ -90,16 +94,22 @@ async def handle(broker: Broker, request: Any) -> bytes | None:
         name = topic.name
         futures: list[Any] = []
         if acks not in (0, 1, -1):
-            futures = [_done(PartitionResult(p.index, errors.INVALID_REQUIRED_ACKS))
-                       for p in topic.partition_data]
+            futures = [
+                _done(PartitionResult(p.index, errors.INVALID_REQUIRED_ACKS))
+                for p in topic.partition_data
+            ]
         elif invalid_name_reason(name):
-            futures = [_done(PartitionResult(p.index, errors.INVALID_TOPIC_EXCEPTION))
-                       for p in topic.partition_data]
+            futures = [
+                _done(PartitionResult(p.index, errors.INVALID_TOPIC_EXCEPTION))
+                for p in topic.partition_data
+            ]
         else:
             info = await broker.topic_for_produce_or_metadata(name)
             for p in topic.partition_data:
                 if info is None or not 0 <= p.index < info.partitions:
-                    futures.append(_done(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION)))
+                    futures.append(
+                        _done(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+                    )
                 else:
                     futures.append(_append_partition(broker, name, p.index, p.records))
         work.append((name, futures))
@@ -113,7 +123,9 @@ async def _done(result: PartitionResult) -> PartitionResult:
     return result
 
 
-def _encode(version: int, work: list[tuple[str, list[Any]]], results: list[PartitionResult]) -> bytes:
+def _encode(
+    version: int, work: list[tuple[str, list[Any]]], results: list[PartitionResult]
+) -> bytes:
     flexible = version >= 9
     parts = [array_len(len(work), flexible)]
     it = iter(results)

@@ -108,7 +108,13 @@ def decode_batch(raw: memoryview) -> DecodedBatch:
                 FLAG_VALUE_NULL if value is None else 0
             )
             headers = record.headers
-            flat += (ts, key or b"", value or b"", encode_headers(headers) if headers else b"", flags)
+            flat += (
+                ts,
+                key or b"",
+                value or b"",
+                encode_headers(headers) if headers else b"",
+                flags,
+            )
             if ts > max_ts:
                 max_ts = ts
                 max_delta = count
@@ -221,5 +227,11 @@ def encode_entries(entries: list[Any], max_bytes: int) -> tuple[bytes, int]:
     return b"".join(out), taken
 
 
-__all__ = ["DecodedBatch", "InvalidBatch", "decode_batch", "encode_entries", "split_batches",
-           "uvarint"]
+__all__ = [
+    "DecodedBatch",
+    "InvalidBatch",
+    "decode_batch",
+    "encode_entries",
+    "split_batches",
+    "uvarint",
+]

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from . import keys, scripts
+from .connection import connection_class_for
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,12 @@ class RedisStore:
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
-        redis = Redis.from_url(url, decode_responses=False, health_check_interval=30)
+        redis = Redis.from_url(
+            url,
+            decode_responses=False,
+            health_check_interval=30,
+            connection_class=connection_class_for(url),
+        )
         # Stream entries stay as flat lists: no per-record dict building in redis-py.
         for command in ("XRANGE", "XREVRANGE"):
             redis.set_response_callback(command, _raw)
