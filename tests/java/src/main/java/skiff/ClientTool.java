@@ -1,0 +1,389 @@
+package skiff;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.InvalidOffsetException;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Small CLI that drives the real Apache Kafka Java client, for Skiff's Python test-suite.
+ * Records are exchanged as JSON lines with base64-encoded keys, values and header values.
+ */
+public final class ClientTool {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Base64.Encoder B64E = Base64.getEncoder();
+  private static final Base64.Decoder B64D = Base64.getDecoder();
+
+  private static final String USAGE = String.join("\n",
+      "usage: java -jar skiff-client-tool.jar <command> [--name value ...]",
+      "",
+      "commands:",
+      "  produce  --bootstrap H:P --topic T --input FILE --output FILE",
+      "           [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0]",
+      "           [--idempotence true|false] [--linger-ms N]",
+      "      input: JSON lines {\"partition\": int|absent, \"key\": b64|null, \"value\": b64|null,",
+      "             \"headers\": [[name, b64|null], ...], \"timestamp\": long|null}",
+      "      output: one JSON line per input record: {\"partition\", \"offset\", \"timestamp\"}",
+      "  consume  --bootstrap H:P --topic T --partition P --offset O|earliest|latest --count N",
+      "           --output FILE [--timeout-ms 60000] [--isolation read_uncommitted|read_committed]",
+      "      output: JSON lines {\"partition\", \"offset\", \"timestamp\", \"timestamp_type\",",
+      "              \"key\", \"value\", \"headers\"}; exits 1 on timeout (partial output is written)",
+      "  offsets  --bootstrap H:P --topic T --partition P",
+      "           --spec earliest|latest|max-timestamp|<epoch-ms> [--timeout-ms 60000]",
+      "           [--isolation read_uncommitted|read_committed]",
+      "      prints {\"offset\": o, \"timestamp\": t, \"leader_epoch\": e|null} to stdout",
+      "",
+      "every command also accepts repeated --property key=value (extra client config)",
+      "");
+
+  /** A user-facing error: printed without a stack trace, exit status 1. */
+  static final class ToolError extends Exception {
+    ToolError(String message) {
+      super(message);
+    }
+  }
+
+  public static void main(String[] argv) {
+    if (argv.length == 0) {
+      System.err.print(USAGE);
+      System.exit(2);
+    }
+    String cmd = argv[0];
+    if (cmd.equals("help") || cmd.equals("--help") || cmd.equals("-h")) {
+      System.out.print(USAGE);
+      System.exit(0);
+    }
+    int status;
+    try {
+      Args args = Args.parse(argv);
+      switch (cmd) {
+        case "produce" -> produce(args);
+        case "consume" -> consume(args);
+        case "offsets" -> offsets(args);
+        default -> throw new IllegalArgumentException("unknown command: " + cmd);
+      }
+      status = 0;
+    } catch (IllegalArgumentException e) {
+      System.err.println("error: " + e.getMessage());
+      System.err.print(USAGE);
+      status = 2;
+    } catch (ToolError e) {
+      System.err.println("error: " + e.getMessage());
+      status = 1;
+    } catch (Exception e) {
+      System.err.println("error: " + describe(e));
+      e.printStackTrace(System.err);
+      status = 1;
+    }
+    System.out.flush();
+    System.exit(status);
+  }
+
+  // ---------------------------------------------------------------- produce
+
+  static void produce(Args a) throws Exception {
+    Properties p = a.clientProps();
+    p.put("key.serializer", ByteArraySerializer.class.getName());
+    p.put("value.serializer", ByteArraySerializer.class.getName());
+    p.put("compression.type", a.get("compression", "none"));
+    p.put("acks", a.get("acks", "all"));
+    if (a.has("idempotence")) {
+      p.put("enable.idempotence", a.get("idempotence"));
+    }
+    if (a.has("linger-ms")) {
+      p.put("linger.ms", a.get("linger-ms"));
+    }
+    a.applyProperties(p);
+    String topic = a.get("topic");
+
+    List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
+    int lineNo = 0;
+    for (String line : Files.readAllLines(Path.of(a.get("input")), StandardCharsets.UTF_8)) {
+      lineNo++;
+      if (!line.isBlank()) {
+        records.add(toProducerRecord(topic, JSON.readTree(line), lineNo));
+      }
+    }
+
+    List<RecordMetadata> results = new ArrayList<>();
+    List<String> failures = new ArrayList<>();
+    KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+    try {
+      List<Future<RecordMetadata>> futures = new ArrayList<>();
+      for (ProducerRecord<byte[], byte[]> r : records) {
+        futures.add(producer.send(r));
+      }
+      producer.flush();
+      for (int i = 0; i < futures.size(); i++) {
+        try {
+          results.add(futures.get(i).get());
+        } catch (ExecutionException e) {
+          failures.add("record #" + i + ": " + describe(e.getCause()));
+        }
+      }
+    } finally {
+      producer.close(Duration.ofSeconds(10));
+    }
+    if (!failures.isEmpty()) {
+      throw new ToolError(failures.size() + " of " + records.size() + " sends failed:\n  "
+          + String.join("\n  ", failures.subList(0, Math.min(20, failures.size()))));
+    }
+    try (BufferedWriter out = Files.newBufferedWriter(Path.of(a.get("output")))) {
+      for (RecordMetadata m : results) {
+        ObjectNode n = JSON.createObjectNode();
+        n.put("partition", m.partition());
+        n.put("offset", m.hasOffset() ? m.offset() : -1L);
+        n.put("timestamp", m.hasTimestamp() ? m.timestamp() : -1L);
+        out.write(JSON.writeValueAsString(n));
+        out.write('\n');
+      }
+    }
+  }
+
+  static ProducerRecord<byte[], byte[]> toProducerRecord(String topic, JsonNode n, int lineNo) {
+    if (!n.isObject()) {
+      throw new IllegalArgumentException("input line " + lineNo + " is not a JSON object");
+    }
+    Integer partition = isNull(n.get("partition")) ? null : n.get("partition").asInt();
+    Long timestamp = isNull(n.get("timestamp")) ? null : n.get("timestamp").asLong();
+    List<Header> headers = new ArrayList<>();
+    JsonNode hs = n.get("headers");
+    if (!isNull(hs)) {
+      for (JsonNode h : hs) {
+        headers.add(new RecordHeader(h.get(0).asText(), b64(h.get(1))));
+      }
+    }
+    return new ProducerRecord<>(
+        topic, partition, timestamp, b64(n.get("key")), b64(n.get("value")), headers);
+  }
+
+  // ---------------------------------------------------------------- consume
+
+  static void consume(Args a) throws Exception {
+    Properties p = a.clientProps();
+    p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+    p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+    p.put("enable.auto.commit", "false");
+    p.put("auto.offset.reset", "none"); // an out-of-range --offset is an error, not a reset
+    p.put("isolation.level", a.get("isolation", "read_uncommitted"));
+    a.applyProperties(p);
+    TopicPartition tp = new TopicPartition(a.get("topic"), a.getInt("partition"));
+    String offset = a.get("offset");
+    long count = Long.parseLong(a.get("count"));
+    long timeoutMs = Long.parseLong(a.get("timeout-ms", "60000"));
+
+    List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+    String failure = null;
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+    KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+    try {
+      consumer.assign(List.of(tp));
+      switch (offset) {
+        case "earliest" -> consumer.seekToBeginning(List.of(tp));
+        case "latest" -> consumer.seekToEnd(List.of(tp));
+        default -> consumer.seek(tp, Long.parseLong(offset));
+      }
+      while (got.size() < count) {
+        long leftMs = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+        if (leftMs <= 0) {
+          break;
+        }
+        for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(
+            Math.min(leftMs, 1000)))) {
+          if (got.size() < count) {
+            got.add(r);
+          }
+        }
+      }
+    } catch (InvalidOffsetException e) { // e.g. --offset beyond the log end
+      failure = describe(e);
+    } finally {
+      consumer.close(Duration.ofSeconds(5));
+    }
+    try (BufferedWriter out = Files.newBufferedWriter(Path.of(a.get("output")))) {
+      for (ConsumerRecord<byte[], byte[]> r : got) {
+        ObjectNode n = JSON.createObjectNode();
+        n.put("partition", r.partition());
+        n.put("offset", r.offset());
+        n.put("timestamp", r.timestamp());
+        n.put("timestamp_type", r.timestampType().id);
+        putB64(n, "key", r.key());
+        putB64(n, "value", r.value());
+        ArrayNode hs = n.putArray("headers");
+        for (Header h : r.headers()) {
+          ArrayNode pair = hs.addArray();
+          pair.add(h.key());
+          if (h.value() == null) {
+            pair.addNull();
+          } else {
+            pair.add(B64E.encodeToString(h.value()));
+          }
+        }
+        out.write(JSON.writeValueAsString(n));
+        out.write('\n');
+      }
+    }
+    if (failure != null) {
+      throw new ToolError("after " + got.size() + " of " + count + " records: " + failure);
+    }
+    if (got.size() < count) {
+      throw new ToolError("timed out after " + timeoutMs + " ms: got " + got.size() + " of "
+          + count + " records from " + tp + " starting at offset " + offset);
+    }
+  }
+
+  // ---------------------------------------------------------------- offsets
+
+  static void offsets(Args a) throws Exception {
+    Properties p = a.clientProps();
+    a.applyProperties(p);
+    TopicPartition tp = new TopicPartition(a.get("topic"), a.getInt("partition"));
+    String specArg = a.get("spec");
+    OffsetSpec spec = switch (specArg) {
+      case "earliest" -> OffsetSpec.earliest();
+      case "latest" -> OffsetSpec.latest();
+      case "max-timestamp" -> OffsetSpec.maxTimestamp();
+      default -> OffsetSpec.forTimestamp(Long.parseLong(specArg));
+    };
+    IsolationLevel isolation = IsolationLevel.valueOf(
+        a.get("isolation", "read_uncommitted").toUpperCase(Locale.ROOT));
+    long timeoutMs = Long.parseLong(a.get("timeout-ms", "60000"));
+    ListOffsetsOptions options = new ListOffsetsOptions(isolation);
+    options.timeoutMs((int) timeoutMs);
+    ListOffsetsResultInfo info;
+    Admin admin = Admin.create(p);
+    try {
+      info = admin.listOffsets(Map.of(tp, spec), options)
+          .partitionResult(tp).get(timeoutMs + 5000, TimeUnit.MILLISECONDS);
+    } catch (ExecutionException e) {
+      throw new ToolError("listOffsets(" + tp + ", " + specArg + ") failed: "
+          + describe(e.getCause()));
+    } catch (TimeoutException e) {
+      throw new ToolError("listOffsets(" + tp + ", " + specArg + ") timed out");
+    } finally {
+      admin.close(Duration.ZERO); // nothing may still be pending that we care about
+    }
+    ObjectNode n = JSON.createObjectNode();
+    n.put("offset", info.offset()); // -1 when no record has timestamp >= the one asked for
+    n.put("timestamp", info.timestamp());
+    if (info.leaderEpoch().isPresent()) {
+      n.put("leader_epoch", info.leaderEpoch().get());
+    } else {
+      n.putNull("leader_epoch");
+    }
+    System.out.println(JSON.writeValueAsString(n));
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  static boolean isNull(JsonNode n) {
+    return n == null || n.isNull() || n.isMissingNode();
+  }
+
+  static byte[] b64(JsonNode n) {
+    return isNull(n) ? null : B64D.decode(n.asText());
+  }
+
+  static void putB64(ObjectNode n, String field, byte[] bytes) {
+    if (bytes == null) {
+      n.putNull(field);
+    } else {
+      n.put(field, B64E.encodeToString(bytes));
+    }
+  }
+
+  static String describe(Throwable t) {
+    return t.getClass().getName() + ": " + t.getMessage();
+  }
+
+  /** {@code --name value} arguments; {@code --property k=v} may repeat. */
+  static final class Args {
+    final Map<String, String> values = new HashMap<>();
+    final List<String> properties = new ArrayList<>();
+
+    static Args parse(String[] argv) {
+      Args a = new Args();
+      for (int i = 1; i < argv.length; i += 2) {
+        String name = argv[i];
+        if (!name.startsWith("--") || i + 1 >= argv.length) {
+          throw new IllegalArgumentException("expected '--name value', got: " + name);
+        }
+        if (name.equals("--property")) {
+          a.properties.add(argv[i + 1]);
+        } else {
+          a.values.put(name.substring(2), argv[i + 1]);
+        }
+      }
+      return a;
+    }
+
+    boolean has(String name) {
+      return values.containsKey(name);
+    }
+
+    String get(String name) {
+      String v = values.get(name);
+      if (v == null) {
+        throw new IllegalArgumentException("missing required --" + name);
+      }
+      return v;
+    }
+
+    String get(String name, String dflt) {
+      return values.getOrDefault(name, dflt);
+    }
+
+    int getInt(String name) {
+      return Integer.parseInt(get(name));
+    }
+
+    Properties clientProps() {
+      Properties p = new Properties();
+      p.put("bootstrap.servers", get("bootstrap"));
+      p.put("client.id", "skiff-client-tool");
+      return p;
+    }
+
+    void applyProperties(Properties p) {
+      for (String kv : properties) {
+        int eq = kv.indexOf('=');
+        if (eq <= 0) {
+          throw new IllegalArgumentException("--property wants key=value, got: " + kv);
+        }
+        p.put(kv.substring(0, eq), kv.substring(eq + 1));
+      }
+    }
+  }
+}
