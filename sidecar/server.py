@@ -19,22 +19,24 @@ from .protocol import errors
 from .protocol.framing import (
     API_VERSIONS_KEY,
     BadFrame,
+    CloseConnection,
     RequestHeader,
     parse_header_prefix,
     response_frame,
     skip_tagged_fields,
 )
-from .protocol.kio_codec import decode_request, encode_response, is_flexible_request
+from .protocol.kio_codec import (
+    decode_request,
+    encode_response,
+    is_flexible_request,
+    response_type,
+)
 from .protocol.primitives import unpack_i32
 
 log = logging.getLogger(__name__)
 
 PAUSE_AT = 16  # queued requests per connection before we stop reading the socket
 RESUME_AT = 4
-
-
-class CloseConnection(Exception):
-    pass
 
 
 class Request:
@@ -81,6 +83,8 @@ def _unsupported(header: RequestHeader) -> bytes:
     key, version = header.api_key, header.api_version
     try:
         flexible = is_flexible_request(key, version)
+        if "error_code" not in response_type(key, version).__dataclass_fields__:
+            raise LookupError("no top-level error code")  # e.g. Produce v12: close
         body = encode_response(key, version, {"error_code": errors.UNSUPPORTED_VERSION})
     except Exception:
         raise CloseConnection(f"unsupported API key {key} version {version}") from None
@@ -93,11 +97,12 @@ class KafkaConnection(asyncio.Protocol):
         self.broker = broker
         self.connections = connections
         self.buffer = bytearray()
-        self.frames: deque[bytes] = deque()
+        self.frames: deque[bytes | str] = deque()  # a str: close with that reason
         self.ready = asyncio.Event()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.paused = False
+        self.closing = False  # a bad frame was seen: read nothing more
         self.worker: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -114,13 +119,24 @@ class KafkaConnection(asyncio.Protocol):
             self.worker.cancel()
 
     def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
         buf = self.buffer
         buf += data
         limit = self.broker.settings.max_request_bytes
         while len(buf) >= 4:
             (size,) = unpack_i32(buf, 0)
             if size < 0 or size > limit:
-                self._close(f"request size {size} is outside 0..{limit} (--max-request-bytes)")
+                # Answer the requests already read, then close (as Kafka, which reads
+                # one request at a time, would reach the bad frame only after them).
+                self.frames.append(
+                    f"request size {size} is outside 0..{limit} (--max-request-bytes)"
+                )
+                buf.clear()
+                self.closing = True
+                if self.transport and not self.paused:
+                    self.transport.pause_reading()
+                self.ready.set()
                 return
             if len(buf) < 4 + size:
                 break
@@ -155,7 +171,15 @@ class KafkaConnection(asyncio.Protocol):
                 await self.ready.wait()
                 continue
             frame = self.frames.popleft()
-            if self.paused and len(self.frames) <= RESUME_AT and self.transport:
+            if isinstance(frame, str):
+                self._close(frame)
+                return
+            if (
+                self.paused
+                and len(self.frames) <= RESUME_AT
+                and self.transport
+                and not self.closing
+            ):
                 self.paused = False
                 self.transport.resume_reading()
             try:

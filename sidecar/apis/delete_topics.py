@@ -1,4 +1,4 @@
-"""DeleteTopics (key 20), v0-v6: by name, or by topic id from v6; every key of every
+"""DeleteTopics (key 20), v1-v6: by name, or by topic id from v6; every key of every
 partition is removed."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from ..protocol import errors
 from ..protocol.kio_codec import encode_response
 
 API_KEY = 20
-MIN_VERSION = 0
+# v0 is gone from Kafka 4 (KIP-896) and from kio's schemas: advertising it made
+# v0 requests fail with an internal error.
+MIN_VERSION = 1
 MAX_VERSION = 6
 
 

@@ -64,7 +64,8 @@ async def _resolve(broker: Broker, body: Any, version: int) -> list[TopicFetch]:
     topics = []
     for t in body.topics:
         if version >= 13:
-            info = await broker.store.topic_by_id(t.topic_id)
+            # kio reads the zero UUID (no id known to the client) as None.
+            info = await broker.store.topic_by_id(t.topic_id) if t.topic_id else None
             missing = errors.UNKNOWN_TOPIC_ID
             tf = TopicFetch(info.name if info else "", t.topic_id, info)
         else:

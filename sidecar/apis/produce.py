@@ -10,6 +10,7 @@ from typing import Any
 
 from ..broker import Broker
 from ..protocol import errors
+from ..protocol.framing import CloseConnection
 from ..protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32, pack_i64, string
 from ..protocol.record_batch import InvalidBatch, decode_batch, split_batches
 from ..storage.store import StoreError
@@ -115,6 +116,13 @@ async def handle(broker: Broker, request: Any) -> bytes | None:
         work.append((name, futures))
     results = await asyncio.gather(*(f for _, fs in work for f in fs))
     if acks == 0:
+        failed = [r for r in results if r.error]
+        if failed:
+            # An acks=0 producer reads no response: Kafka closes the connection so the
+            # producer notices, refreshes metadata and retries elsewhere.
+            raise CloseConnection(
+                f"acks=0 produce failed with error {failed[0].error}: {failed[0].message or ''}"
+            )
         return None
     return _encode(version, work, results)
 

@@ -15,6 +15,10 @@ class BadFrame(Exception):
     pass
 
 
+class CloseConnection(Exception):
+    """Raised by a handler or the dispatcher: log the reason and close the connection."""
+
+
 @dataclass(slots=True)
 class RequestHeader:
     api_key: int

@@ -1,0 +1,547 @@
+"""A minimal raw Kafka client for tests: one TCP socket, kio for bodies and headers.
+
+    kafka = RawKafka("127.0.0.1", port)
+    resp = kafka.request(3, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
+    cid = kafka.send(0, 9, produce_body)      # pipelining: send several, then recv in order
+    resp = kafka.recv(0, 9)                   # kafka.last_correlation_id is the answer's id
+
+Request bodies are kio entities, raw bytes (already encoded), or plain dicts that
+`make_request` turns into the kio entity of the requested version: keys a version lacks
+are dropped, missing fields take the schema default or a zero value, and millisecond
+ints are accepted for kio's timedelta fields. Nothing here imports the sidecar.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import select
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import MISSING, dataclass, fields
+from functools import cache
+from typing import Any
+
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+
+API_VERSIONS = 18
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+class ConnectionClosed(Exception):
+    """The server closed the connection (EOF or reset) before a whole frame arrived."""
+
+
+class ProtocolError(Exception):
+    """A response that does not decode as the expected API version."""
+
+
+# -- wire helpers ---------------------------------------------------------------------
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= len(buf):
+            raise ProtocolError("varint runs past the end of the frame")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def tagged_fields(tags: Sequence[tuple[int, bytes]]) -> bytes:
+    """A tagged-field section: count, then (tag, size, data) per field."""
+    return uvarint(len(tags)) + b"".join(
+        uvarint(tag) + uvarint(len(data)) + data for tag, data in sorted(tags)
+    )
+
+
+def with_top_level_tags(body: bytes, tags: Sequence[tuple[int, bytes]]) -> bytes:
+    """Replace the empty top-level tagged-field section that ends an encoded flexible
+    body (a single 0 byte) with `tags`."""
+    if not body.endswith(b"\x00"):
+        raise ValueError("body does not end with an empty tagged-field section")
+    return body[:-1] + tagged_fields(tags)
+
+
+@cache
+def request_type(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_type(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    return bool(request_type(api_key, version).__flexible__)
+
+
+def header_is_flexible(api_key: int, version: int) -> bool:
+    for v in range(version, -1, -1):
+        try:
+            return is_flexible(api_key, v)
+        except Exception:
+            continue
+    return False
+
+
+def encode(entity: Any) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(entity))(out, entity)
+    return out.getvalue()
+
+
+# -- building kio entities from dicts -----------------------------------------------------
+
+
+def make_request(api_key: int, version: int, data: dict[str, Any]) -> Any:
+    return make(request_type(api_key, version), data)
+
+
+def make(entity_type: type, data: Any) -> Any:
+    if isinstance(data, entity_type):
+        return data
+    kwargs: dict[str, Any] = {}
+    for f in fields(entity_type):
+        if f.name in data:
+            kwargs[f.name] = _convert(f, data[f.name])
+        elif f.default is MISSING and f.default_factory is MISSING:
+            kwargs[f.name] = _zero(f)
+    return entity_type(**kwargs)
+
+
+def _convert(f: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    kind = classify_field(f)
+    if isinstance(kind, EntityTupleField):
+        return tuple(make(kind.type_, v) for v in value)
+    if isinstance(kind, EntityField):
+        return make(kind.type_, value)
+    kafka_type = f.metadata.get("kafka_type")
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):
+        return _EPOCH + datetime.timedelta(milliseconds=value)
+    if kafka_type == "error_code":
+        return ErrorCode(value)
+    if kind.is_array:
+        return tuple(value)
+    return value
+
+
+def _zero(f: Any) -> Any:
+    if is_optional(f):
+        return None
+    kind = classify_field(f)
+    if kind.is_array:
+        return ()
+    if isinstance(kind, EntityField):
+        return make(kind.type_, {})
+    kafka_type = f.metadata.get("kafka_type", "")
+    zeros: dict[str, Any] = {
+        "string": "",
+        "bytes": b"",
+        "records": b"",
+        "bool": False,
+        "uuid": uuid.UUID(int=0),
+        "error_code": ErrorCode.none,
+        "timedelta_i32": datetime.timedelta(0),
+        "timedelta_i64": datetime.timedelta(0),
+        "datetime_i64": _EPOCH,
+    }
+    return zeros.get(kafka_type, 0)
+
+
+# -- the client -------------------------------------------------------------------------
+
+
+class RawKafka:
+    def __init__(
+        self, host: str, port: int, timeout: float = 10.0, client_id: str | None = "rawkafka"
+    ) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+        self.client_id = client_id
+        self.next_correlation_id = 1
+        self.last_correlation_id: int | None = None
+        self._buf = bytearray()
+        self._eof = False
+
+    @property
+    def local_port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawKafka:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # sending
+
+    def frame(
+        self,
+        api_key: int,
+        version: int,
+        request: Any,
+        correlation_id: int,
+        header_tags: Sequence[tuple[int, bytes]] = (),
+        body_tags: Sequence[tuple[int, bytes]] = (),
+    ) -> bytes:
+        """The whole request frame (size prefix included). A version kio does not know
+        only takes raw bytes; its header is v2 when the API's nearest lower known
+        version is flexible (so ApiVersions v5 gets one), else v1."""
+        flexible = header_is_flexible(api_key, version)
+        if isinstance(request, bytes | bytearray | memoryview):
+            body = bytes(request)
+        else:
+            if isinstance(request, dict):
+                request = make_request(api_key, version, request)
+            body = encode(request)
+        if body_tags:
+            body = with_top_level_tags(body, body_tags)
+        if flexible:
+            header = encode(
+                RequestHeaderV2(
+                    request_api_key=api_key,
+                    request_api_version=version,
+                    correlation_id=correlation_id,
+                    client_id=self.client_id,
+                )
+            )
+            if header_tags:
+                header = with_top_level_tags(header, header_tags)
+        else:
+            header = encode(
+                RequestHeaderV1(
+                    request_api_key=api_key,
+                    request_api_version=version,
+                    correlation_id=correlation_id,
+                    client_id=self.client_id,
+                )
+            )
+        return struct.pack(">i", len(header) + len(body)) + header + body
+
+    def send(
+        self,
+        api_key: int,
+        version: int,
+        request: Any,
+        correlation_id: int | None = None,
+        header_tags: Sequence[tuple[int, bytes]] = (),
+        body_tags: Sequence[tuple[int, bytes]] = (),
+    ) -> int:
+        """Send one request; returns its correlation id."""
+        if correlation_id is None:
+            correlation_id = self.next_correlation_id
+        self.next_correlation_id = correlation_id + 1
+        self.send_raw(
+            self.frame(
+                api_key,
+                version,
+                request,
+                correlation_id,
+                header_tags=header_tags,
+                body_tags=body_tags,
+            )
+        )
+        return correlation_id
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    # receiving
+
+    def _fill(self, n: int, timeout: float | None) -> None:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while len(self._buf) < n:
+            if self._eof:
+                raise ConnectionClosed(f"closed with {len(self._buf)} of {n} bytes received")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"no complete frame within the timeout ({len(self._buf)} of {n} bytes)"
+                )
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                self._eof = True
+            self._buf += chunk
+
+    def recv_raw(self, timeout: float | None = None) -> bytes:
+        """The next response frame without its size prefix."""
+        self._fill(4, timeout)
+        (size,) = struct.unpack_from(">i", self._buf, 0)
+        if size < 4:
+            raise ProtocolError(f"response frame size {size}")
+        self._fill(4 + size, timeout)
+        frame = bytes(self._buf[4 : 4 + size])
+        del self._buf[: 4 + size]
+        return frame
+
+    def recv(self, api_key: int, version: int, timeout: float | None = None) -> Any:
+        """The next response, decoded as `version` of `api_key` (response header v0, or
+        v1 for flexible versions except ApiVersions). Sets last_correlation_id."""
+        frame = self.recv_raw(timeout)
+        return self.decode_response(api_key, version, frame)
+
+    def decode_response(self, api_key: int, version: int, frame: bytes) -> Any:
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        self.last_correlation_id = correlation_id
+        pos = 4
+        if api_key != API_VERSIONS and is_flexible(api_key, version):
+            count, pos = read_uvarint(frame, pos)
+            for _ in range(count):
+                _, pos = read_uvarint(frame, pos)
+                size, pos = read_uvarint(frame, pos)
+                pos += size
+        entity_type = response_type(api_key, version)
+        try:
+            entity, size = entity_reader(entity_type)(frame, pos)
+        except Exception as exc:
+            raise ProtocolError(
+                f"cannot decode {entity_type.__name__} v{version}: {exc!r} in {frame!r}"
+            ) from exc
+        if pos + size != len(frame):
+            raise ProtocolError(
+                f"{entity_type.__name__} v{version}: {len(frame) - pos - size} trailing bytes"
+            )
+        return entity
+
+    def request(
+        self, api_key: int, version: int, request: Any, timeout: float | None = None, **kwargs: Any
+    ) -> Any:
+        correlation_id = self.send(api_key, version, request, **kwargs)
+        response = self.recv(api_key, version, timeout)
+        if self.last_correlation_id != correlation_id:
+            raise ProtocolError(
+                f"correlation id {self.last_correlation_id}, expected {correlation_id}"
+            )
+        return response
+
+    def closed(self, timeout: float = 5.0) -> bool:
+        """True when the server closes the connection (EOF or reset) within `timeout`.
+        Bytes that arrive meanwhile are kept for recv_raw."""
+        deadline = time.monotonic() + timeout
+        while not self._eof:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            readable, _, _ = select.select([self.sock], [], [], remaining)
+            if not readable:
+                return False
+            try:
+                chunk = self.sock.recv(65536)
+            except (ConnectionResetError, BrokenPipeError):
+                chunk = b""
+            if not chunk:
+                self._eof = True
+            self._buf += chunk
+        return True
+
+
+# -- record batches -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rec:
+    """One record as produced, or as fetched (offset and timestamp filled in)."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp: int | None = None
+    offset: int | None = None
+
+
+def build_batch(
+    records: Iterable[Rec | bytes],
+    base_timestamp: int | None = None,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """A v2 record batch (base offset 0) holding `records`. Records without a timestamp
+    get base_timestamp (default: now) plus their index."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=compression,
+        is_transactional=0,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        batch_size=1 << 30,
+    )
+    now = int(time.time() * 1000) if base_timestamp is None else base_timestamp
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Rec):
+            rec = Rec(value=rec)
+        ts = rec.timestamp if rec.timestamp is not None else now + i
+        meta = builder.append(
+            i, timestamp=ts, key=rec.key, value=rec.value, headers=list(rec.headers)
+        )
+        if meta is None:
+            raise ValueError("record does not fit in the batch")
+    return bytes(builder.build())
+
+
+CRC_OFFSET = 17  # base offset 8, length 4, leader epoch 4, magic 1
+
+
+def corrupt_crc(batch: bytes) -> bytes:
+    """The batch with its CRC32C flipped (the records themselves are intact)."""
+    crc = batch[CRC_OFFSET : CRC_OFFSET + 4]
+    return batch[:CRC_OFFSET] + bytes(b ^ 0xFF for b in crc) + batch[CRC_OFFSET + 4 :]
+
+
+@dataclass(frozen=True)
+class Batch:
+    base_offset: int
+    crc_ok: bool
+    timestamp_type: int
+    records: tuple[Rec, ...]
+
+
+def read_batches(data: bytes | None) -> list[Batch]:
+    """Split a Fetch response's records field into v2 batches (a truncated trailing
+    batch, which Kafka may send, is dropped)."""
+    out: list[Batch] = []
+    if not data:
+        return out
+    pos = 0
+    while pos + 12 <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        end = pos + 12 + length
+        if end > len(data):
+            break
+        raw = bytes(data[pos:end])
+        if raw[16] != 2:
+            raise ProtocolError(f"batch magic {raw[16]} at byte {pos}")
+        batch = DefaultRecordBatch(raw)
+        crc_ok = batch.validate_crc()
+        records = tuple(
+            Rec(
+                value=r.value,
+                key=r.key,
+                headers=tuple(r.headers),
+                timestamp=r.timestamp,
+                offset=r.offset,
+            )
+            for r in batch
+        )
+        out.append(Batch(batch.base_offset, crc_ok, batch.timestamp_type, records))
+        pos = end
+    return out
+
+
+def fetched_records(data: bytes | None) -> list[Rec]:
+    return [rec for batch in read_batches(data) for rec in batch.records]
+
+
+# -- request bodies used by the tests --------------------------------------------------------
+
+
+def metadata_request(
+    names: Sequence[str] | None, allow_auto_topic_creation: bool = True
+) -> dict[str, Any]:
+    """None asks for all topics (v1+; v0 asks for all with an empty list)."""
+    return {
+        "topics": None if names is None else [{"name": n} for n in names],
+        "allow_auto_topic_creation": allow_auto_topic_creation,
+    }
+
+
+def produce_request(
+    topic: str, partitions: dict[int, bytes | None], acks: int = -1, timeout_ms: int = 5000
+) -> dict[str, Any]:
+    return {
+        "acks": acks,
+        "timeout": timeout_ms,
+        "topic_data": [
+            {
+                "name": topic,
+                "partition_data": [{"index": p, "records": r} for p, r in partitions.items()],
+            }
+        ],
+    }
+
+
+def fetch_request(
+    topic: str,
+    offsets: dict[int, int],
+    topic_id: uuid.UUID | None = None,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 50 << 20,
+    partition_max_bytes: int = 10 << 20,
+) -> dict[str, Any]:
+    """Names the topic (v4-v12) and its id (v13+): make() keeps what the version has."""
+    return {
+        "replica_id": -1,
+        "max_wait": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "topic_id": topic_id,
+                "partitions": [
+                    {"partition": p, "fetch_offset": o, "partition_max_bytes": partition_max_bytes}
+                    for p, o in offsets.items()
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+    }
+
+
+def list_offsets_request(topic: str, timestamps: dict[int, int]) -> dict[str, Any]:
+    return {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": p, "timestamp": ts} for p, ts in timestamps.items()
+                ],
+            }
+        ],
+    }
