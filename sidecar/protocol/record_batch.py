@@ -8,14 +8,15 @@ built, against ~2.6 us for a pure-Python parser.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.errors import CorruptRecordException
-from aiokafka.record.default_records import DefaultRecordBatch
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
-from .primitives import pack_i16, pack_i32, pack_i64, pack_u32, unpack_i32, uvarint, zigzag
+from .primitives import read_uvarint, unpack_i32, zigzag
 
 BATCH_HEADER = 61  # bytes before the first record of a v2 batch
 LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
@@ -26,6 +27,7 @@ CONTROL_BIT = 0x20
 
 FLAG_KEY_NULL = 1
 FLAG_VALUE_NULL = 2
+FLAG_LOG_APPEND = 4
 
 
 class InvalidBatch(Exception):
@@ -137,101 +139,99 @@ def decode_batch(raw: memoryview) -> DecodedBatch:
 
 
 # -- encoding for Fetch ------------------------------------------------------------
+# aiokafka's Cython DefaultRecordBatchBuilder writes records in C: 0.6 us a record
+# against 2.3-2.9 us for a hand-written Python encoder (measured by bench/). The
+# Python loop below only unpacks stream entries.
 
-_ZZ = [zigzag(i) for i in range(-1, 4096)]  # zigzag(i) == _ZZ[i + 1] for small i
-_EMPTY_HEADERS = b"\x00"
-
-
-def _zz(n: int) -> bytes:
-    return _ZZ[n + 1] if -1 <= n < 4095 else zigzag(n)
+BASE_OFFSET = struct.Struct(">q")
+ATTRIBUTES_AT = 21
+CRC_AT = 17
 
 
 def entry_offset(entry_id: bytes) -> int:
     return int(entry_id[2:]) - 1
 
 
+def decode_headers(raw: bytes) -> list[tuple[str, bytes | None]]:
+    """Inverse of encode_headers (stored header bytes back to pairs)."""
+    count, pos = _read_zigzag(raw, 0)
+    out = []
+    for _ in range(count):
+        klen, pos = _read_zigzag(raw, pos)
+        key = raw[pos : pos + klen].decode()
+        pos += klen
+        vlen, pos = _read_zigzag(raw, pos)
+        if vlen < 0:
+            out.append((key, None))
+        else:
+            out.append((key, raw[pos : pos + vlen]))
+            pos += vlen
+    return out
+
+
+def _read_zigzag(raw: bytes, pos: int) -> tuple[int, int]:
+    value, pos = read_uvarint(raw, pos)
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def _finish(builder: DefaultRecordBatchBuilder, base_offset: int, log_append: bool) -> bytes:
+    buf = builder.build()
+    BASE_OFFSET.pack_into(buf, 0, base_offset)
+    if log_append:
+        # The builder only writes CreateTime batches: set the timestamp-type bit and
+        # recompute the CRC32C, which covers everything from the attributes on.
+        buf[ATTRIBUTES_AT + 1] |= TIMESTAMP_TYPE_BIT
+        struct.pack_into(">I", buf, CRC_AT, crc32c(memoryview(buf)[ATTRIBUTES_AT:]))
+    return bytes(buf)
+
+
 def encode_entries(entries: list[Any], max_bytes: int) -> tuple[bytes, int]:
-    """Encode stream entries as v2 batches (a new batch where the timestamp type
-    changes). Stops before max_bytes, but always includes the first record.
-    Returns (bytes, number of records encoded)."""
+    """Encode stream entries (raw XRANGE reply) as v2 batches starting at the first
+    entry's offset, a new batch where the timestamp type changes. Stops before
+    max_bytes, but always includes the first record. Returns (bytes, records)."""
     out: list[bytes] = []
     size = 0
     taken = 0
-    i = 0
     n = len(entries)
-    while i < n:
-        log_append = int(entries[i][1][9]) & 4
+    i = 0
+    full = False
+    while i < n and not full:
+        first_fields = entries[i][1]
+        log_append = bool(int(first_fields[9]) & FLAG_LOG_APPEND)
         base_offset = entry_offset(entries[i][0])
-        base_ts = int(entries[i][1][1])
-        max_ts = base_ts
-        records: list[bytes] = []
-        batch_size = BATCH_HEADER
-        last_delta = 0
+        # Offsets are contiguous (unless a plain Redis client deleted entries), so the
+        # offset delta is the index and no per-record ID needs parsing.
+        contiguous = entry_offset(entries[n - 1][0]) - base_offset == n - 1 - i
+        if taken and size >= max_bytes:
+            break
+        builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, max(max_bytes - size, 1))
+        append = builder.append
+        start = i
         while i < n:
             entry_id, f = entries[i]
-            flags = int(f[9])
-            if flags & 4 != log_append:
+            flags = f[9]
+            if flags == b"0":
+                if log_append:
+                    break
+                key = f[3]
+                value = f[5]
+            else:
+                bits = int(flags)
+                if bool(bits & FLAG_LOG_APPEND) != log_append:
+                    break
+                key = None if bits & FLAG_KEY_NULL else f[3]
+                value = None if bits & FLAG_VALUE_NULL else f[5]
+            headers = f[7]
+            delta = i - start if contiguous else entry_offset(entry_id) - base_offset
+            pairs = decode_headers(headers) if headers else []
+            if append(delta, int(f[1]), key, value, pairs) is None:
+                full = True
                 break
-            ts = int(f[1])
-            delta = entry_offset(entry_id) - base_offset
-            key = f[3]
-            value = f[5]
-            headers = f[7] or _EMPTY_HEADERS
-            body = b"".join(
-                (
-                    b"\x00",
-                    _zz(ts - base_ts),
-                    _zz(delta),
-                    b"\x01" if flags & FLAG_KEY_NULL else _zz(len(key)),
-                    b"" if flags & FLAG_KEY_NULL else key,
-                    b"\x01" if flags & FLAG_VALUE_NULL else _zz(len(value)),
-                    b"" if flags & FLAG_VALUE_NULL else value,
-                    headers,
-                )
-            )
-            record = _zz(len(body)) + body
-            if (taken or records) and size + batch_size + len(record) > max_bytes:
-                n = i  # budget spent: close this batch and stop
-                break
-            records.append(record)
-            batch_size += len(record)
-            last_delta = delta
-            if ts > max_ts:
-                max_ts = ts
             i += 1
-        if not records:
-            break
-        attributes = TIMESTAMP_TYPE_BIT if log_append else 0
-        body = b"".join(records)
-        tail = b"".join(
-            (
-                pack_i16(attributes),
-                pack_i32(last_delta),
-                pack_i64(base_ts),
-                pack_i64(max_ts),
-                pack_i64(-1),  # producer id
-                pack_i16(-1),  # producer epoch
-                pack_i32(-1),  # base sequence
-                pack_i32(len(records)),
-                body,
-            )
-        )
-        out.append(pack_i64(base_offset))
-        out.append(pack_i32(len(tail) + 9))  # + leader epoch (4), magic (1), crc (4)
-        out.append(pack_i32(0))  # partition leader epoch
-        out.append(b"\x02")
-        out.append(pack_u32(crc32c(tail)))
-        out.append(tail)
-        size += batch_size
-        taken += len(records)
+        if i == start:
+            break  # the budget is spent
+        batch = _finish(builder, base_offset, log_append)
+        out.append(batch)
+        size += len(batch)
+        taken += i - start
     return b"".join(out), taken
-
-
-__all__ = [
-    "DecodedBatch",
-    "InvalidBatch",
-    "decode_batch",
-    "encode_entries",
-    "split_batches",
-    "uvarint",
-]

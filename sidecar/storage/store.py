@@ -63,12 +63,9 @@ class RedisStore:
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
-        redis = Redis.from_url(
-            url,
-            decode_responses=False,
-            health_check_interval=30,
-            connection_class=connection_class_for(url),
-        )
+        redis = Redis.from_url(url, decode_responses=False, health_check_interval=30)
+        # from_url lets the URL scheme pick the connection class, so set ours afterwards.
+        redis.connection_pool.connection_class = connection_class_for(url)
         # Stream entries stay as flat lists: no per-record dict building in redis-py.
         for command in ("XRANGE", "XREVRANGE"):
             redis.set_response_callback(command, _raw)
