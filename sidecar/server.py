@@ -14,6 +14,7 @@ from typing import Any
 
 from . import apis
 from .apis import api_versions
+from .append_order import AppendOrder, Ticket
 from .broker import Broker
 from .protocol import errors
 from .protocol.framing import (
@@ -37,18 +38,23 @@ log = logging.getLogger(__name__)
 
 PAUSE_AT = 16  # queued requests per connection before we stop reading the socket
 RESUME_AT = 4
+MAX_IN_FLIGHT = 8  # pipelined Produce requests handled at once on one connection
+PRODUCE_KEY = b"\x00\x00"
 
 
 class Request:
-    __slots__ = ("header", "body", "flexible")
+    __slots__ = ("header", "body", "flexible", "ticket")
 
-    def __init__(self, header: RequestHeader, body: Any, flexible: bool) -> None:
+    def __init__(
+        self, header: RequestHeader, body: Any, flexible: bool, ticket: Ticket | None = None
+    ) -> None:
         self.header = header
         self.body = body
         self.flexible = flexible
+        self.ticket = ticket  # Produce only: its place in the connection's append order
 
 
-async def dispatch(broker: Broker, frame: bytes) -> bytes | None:
+async def dispatch(broker: Broker, frame: bytes, ticket: Ticket | None = None) -> bytes | None:
     """Handle one request frame; returns the response frame, or None (acks=0)."""
     try:
         header, pos = parse_header_prefix(frame)
@@ -71,7 +77,7 @@ async def dispatch(broker: Broker, frame: bytes) -> bytes | None:
         raise CloseConnection(
             f"undecodable {handler.__name__.rsplit('.', 1)[-1]} v{version} request: {exc!r}"
         ) from None
-    result = await handler.handle(broker, Request(header, body, flexible))
+    result = await handler.handle(broker, Request(header, body, flexible, ticket))
     if result is None:
         return None
     return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
@@ -165,25 +171,55 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
     async def _work(self) -> None:
+        """Start requests in order. Consecutive Produce requests run concurrently (their
+        appends keep request order per partition, see append_order.py); any other
+        request waits until everything before it finished, as on a Kafka broker.
+        Responses are written in request order by _write."""
+        responses: asyncio.Queue[asyncio.Task[bytes | None] | str] = asyncio.Queue()
+        writer = asyncio.create_task(self._write(responses))
+        order = AppendOrder()
+        running: list[tuple[asyncio.Task[bytes | None], bool]] = []
+        try:
+            while True:
+                if not self.frames:
+                    self.ready.clear()
+                    await self.ready.wait()
+                    continue
+                frame = self.frames.popleft()
+                if self.paused and len(self.frames) <= RESUME_AT and self.transport:
+                    if not self.closing:
+                        self.paused = False
+                        self.transport.resume_reading()
+                if isinstance(frame, str):
+                    responses.put_nowait(frame)
+                    break
+                running = [(t, p) for t, p in running if not t.done()]
+                is_produce = frame[:2] == PRODUCE_KEY
+                if is_produce and all(p for _, p in running):
+                    if len(running) >= MAX_IN_FLIGHT:
+                        await asyncio.wait([running[0][0]])
+                    task = asyncio.create_task(dispatch(self.broker, frame, order.ticket()))
+                else:
+                    if running:
+                        await asyncio.wait([t for t, _ in running])
+                    ticket = order.ticket() if is_produce else None
+                    task = asyncio.create_task(dispatch(self.broker, frame, ticket))
+                running.append((task, is_produce))
+                responses.put_nowait(task)
+            await writer
+        finally:
+            writer.cancel()
+            for task, _ in running:
+                task.cancel()
+
+    async def _write(self, responses: asyncio.Queue[asyncio.Task[bytes | None] | str]) -> None:
         while True:
-            if not self.frames:
-                self.ready.clear()
-                await self.ready.wait()
-                continue
-            frame = self.frames.popleft()
-            if isinstance(frame, str):
-                self._close(frame)
+            item = await responses.get()
+            if isinstance(item, str):
+                self._close(item)
                 return
-            if (
-                self.paused
-                and len(self.frames) <= RESUME_AT
-                and self.transport
-                and not self.closing
-            ):
-                self.paused = False
-                self.transport.resume_reading()
             try:
-                response = await dispatch(self.broker, frame)
+                response = await item
             except CloseConnection as exc:
                 self._close(str(exc))
                 return

@@ -8,12 +8,13 @@ import asyncio
 import logging
 from typing import Any
 
+from ..append_order import AppendOrder, Ticket
 from ..broker import Broker
 from ..protocol import errors
 from ..protocol.framing import CloseConnection
 from ..protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32, pack_i64, string
 from ..protocol.record_batch import InvalidBatch, decode_batch, split_batches
-from ..storage.store import StoreError
+from ..storage.store import PreparedAppend, StoreError
 from ..topics import invalid_name_reason
 
 API_KEY = 0
@@ -48,16 +49,18 @@ class PartitionResult:
         self.message = message
 
 
-async def _append_partition(
+def _prepare(
     broker: Broker, topic: str, index: int, records: bytes | None
-) -> PartitionResult:
+) -> list[PreparedAppend] | PartitionResult:
+    """Decode and validate a partition's batches and pack their appends (CPU only),
+    or the error result when the data is bad: nothing of a bad batch is stored."""
     log_append = broker.settings.message_timestamp_type == "LogAppendTime"
     try:
         if records is None:
             raise InvalidBatch("INVALID_RECORD", "null records")
-        decoded = [decode_batch(raw) for raw in split_batches(records)]
-        result = None
-        for batch in decoded:
+        prepared = []
+        for raw in split_batches(records):
+            batch = decode_batch(raw)
             flat = batch.records
             if log_append:
                 for i in range(4, len(flat), 5):
@@ -72,49 +75,81 @@ async def _append_partition(
                 batch.base_sequence,
             ]
             args += flat
-            appended = await broker.store.append(topic, index, args)
-            if result is None:
-                result = appended
-        assert result is not None
-        return PartitionResult(
-            index, errors.NONE, result.base_offset, result.append_time, result.log_start_offset
-        )
+            prepared.append(broker.store.prepare_append(topic, index, args))
+        return prepared
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
+
+
+async def _append(
+    broker: Broker, ticket: Ticket, topic: str, index: int, prepared: list[PreparedAppend]
+) -> PartitionResult:
+    key = (topic, index)
+    await ticket.turn(key)
+    try:
+        first = None
+        for append in prepared:
+            result = await broker.store.append(append)
+            first = first or result
+        assert first is not None
+        return PartitionResult(
+            index, errors.NONE, first.base_offset, first.append_time, first.log_start_offset
+        )
     except StoreError as exc:
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
+    finally:
+        ticket.done(key)
 
 
 async def handle(broker: Broker, request: Any) -> bytes | None:
+    ticket: Ticket = request.ticket or AppendOrder().ticket()
+    try:
+        return await _handle(broker, request, ticket)
+    finally:
+        ticket.release()
+
+
+async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     body = request.body
     version = request.header.api_version
     acks = body.acks
-    work: list[tuple[str, list[Any]]] = []
+    # Per topic: its name and, per partition, a result or the appends to run.
+    work: list[tuple[str, list[PartitionResult | tuple[int, list[PreparedAppend]]]]] = []
     for topic in body.topic_data:
         name = topic.name
-        futures: list[Any] = []
+        items: list[PartitionResult | tuple[int, list[PreparedAppend]]] = []
         if acks not in (0, 1, -1):
-            futures = [
-                _done(PartitionResult(p.index, errors.INVALID_REQUIRED_ACKS))
-                for p in topic.partition_data
-            ]
+            error = errors.INVALID_REQUIRED_ACKS
         elif invalid_name_reason(name):
-            futures = [
-                _done(PartitionResult(p.index, errors.INVALID_TOPIC_EXCEPTION))
-                for p in topic.partition_data
-            ]
+            error = errors.INVALID_TOPIC_EXCEPTION
         else:
+            error = errors.NONE
             info = await broker.topic_for_produce_or_metadata(name)
-            for p in topic.partition_data:
-                if info is None or not 0 <= p.index < info.partitions:
-                    futures.append(
-                        _done(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
-                    )
-                else:
-                    futures.append(_append_partition(broker, name, p.index, p.records))
-        work.append((name, futures))
-    results = await asyncio.gather(*(f for _, fs in work for f in fs))
+        for p in topic.partition_data:
+            if error:
+                items.append(PartitionResult(p.index, error))
+            elif info is None or not 0 <= p.index < info.partitions:
+                items.append(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                prepared = _prepare(broker, name, p.index, p.records)
+                items.append(
+                    prepared if isinstance(prepared, PartitionResult) else (p.index, prepared)
+                )
+        work.append((name, items))
+
+    await ticket.claim(
+        (name, item[0]) for name, items in work for item in items if isinstance(item, tuple)
+    )
+    results = await asyncio.gather(
+        *(
+            _append(broker, ticket, name, item[0], item[1])
+            if isinstance(item, tuple)
+            else _done(item)
+            for name, items in work
+            for item in items
+        )
+    )
     if acks == 0:
         failed = [r for r in results if r.error]
         if failed:
@@ -124,23 +159,21 @@ async def handle(broker: Broker, request: Any) -> bytes | None:
                 f"acks=0 produce failed with error {failed[0].error}: {failed[0].message or ''}"
             )
         return None
-    return _encode(version, work, results)
+    return _encode(version, [(name, len(items)) for name, items in work], results)
 
 
 async def _done(result: PartitionResult) -> PartitionResult:
     return result
 
 
-def _encode(
-    version: int, work: list[tuple[str, list[Any]]], results: list[PartitionResult]
-) -> bytes:
+def _encode(version: int, work: list[tuple[str, int]], results: list[PartitionResult]) -> bytes:
     flexible = version >= 9
     parts = [array_len(len(work), flexible)]
     it = iter(results)
-    for name, futures in work:
+    for name, count in work:
         parts.append(string(name, flexible))
-        parts.append(array_len(len(futures), flexible))
-        for _ in futures:
+        parts.append(array_len(count, flexible))
+        for _ in range(count):
             r = next(it)
             parts.append(pack_i32(r.index) + pack_i16(r.error) + pack_i64(r.base_offset))
             parts.append(pack_i64(r.append_time))

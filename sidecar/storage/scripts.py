@@ -7,8 +7,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import hiredis
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 
@@ -30,6 +31,34 @@ class Script:
         except NoScriptError:
             await self.load(redis)
             return await redis.evalsha(self.sha, len(keys), *keys, *args)
+
+    def pack(self, keys: list[str], args: list[Any]) -> bytes:
+        """The EVALSHA command as RESP bytes, packed ahead of sending (see run_packed)."""
+        return hiredis.pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))
+
+    async def run_packed(
+        self, redis: Redis, packed: bytes, keys: list[str], args: list[Any]
+    ) -> Any:
+        """Send a command packed by pack(): a pipelined Produce packs while the previous
+        append to the same partition still runs, and sends the moment it finishes."""
+        pool = redis.connection_pool
+        conn = await pool.get_connection()
+        try:
+            await conn.send_packed_command(packed)
+            reply = await conn.read_response()
+        except NoScriptError:
+            await pool.release(conn)
+            await self.load(redis)
+            return await redis.evalsha(self.sha, len(keys), *keys, *args)
+        except ResponseError:
+            await pool.release(conn)
+            raise
+        except BaseException:
+            await conn.disconnect()  # a reply may still be in flight: never reuse
+            await pool.release(conn)
+            raise
+        await pool.release(conn)
+        return reply
 
 
 APPEND = Script("append")

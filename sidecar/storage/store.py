@@ -44,6 +44,13 @@ class AppendResult:
     duplicate: bool
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedAppend:
+    keys: list[str]
+    argv: list[Any]
+    packed: bytes
+
+
 @dataclass(slots=True)
 class PartitionRead:
     high_watermark: int
@@ -158,12 +165,16 @@ class RedisStore:
 
     # -- partitions -------------------------------------------------------------
 
-    async def append(self, topic: str, partition: int, args: list[Any]) -> AppendResult:
+    def prepare_append(self, topic: str, partition: int, args: list[Any]) -> PreparedAppend:
         """args: ARGV of lua/append.lua without the wake-up channel (inserted here)."""
         argv = args[:7] + [keys.wake_channel(topic, partition)] + args[7:]
+        script_keys = list(keys.partition_keys(topic, partition))
+        return PreparedAppend(script_keys, argv, scripts.APPEND.pack(script_keys, argv))
+
+    async def append(self, prepared: PreparedAppend) -> AppendResult:
         try:
-            base, lso, append_time, dup = await scripts.APPEND(
-                self.redis, list(keys.partition_keys(topic, partition)), argv
+            base, lso, append_time, dup = await scripts.APPEND.run_packed(
+                self.redis, prepared.packed, prepared.keys, prepared.argv
             )
         except ResponseError as exc:
             code = str(exc).split(" ", 1)[0]
