@@ -21,17 +21,18 @@ import struct
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kio.index import load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+
+from sidecar.protocol.kio_codec import build
+from sidecar.protocol.primitives import read_uvarint, uvarint
 
 API_VERSIONS = 18
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -46,28 +47,6 @@ class ProtocolError(Exception):
 
 
 # -- wire helpers ---------------------------------------------------------------------
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf):
-            raise ProtocolError("varint runs past the end of the frame")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 def tagged_fields(tags: Sequence[tuple[int, bytes]]) -> bytes:
@@ -122,58 +101,9 @@ def make_request(api_key: int, version: int, data: dict[str, Any]) -> Any:
 
 
 def make(entity_type: type, data: Any) -> Any:
-    if isinstance(data, entity_type):
-        return data
-    kwargs: dict[str, Any] = {}
-    for f in fields(entity_type):
-        if f.name in data:
-            kwargs[f.name] = _convert(f, data[f.name])
-        elif f.default is MISSING and f.default_factory is MISSING:
-            kwargs[f.name] = _zero(f)
-    return entity_type(**kwargs)
-
-
-def _convert(f: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    kind = classify_field(f)
-    if isinstance(kind, EntityTupleField):
-        return tuple(make(kind.type_, v) for v in value)
-    if isinstance(kind, EntityField):
-        return make(kind.type_, value)
-    kafka_type = f.metadata.get("kafka_type")
-    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
-        return datetime.timedelta(milliseconds=value)
-    if kafka_type == "datetime_i64" and isinstance(value, int):
-        return _EPOCH + datetime.timedelta(milliseconds=value)
-    if kafka_type == "error_code":
-        return ErrorCode(value)
-    if kind.is_array:
-        return tuple(value)
-    return value
-
-
-def _zero(f: Any) -> Any:
-    if is_optional(f):
-        return None
-    kind = classify_field(f)
-    if kind.is_array:
-        return ()
-    if isinstance(kind, EntityField):
-        return make(kind.type_, {})
-    kafka_type = f.metadata.get("kafka_type", "")
-    zeros: dict[str, Any] = {
-        "string": "",
-        "bytes": b"",
-        "records": b"",
-        "bool": False,
-        "uuid": uuid.UUID(int=0),
-        "error_code": ErrorCode.none,
-        "timedelta_i32": datetime.timedelta(0),
-        "timedelta_i64": datetime.timedelta(0),
-        "datetime_i64": _EPOCH,
-    }
-    return zeros.get(kafka_type, 0)
+    """A kio entity from a dict (keys the version lacks are dropped), by Skiff's own
+    dict-to-dataclass builder; an entity passes through."""
+    return data if isinstance(data, entity_type) else build(entity_type, data)
 
 
 # -- the client -------------------------------------------------------------------------

@@ -29,6 +29,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.codec import has_gzip, has_lz4, has_snappy, has_zstd
 
+from clients.common import consumer_record
+
 NAME = "aiokafka"
 CODECS = tuple(
     name
@@ -125,18 +127,6 @@ def _consumer(bootstrap: str, **opts: Any) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(bootstrap_servers=bootstrap, **config)
 
 
-def _record(r: Any) -> dict[str, Any]:
-    return {
-        "partition": r.partition,
-        "offset": r.offset,
-        "timestamp": r.timestamp,
-        "timestamp_type": r.timestamp_type,
-        "key": r.key,
-        "value": r.value,
-        "headers": [(name, value) for name, value in r.headers or []],
-    }
-
-
 async def _consume(
     bootstrap: str,
     topic: str,
@@ -165,7 +155,7 @@ async def _consume(
             batches = await consumer.getmany(
                 tp, timeout_ms=int(min(left, 1.0) * 1000), max_records=count - len(got)
             )
-            got.extend(_record(r) for r in batches.get(tp, []))
+            got.extend(consumer_record(r) for r in batches.get(tp, []))
     finally:
         await consumer.stop()
     return got[:count]

@@ -26,6 +26,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clients.common import consumer_record
+
 with warnings.catch_warnings():
     # kafka-python loads its protocol schemas with importlib.resources.read_text at import
     # time: ~200 DeprecationWarnings on Python 3.11 that say nothing about Skiff.
@@ -130,18 +132,6 @@ def _consumer(bootstrap: str, **opts: Any) -> KafkaConsumer:
     return KafkaConsumer(bootstrap_servers=bootstrap, **config)
 
 
-def _record(r: Any) -> dict[str, Any]:
-    return {
-        "partition": r.partition,
-        "offset": r.offset,
-        "timestamp": r.timestamp,
-        "timestamp_type": r.timestamp_type,
-        "key": r.key,
-        "value": r.value,
-        "headers": [(name, value) for name, value in r.headers or []],
-    }
-
-
 def consume(
     bootstrap: str,
     topic: str,
@@ -171,7 +161,7 @@ def consume(
                 timeout_ms=int(min(left, 1.0) * 1000), max_records=count - len(got)
             )
             for r in batches.get(tp, []):
-                got.append(_record(r))
+                got.append(consumer_record(r))
     finally:
         consumer.close()
     return got[:count]
