@@ -38,7 +38,6 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 INVALID_RECORD = 87
 
 
@@ -368,11 +367,11 @@ def test_wrong_crc_is_corrupt_message_and_stores_nothing(
             assert (p.error_code, p.base_offset) == (CORRUPT_MESSAGE, -1)
             if version >= 8:
                 assert p.error_message
-        # All or nothing per partition: a good batch ahead of the bad one is not kept.
+        # Two batches in one partition are refused whole (v3+ takes one), bad or not.
         p = produce(kafka, topic, good + bad)
-        assert p.error_code == CORRUPT_MESSAGE
+        assert p.error_code == INVALID_RECORD
         p = produce(kafka, topic, bad + good)
-        assert p.error_code == CORRUPT_MESSAGE
+        assert p.error_code == INVALID_RECORD
         assert client.xlen(log_key(topic)) == 1
         assert snapshot(redis_server, topic) == before
         # The connection still works and the next good produce follows offset 0.
@@ -410,11 +409,12 @@ def test_bad_partition_among_good_ones(skiff: Skiff, redis_server: RedisServer) 
         (lambda b: b[:40], CORRUPT_MESSAGE),  # shorter than a batch header
         (lambda b: b + b"\x00\x00\x00", CORRUPT_MESSAGE),  # trailing partial batch
         (lambda b: b[:8] + struct.pack(">i", 5) + b[12:], CORRUPT_MESSAGE),  # tiny length
-        (lambda b: b[:16] + b"\x01" + b[17:], UNSUPPORTED_FOR_MESSAGE_FORMAT),  # magic 1
-        (lambda b: b"", CORRUPT_MESSAGE),  # no batch at all
+        (lambda b: b[:16] + b"\x01" + b[17:], INVALID_RECORD),  # magic 1
+        (lambda b: b"", INVALID_RECORD),  # no batch at all
+        (lambda b: b + b, INVALID_RECORD),  # two batches: v3+ takes exactly one
         (lambda b: None, INVALID_RECORD),  # null records
     ],
-    ids=["truncated", "short", "trailing", "tiny-length", "magic-1", "empty", "null"],
+    ids=["truncated", "short", "trailing", "tiny-length", "magic-1", "empty", "two", "null"],
 )
 def test_malformed_batches_store_nothing(
     skiff: Skiff, redis_server: RedisServer, mangle: Any, error: int

@@ -21,9 +21,8 @@ def _ranges() -> list[tuple[int, int, int]]:
     )
 
 
-def encode(version: int, error_code: int) -> bytes:
+def encode(version: int, error_code: int, ranges: list[tuple[int, int, int]]) -> bytes:
     flexible = version >= 3
-    ranges = _ranges()
     parts = [pack_i16(error_code), array_len(len(ranges), flexible)]
     for key, lo, hi in ranges:
         parts.append(pack_i16(key) + pack_i16(lo) + pack_i16(hi))
@@ -37,9 +36,11 @@ def encode(version: int, error_code: int) -> bytes:
 
 
 def unsupported_body() -> bytes:
-    """A client asking with a version we do not know gets a v0 answer listing ours."""
-    return encode(0, errors.UNSUPPORTED_VERSION)
+    """A client asking with a version we do not know gets a v0 answer with
+    UNSUPPORTED_VERSION and, as from Kafka (ApiVersionsRequest.getErrorResponse), only
+    ApiVersions' own range, so it retries with a version we serve."""
+    return encode(0, errors.UNSUPPORTED_VERSION, [(API_KEY, MIN_VERSION, MAX_VERSION)])
 
 
 async def handle(broker: Any, request: Any) -> bytes:
-    return encode(request.header.api_version, errors.NONE)
+    return encode(request.header.api_version, errors.NONE, _ranges())

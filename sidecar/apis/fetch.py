@@ -121,6 +121,7 @@ async def _read_once(broker: Broker, topics: list[TopicFetch], max_bytes: int) -
         p.records = b""
         if p.offset < r.log_start_offset or p.offset > r.high_watermark:
             p.error = errors.OFFSET_OUT_OF_RANGE
+            p.hw = p.lso = -1  # as Kafka reports a failed partition read
             continue
         if not r.entries or (budget <= 0 and total > 0):
             continue

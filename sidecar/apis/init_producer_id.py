@@ -1,6 +1,6 @@
 """InitProducerId (key 22), v0-v4: producer ids come from a Redis counter, so they
-are unique across sidecars. Epoch bumps for a known producer (v3+) return the same id
-with the next epoch. Transactional fencing is not implemented yet."""
+are unique across sidecars. A transactional producer that names its id and epoch
+(v3+) gets the same id with the next epoch; fencing comes with transactions."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
-    if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+    if body.transactional_id is not None and pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         new_pid, new_epoch = pid, epoch + 1
     else:
+        # Without a transactional id Kafka always hands out a new id at epoch 0.
         new_pid, new_epoch = await broker.store.next_producer_id(), 0
     return encode_response(
         API_KEY,

@@ -13,7 +13,7 @@ from ..broker import Broker
 from ..protocol import errors
 from ..protocol.framing import CloseConnection
 from ..protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32, pack_i64, string
-from ..protocol.record_batch import InvalidBatch, decode_batch, split_batches
+from ..protocol.record_batch import InvalidBatch, decode_batch, single_batch
 from ..storage.store import PreparedAppend, StoreError
 from ..topics import invalid_name_reason
 
@@ -51,51 +51,42 @@ class PartitionResult:
 
 def _prepare(
     broker: Broker, topic: str, index: int, records: bytes | None
-) -> list[PreparedAppend] | PartitionResult:
-    """Decode and validate a partition's batches and pack their appends (CPU only),
-    or the error result when the data is bad: nothing of a bad batch is stored."""
+) -> PreparedAppend | PartitionResult:
+    """Decode and validate a partition's batch and pack its append (CPU only), or the
+    error result when the data is bad: nothing of a bad batch is stored."""
     log_append = broker.settings.message_timestamp_type == "LogAppendTime"
     try:
         if records is None:
             raise InvalidBatch("INVALID_RECORD", "null records")
-        prepared = []
-        for raw in split_batches(records):
-            batch = decode_batch(raw)
-            flat = batch.records
-            if log_append:
-                for i in range(4, len(flat), 5):
-                    flat[i] = int(flat[i]) | LOG_APPEND_FLAG
-            args: list[Any] = [
-                batch.count,
-                1 if log_append else 0,
-                batch.max_timestamp,
-                batch.max_timestamp_delta,
-                batch.producer_id,
-                batch.producer_epoch,
-                batch.base_sequence,
-            ]
-            args += flat
-            prepared.append(broker.store.prepare_append(topic, index, args))
-        return prepared
+        batch = decode_batch(single_batch(records))
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
+    flat = batch.records
+    if log_append:
+        for i in range(4, len(flat), 5):
+            flat[i] = int(flat[i]) | LOG_APPEND_FLAG
+    args: list[Any] = [
+        batch.count,
+        1 if log_append else 0,
+        batch.max_timestamp,
+        batch.max_timestamp_delta,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+    ]
+    args += flat
+    return broker.store.prepare_append(topic, index, args)
 
 
 async def _append(
-    broker: Broker, ticket: Ticket, topic: str, index: int, prepared: list[PreparedAppend]
+    broker: Broker, ticket: Ticket, topic: str, index: int, prepared: PreparedAppend
 ) -> PartitionResult:
     key = (topic, index)
     await ticket.turn(key)
     try:
-        first = None
-        for append in prepared:
-            result = await broker.store.append(append)
-            first = first or result
-        assert first is not None
-        return PartitionResult(
-            index, errors.NONE, first.base_offset, first.append_time, first.log_start_offset
-        )
+        r = await broker.store.append(prepared)
+        return PartitionResult(index, errors.NONE, r.base_offset, r.append_time, r.log_start_offset)
     except StoreError as exc:
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
     finally:
@@ -115,10 +106,10 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     version = request.header.api_version
     acks = body.acks
     # Per topic: its name and, per partition, a result or the appends to run.
-    work: list[tuple[str, list[PartitionResult | tuple[int, list[PreparedAppend]]]]] = []
+    work: list[tuple[str, list[PartitionResult | tuple[int, PreparedAppend]]]] = []
     for topic in body.topic_data:
         name = topic.name
-        items: list[PartitionResult | tuple[int, list[PreparedAppend]]] = []
+        items: list[PartitionResult | tuple[int, PreparedAppend]] = []
         if acks not in (0, 1, -1):
             error = errors.INVALID_REQUIRED_ACKS
         elif invalid_name_reason(name):

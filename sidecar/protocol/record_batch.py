@@ -49,29 +49,30 @@ class DecodedBatch:
     records: list[bytes | int]  # flat: t, k, v, h, f per record
 
 
-def split_batches(data: bytes | memoryview) -> list[memoryview]:
-    """Split a produce request's records field into whole v2 batches."""
+def single_batch(data: bytes | memoryview) -> memoryview:
+    """The one v2 batch of a partition's records in a Produce v3+ request. Like Kafka
+    (ProduceRequest.validateRecords), anything but exactly one magic-2 batch is
+    INVALID_RECORD; a batch whose length does not fit is CORRUPT_MESSAGE."""
     view = memoryview(data)
-    out = []
-    pos = 0
     total = len(view)
-    while pos < total:
-        if total - pos < BATCH_HEADER:
-            raise InvalidBatch("CORRUPT_MESSAGE", "truncated record batch header")
-        (length,) = unpack_i32(view, pos + 8)
-        end = pos + LOG_OVERHEAD + length
-        if length < BATCH_HEADER - LOG_OVERHEAD or end > total:
-            raise InvalidBatch("CORRUPT_MESSAGE", f"record batch length {length} out of bounds")
-        magic = view[pos + MAGIC_OFFSET]
-        if magic != 2:
-            raise InvalidBatch(
-                "UNSUPPORTED_FOR_MESSAGE_FORMAT", f"message format v{magic} is not supported"
-            )
-        out.append(view[pos:end])
-        pos = end
-    if not out:
-        raise InvalidBatch("CORRUPT_MESSAGE", "no record batch in produce request")
-    return out
+    if total == 0:
+        raise InvalidBatch("INVALID_RECORD", "Produce v3+ needs exactly one record batch, got none")
+    if total < BATCH_HEADER:
+        raise InvalidBatch("CORRUPT_MESSAGE", "truncated record batch header")
+    (length,) = unpack_i32(view, 8)
+    end = LOG_OVERHEAD + length
+    if length < BATCH_HEADER - LOG_OVERHEAD or end > total:
+        raise InvalidBatch("CORRUPT_MESSAGE", f"record batch length {length} out of bounds")
+    if view[MAGIC_OFFSET] != 2:
+        raise InvalidBatch(
+            "INVALID_RECORD",
+            f"Produce v3+ only takes message format v2 batches, got v{view[MAGIC_OFFSET]}",
+        )
+    if end < total:
+        if total - end < LOG_OVERHEAD:
+            raise InvalidBatch("CORRUPT_MESSAGE", "trailing bytes after the record batch")
+        raise InvalidBatch("INVALID_RECORD", "Produce v3+ takes exactly one record batch")
+    return view
 
 
 def encode_headers(headers: Any) -> bytes:
