@@ -26,7 +26,6 @@ MAX_VERSION = 11
 ADVERTISED_MIN_VERSION = 0
 
 log = logging.getLogger(__name__)
-LOG_APPEND_FLAG = 4
 
 
 class PartitionResult:
@@ -58,14 +57,10 @@ def _prepare(
     try:
         if records is None:
             raise InvalidBatch("INVALID_RECORD", "null records")
-        batch = decode_batch(single_batch(records))
+        batch = decode_batch(single_batch(records), log_append)
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
-    flat = batch.records
-    if log_append:
-        for i in range(4, len(flat), 5):
-            flat[i] = int(flat[i]) | LOG_APPEND_FLAG
     args: list[Any] = [
         batch.count,
         1 if log_append else 0,
@@ -75,7 +70,7 @@ def _prepare(
         batch.producer_epoch,
         batch.base_sequence,
     ]
-    args += flat
+    args += batch.records
     return broker.store.prepare_append(topic, index, args)
 
 

@@ -92,12 +92,15 @@ def encode_headers(headers: Any) -> bytes:
     return b"".join(parts)
 
 
-def decode_batch(raw: memoryview) -> DecodedBatch:
+def decode_batch(raw: memoryview, log_append: bool = False) -> DecodedBatch:
+    """Check and decode one batch into append-script arguments; log_append marks every
+    record's flags for LogAppendTime (the script then stamps the append time)."""
     batch = DefaultRecordBatch(bytes(raw))
     if not batch.validate_crc():
         raise InvalidBatch("CORRUPT_MESSAGE", "record batch CRC32C mismatch")
     if batch.is_control_batch:
         raise InvalidBatch("INVALID_RECORD", "control batches cannot be produced")
+    base_flags = FLAG_LOG_APPEND if log_append else 0
     flat: list[bytes | int] = []
     max_ts = -1
     max_delta = 0
@@ -107,8 +110,10 @@ def decode_batch(raw: memoryview) -> DecodedBatch:
             key = record.key
             value = record.value
             ts = record.timestamp
-            flags = (FLAG_KEY_NULL if key is None else 0) | (
-                FLAG_VALUE_NULL if value is None else 0
+            flags = (
+                (FLAG_KEY_NULL if key is None else 0)
+                | (FLAG_VALUE_NULL if value is None else 0)
+                | base_flags
             )
             headers = record.headers
             flat += (
