@@ -66,7 +66,11 @@ class RedisStore:
     def __init__(self, redis: Redis, description: str) -> None:
         self.redis = redis
         self.description = description
+        # Short-lived caches (TOPIC_CACHE_SECONDS) of the topic registry, so the hot
+        # paths do not read it on every request; the append script re-checks that a
+        # partition exists.
         self._topics: dict[str, tuple[float, TopicInfo | None]] = {}
+        self._topic_names: dict[uuid.UUID, tuple[float, str | None]] = {}
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
@@ -121,8 +125,19 @@ class RedisStore:
         )
 
     async def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        name = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
-        return await self.get_topic(name.decode()) if name else None
+        # Fetch v13+ names topics by id on every request: cache like get_topic.
+        now = time.monotonic()
+        cached = self._topic_names.get(topic_id)
+        if cached and now - cached[0] < TOPIC_CACHE_SECONDS:
+            name = cached[1]
+        else:
+            raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
+            name = raw.decode() if raw else None
+            self._topic_names[topic_id] = (now, name)
+        if name is None:
+            return None
+        info = await self.get_topic(name)
+        return info if info is not None and info.topic_id == topic_id else None
 
     async def create_topic(self, name: str, partitions: int) -> TopicInfo | None:
         """Create a topic; None if it exists already. The registry entry is claimed
