@@ -43,6 +43,8 @@ CLIENTS: dict[str, ModuleType] = {
 }
 if shutil.which("mvn") and importlib.util.find_spec("clients.java_client") is not None:
     CLIENTS["java"] = importlib.import_module("clients.java_client")
+if shutil.which("go") and importlib.util.find_spec("clients.franz_client") is not None:
+    CLIENTS["franz"] = importlib.import_module("clients.franz_client")
 
 # The codec of the topic each producer writes for the cross-client, Redis and ListOffsets
 # tests: a different one per producer. (Skiff decompresses on produce and stores and
