@@ -16,7 +16,6 @@ from . import apis
 from .apis import api_versions
 from .append_order import AppendOrder, Ticket
 from .broker import Broker
-from .protocol import errors
 from .protocol.framing import (
     API_VERSIONS_KEY,
     BadFrame,
@@ -26,12 +25,7 @@ from .protocol.framing import (
     response_frame,
     skip_tagged_fields,
 )
-from .protocol.kio_codec import (
-    decode_request,
-    encode_response,
-    is_flexible_request,
-    response_type,
-)
+from .protocol.kio_codec import decode_request, is_flexible_request
 from .protocol.primitives import unpack_i32
 
 log = logging.getLogger(__name__)
@@ -67,7 +61,9 @@ async def dispatch(broker: Broker, frame: bytes, ticket: Ticket | None = None) -
     ):
         return response_frame(header.correlation_id, False, api_versions.unsupported_body())
     if handler is None or not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
-        return _unsupported(header)
+        # Kafka closes the connection for an API or version it does not serve (clients
+        # learn the ranges from ApiVersions first); so do we, with a log line.
+        raise CloseConnection(f"unsupported API key {key} version {version}")
     flexible = is_flexible_request(key, version)
     try:
         if flexible:
@@ -81,21 +77,6 @@ async def dispatch(broker: Broker, frame: bytes, ticket: Ticket | None = None) -
     if result is None:
         return None
     return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
-
-
-def _unsupported(header: RequestHeader) -> bytes:
-    """Kafka answers an API or version it does not serve with UNSUPPORTED_VERSION where
-    the response has a top-level error code; otherwise it closes the connection."""
-    key, version = header.api_key, header.api_version
-    try:
-        flexible = is_flexible_request(key, version)
-        if "error_code" not in response_type(key, version).__dataclass_fields__:
-            raise LookupError("no top-level error code")  # e.g. Produce v12: close
-        body = encode_response(key, version, {"error_code": errors.UNSUPPORTED_VERSION})
-    except Exception:
-        raise CloseConnection(f"unsupported API key {key} version {version}") from None
-    log.info("answered unsupported API key %d v%d with UNSUPPORTED_VERSION", key, version)
-    return response_frame(header.correlation_id, flexible, body)
 
 
 class KafkaConnection(asyncio.Protocol):

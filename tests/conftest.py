@@ -71,8 +71,21 @@ def start_redis(tmp: Path, port: int | None = None, aof: bool = False) -> RedisS
     port = port or free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "yes" if aof else "no", "--dir", str(tmp), "--daemonize", "no"],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if aof else "no",
+            "--dir",
+            str(tmp),
+            "--daemonize",
+            "no",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -102,8 +115,9 @@ def start_skiff(log_path: Path, *args: str, port: int | None = None) -> Skiff:
     port = port or free_port()
     log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
     cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--listen", f"127.0.0.1:{port}", *args]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
     log_file.close()
     try:
         wait_for_port(port, proc)

@@ -222,7 +222,14 @@ def test_a_waiting_fetch_does_not_block_other_connections(
     time.sleep(0.1)
     start = time.monotonic()
     for _ in range(5):
-        assert producer.request(API_VERSIONS, 3, {}).error_code == NONE
+        assert (
+            producer.request(
+                API_VERSIONS,
+                3,
+                {"client_software_name": "rawkafka", "client_software_version": "1.0"},
+            ).error_code
+            == NONE
+        )
         assert producer.request(METADATA, 12, metadata_request([topic])).topics[0].name == topic
     assert time.monotonic() - start < 0.5
     waiter.recv(FETCH, 12)

@@ -36,6 +36,7 @@ API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 18, 19, 20, 22
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
+INVALID_REQUEST = 42
 INVALID_RECORD = 87
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
@@ -138,6 +139,15 @@ def test_api_versions(kafka: RawKafka, version: int) -> None:
     assert ranges(resp) == ADVERTISED
     if version >= 1:
         assert resp.throttle_time == datetime.timedelta(0)
+
+
+@pytest.mark.parametrize("name", ["", "bad name!", "-dash-first", "dot-last."])
+def test_api_versions_refuses_an_invalid_client_software_name(kafka: RawKafka, name: str) -> None:
+    # As Kafka (ApiVersionsRequest.isValid): INVALID_REQUEST and no API list.
+    resp = kafka.request(
+        API_VERSIONS, 3, {"client_software_name": name, "client_software_version": "1.0"}
+    )
+    assert (resp.error_code, resp.api_keys) == (INVALID_REQUEST, ())
 
 
 @pytest.mark.parametrize("version", [5, 127])
@@ -481,7 +491,12 @@ def test_fetch_with_zero_topic_id(kafka: RawKafka, version: int) -> None:
     resp = kafka.request(FETCH, version, fetch_request("whatever", {0: 0}, ZERO_UUID))
     [t] = resp.responses
     assert t.partitions[0].error_code == UNKNOWN_TOPIC_ID
-    assert kafka.request(API_VERSIONS, 3, {}).error_code == NONE
+    assert (
+        kafka.request(
+            API_VERSIONS, 3, {"client_software_name": "rawkafka", "client_software_version": "1.0"}
+        ).error_code
+        == NONE
+    )
 
 
 # -- ListOffsets -------------------------------------------------------------------------
@@ -513,6 +528,8 @@ def test_list_offsets(kafka: RawKafka, timed_topic: str, version: int) -> None:
     assert lookup(-1) == (NONE, 5, -1)
     if version >= 7:
         assert lookup(-3) == (NONE, 3, BASE_TS + 5000)
+    else:  # max timestamp arrived with v7: Kafka refuses it before
+        assert lookup(-3) == (UNSUPPORTED_VERSION, -1, -1)
     assert lookup(0) == (NONE, 0, BASE_TS + 1000)
     assert lookup(BASE_TS + 1000) == (NONE, 0, BASE_TS + 1000)
     assert lookup(BASE_TS + 1001) == (NONE, 1, BASE_TS + 3000)
@@ -756,7 +773,7 @@ def test_pipelined_requests_are_answered_in_order(kafka: RawKafka) -> None:
     def send(api_key: int, version: int, body: Any) -> None:
         sent.append((kafka.send(api_key, version, body), api_key, version))
 
-    send(API_VERSIONS, 3, {})
+    send(API_VERSIONS, 3, {"client_software_name": "rawkafka", "client_software_version": "1.0"})
     for i in range(3):
         send(PRODUCE, 9, produce_request(topic, {0: build_batch([Rec(b"%d" % i)])}, acks=1))
     # A long poll on an idle partition, then quick requests behind it.

@@ -19,8 +19,9 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def _consume(bootstrap: str, topic: str, count: int) -> list[confluent_kafka.Message]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got: list[confluent_kafka.Message] = []
     deadline = time.monotonic() + 30
@@ -32,8 +33,9 @@ def _consume(bootstrap: str, topic: str, count: int) -> list[confluent_kafka.Mes
     return got
 
 
-def test_script_reloaded_after_script_flush(skiff: Skiff, redis_server: RedisServer,
-                                             topic: str) -> None:
+def test_script_reloaded_after_script_flush(
+    skiff: Skiff, redis_server: RedisServer, topic: str
+) -> None:
     _produce(skiff.bootstrap, topic, [b"before"])
     # What a Redis restart or failover does to the script cache.
     redis_server.client().script_flush()
@@ -43,8 +45,13 @@ def test_script_reloaded_after_script_flush(skiff: Skiff, redis_server: RedisSer
 
 
 def test_log_append_time(redis_server: RedisServer, tmp_path: Path, topic: str) -> None:
-    server = start_skiff(tmp_path / "skiff.log", "--redis-url", redis_server.url,
-                         "--message-timestamp-type", "LogAppendTime")
+    server = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        redis_server.url,
+        "--message-timestamp-type",
+        "LogAppendTime",
+    )
     try:
         before = int(time.time() * 1000)
         producer = Producer({"bootstrap.servers": server.bootstrap})
@@ -59,19 +66,29 @@ def test_log_append_time(redis_server: RedisServer, tmp_path: Path, topic: str) 
         stop_process(server.proc)
 
 
-def test_stream_entries_readable_by_plain_redis(skiff: Skiff, redis_server: RedisServer,
-                                               topic: str) -> None:
+def test_stream_entries_readable_by_plain_redis(
+    skiff: Skiff, redis_server: RedisServer, topic: str
+) -> None:
     producer = Producer({"bootstrap.servers": skiff.bootstrap})
     producer.produce(topic, key=None, value=b"", timestamp=1234)
-    producer.produce(topic, key=b"", value=None, headers=[("a", b"\x00\xff"), ("a", None)],
-                     timestamp=5678)
+    producer.produce(
+        topic, key=b"", value=None, headers=[("a", b"\x00\xff"), ("a", None)], timestamp=5678
+    )
     assert producer.flush(30) == 0
     entries = redis_server.client().xrange(f"skiff:{{{topic}/0}}:log")
     assert entries == [
         (b"0-1", {b"t": b"1234", b"k": b"", b"v": b"", b"h": b"", b"f": b"1"}),
         # headers: count 2, "a" -> 00 ff, "a" -> null (zig-zag varints)
-        (b"0-2", {b"t": b"5678", b"k": b"", b"v": b"", b"h": b"\x04\x02a\x04\x00\xff\x02a\x01",
-                  b"f": b"2"}),
+        (
+            b"0-2",
+            {
+                b"t": b"5678",
+                b"k": b"",
+                b"v": b"",
+                b"h": b"\x04\x02a\x04\x00\xff\x02a\x01",
+                b"f": b"2",
+            },
+        ),
     ]
     meta = redis_server.client().hgetall(f"skiff:{{{topic}/0}}:meta")
     assert meta[b"hw"] == b"2" and meta[b"lso"] == b"0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..protocol import errors
@@ -42,5 +43,15 @@ def unsupported_body() -> bytes:
     return encode(0, errors.UNSUPPORTED_VERSION, [(API_KEY, MIN_VERSION, MAX_VERSION)])
 
 
+# ApiVersionsRequest.isValid: letters, digits, '-' and '.', alphanumeric at both ends.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
 async def handle(broker: Any, request: Any) -> bytes:
-    return encode(request.header.api_version, errors.NONE, _ranges())
+    version = request.header.api_version
+    if version >= 3:
+        body = request.body
+        for text in (body.client_software_name, body.client_software_version):
+            if not _SOFTWARE.fullmatch(text):
+                return encode(version, errors.INVALID_REQUEST, [])
+    return encode(version, errors.NONE, _ranges())

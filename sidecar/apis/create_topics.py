@@ -26,7 +26,7 @@ async def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, 
         "error_message": None,
         "num_partitions": -1,
         "replication_factor": -1,
-        "configs": None,
+        "configs": [],
     }
     reason = invalid_name_reason(name)
     if reason:

@@ -31,7 +31,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
             info = await store.topic_by_id(topic_id)
             if info is None:
                 results.append(
-                    {"name": None, "topic_id": topic_id, "error_code": errors.UNKNOWN_TOPIC_ID}
+                    {
+                        "name": None,
+                        "topic_id": topic_id,
+                        "error_code": errors.UNKNOWN_TOPIC_ID,
+                        "error_message": "This server does not host this topic ID.",
+                    }
                 )
                 continue
             name = info.name
@@ -42,6 +47,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 "name": name,
                 "topic_id": info.topic_id if info else topic_id,
                 "error_code": errors.NONE if ok else errors.UNKNOWN_TOPIC_OR_PARTITION,
+                "error_message": None
+                if ok
+                else "This server does not host this topic-partition.",  # Kafka's words
             }
         )
     return encode_response(API_KEY, version, {"throttle_time": 0, "responses": results})

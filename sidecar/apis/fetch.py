@@ -182,7 +182,9 @@ def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> byt
             parts.append(pack_i32(p.index) + pack_i16(p.error) + pack_i64(p.hw) + pack_i64(p.hw))
             if version >= 5:
                 parts.append(pack_i64(p.lso))
-            parts.append(array_len(0 if read_committed else None, flexible))
+            # Kafka: null for read_uncommitted reads, empty when read_committed or failed.
+            aborted = 0 if read_committed or p.error else None
+            parts.append(array_len(aborted, flexible))
             if version >= 11:
                 parts.append(pack_i32(-1))  # preferred_read_replica
             parts.append(nbytes(p.records, flexible))

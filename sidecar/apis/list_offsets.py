@@ -51,6 +51,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
             }
             if info is None or not 0 <= p.partition_index < info.partitions:
                 entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.timestamp == MAX_TIMESTAMP and version < 7:
+                entry["error_code"] = errors.UNSUPPORTED_VERSION  # as Kafka answers
             else:
                 try:
                     offset, ts = await _lookup(broker, t.name, p.partition_index, p.timestamp)

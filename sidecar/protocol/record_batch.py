@@ -57,17 +57,17 @@ def single_batch(data: bytes | memoryview) -> memoryview:
     total = len(view)
     if total == 0:
         raise InvalidBatch("INVALID_RECORD", "Produce v3+ needs exactly one record batch, got none")
+    if total > MAGIC_OFFSET and view[MAGIC_OFFSET] != 2:
+        raise InvalidBatch(
+            "INVALID_RECORD",
+            f"Produce v3+ only takes message format v2 batches, got v{view[MAGIC_OFFSET]}",
+        )
     if total < BATCH_HEADER:
         raise InvalidBatch("CORRUPT_MESSAGE", "truncated record batch header")
     (length,) = unpack_i32(view, 8)
     end = LOG_OVERHEAD + length
     if length < BATCH_HEADER - LOG_OVERHEAD or end > total:
         raise InvalidBatch("CORRUPT_MESSAGE", f"record batch length {length} out of bounds")
-    if view[MAGIC_OFFSET] != 2:
-        raise InvalidBatch(
-            "INVALID_RECORD",
-            f"Produce v3+ only takes message format v2 batches, got v{view[MAGIC_OFFSET]}",
-        )
     if end < total:
         if total - end < LOG_OVERHEAD:
             raise InvalidBatch("CORRUPT_MESSAGE", "trailing bytes after the record batch")
