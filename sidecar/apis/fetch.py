@@ -34,6 +34,7 @@ MIN_VERSION = 4
 MAX_VERSION = 15
 
 MAX_RECORDS_PER_READ = 5000
+_LOOKUP_ERRORS = (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID)
 _avg_record_bytes: dict[tuple[str, int], float] = {}  # sizing XRANGE COUNT, a cache only
 
 
@@ -182,8 +183,9 @@ def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> byt
             parts.append(pack_i32(p.index) + pack_i16(p.error) + pack_i64(p.hw) + pack_i64(p.hw))
             if version >= 5:
                 parts.append(pack_i64(p.lso))
-            # Kafka: null for read_uncommitted reads, empty when read_committed or failed.
-            aborted = 0 if read_committed or p.error else None
+            # As Kafka: empty for read_committed and for partitions it could not look up,
+            # null for other read_uncommitted answers (out-of-range ones included).
+            aborted = 0 if read_committed or p.error in _LOOKUP_ERRORS else None
             parts.append(array_len(aborted, flexible))
             if version >= 11:
                 parts.append(pack_i32(-1))  # preferred_read_replica
