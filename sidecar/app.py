@@ -43,7 +43,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     else:
         description = url
     try:
-        store = await _connect(url, description)
+        store = await _connect(url, description, settings.redis_connect_timeout)
         wakeups = Wakeups(store.redis)
         await wakeups.start()
         broker = Broker(settings, store, wakeups, await store.cluster_id())

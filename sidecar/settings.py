@@ -27,6 +27,7 @@ class Settings:
     listen: HostPort = HostPort("127.0.0.1", 9092)
     advertise: HostPort | None = None
     redis_url: str | None = None
+    redis_connect_timeout: float = 30.0
     data_dir: Path = Path("skiff-data")
     auto_create_topics: bool = True
     num_partitions: int = 1

@@ -111,12 +111,19 @@ class Skiff:
         return self.proc.poll() is None
 
 
-def start_skiff(log_path: Path, *args: str, port: int | None = None) -> Skiff:
+def start_skiff(
+    log_path: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
+) -> Skiff:
     port = port or free_port()
     log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
     cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--listen", f"127.0.0.1:{port}", *args]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        cmd,
+        cwd=ROOT,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     log_file.close()
     try:
