@@ -143,14 +143,8 @@ func (p *explicitTopicPartitioner) OnNewBatch() {
 }
 
 func produce(a *args) error {
-	opts, err := a.clientOpts()
-	if err != nil {
-		return err
-	}
-	codec, err := compression(a.get("compression", "none"))
-	if err != nil {
-		return err
-	}
+	opts := a.clientOpts()
+	codec := a.compression()
 	// As the Java producer (kgo's default is not to): Metadata v4+ with
 	// allow_auto_topic_creation, so a new topic is created on first produce.
 	opts = append(opts, kgo.ProducerBatchCompression(codec), kgo.AllowAutoTopicCreation())
@@ -163,7 +157,7 @@ func produce(a *args) error {
 	case "0":
 		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
 	default:
-		return usagef("--acks wants all, 1 or 0, got %q", acks)
+		a.fail(usagef("--acks wants all, 1 or 0, got %q", acks))
 	}
 	idempotence := a.get("idempotence", "")
 	switch {
@@ -173,26 +167,14 @@ func produce(a *args) error {
 		// As the Java client: idempotence is on by default only where acks allow it.
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	case idempotence != "" && idempotence != "true":
-		return usagef("--idempotence wants true or false, got %q", idempotence)
+		a.fail(usagef("--idempotence wants true or false, got %q", idempotence))
 	}
 	if a.has("linger-ms") {
-		ms, err := a.getInt("linger-ms")
-		if err != nil {
-			return err
-		}
-		opts = append(opts, kgo.ProducerLinger(time.Duration(ms)*time.Millisecond))
+		opts = append(opts, kgo.ProducerLinger(time.Duration(a.getInt("linger-ms"))*time.Millisecond))
 	}
-	input, err := a.need("input")
-	if err != nil {
-		return err
-	}
-	output, err := a.need("output")
-	if err != nil {
-		return err
-	}
-	topic, err := a.need("topic")
-	if err != nil {
-		return err
+	input, output, topic := a.need("input"), a.need("output"), a.need("topic")
+	if a.err != nil {
+		return a.err
 	}
 
 	records, explicit, err := readInput(input, topic)
@@ -244,20 +226,23 @@ func produce(a *args) error {
 	})
 }
 
-func compression(name string) (kgo.CompressionCodec, error) {
-	switch name {
+// compression gives the codec of --compression (default none).
+func (a *args) compression() kgo.CompressionCodec {
+	switch name := a.get("compression", "none"); name {
 	case "none":
-		return kgo.NoCompression(), nil
+		return kgo.NoCompression()
 	case "gzip":
-		return kgo.GzipCompression(), nil
+		return kgo.GzipCompression()
 	case "snappy":
-		return kgo.SnappyCompression(), nil
+		return kgo.SnappyCompression()
 	case "lz4":
-		return kgo.Lz4Compression(), nil
+		return kgo.Lz4Compression()
 	case "zstd":
-		return kgo.ZstdCompression(), nil
+		return kgo.ZstdCompression()
+	default:
+		a.fail(usagef("--compression wants none, gzip, snappy, lz4 or zstd, got %q", name))
+		return kgo.CompressionCodec{}
 	}
-	return kgo.CompressionCodec{}, usagef("--compression wants none, gzip, snappy, lz4 or zstd, got %q", name)
 }
 
 // readInput reads the JSON-lines input; explicit tells whether any record names a partition.
@@ -326,37 +311,16 @@ type outRecord struct {
 }
 
 func consume(a *args) error {
-	opts, err := a.clientOpts()
-	if err != nil {
-		return err
-	}
-	topic, err := a.need("topic")
-	if err != nil {
-		return err
-	}
-	partition, err := a.getInt("partition")
-	if err != nil {
-		return err
-	}
-	offsetArg, err := a.need("offset")
-	if err != nil {
-		return err
-	}
-	count, err := a.getInt("count")
-	if err != nil {
-		return err
-	}
-	output, err := a.need("output")
-	if err != nil {
-		return err
-	}
-	timeoutMs, err := a.getIntDefault("timeout-ms", 60000)
-	if err != nil {
-		return err
-	}
-	isolation, _, err := isolationLevel(a.get("isolation", "read_uncommitted"))
-	if err != nil {
-		return err
+	opts := a.clientOpts()
+	topic := a.need("topic")
+	partition := a.getInt("partition")
+	offsetArg := a.need("offset")
+	count := a.getInt("count")
+	output := a.need("output")
+	timeoutMs := a.getIntDefault("timeout-ms", 60000)
+	isolation, _ := a.isolation()
+	if a.err != nil {
+		return a.err
 	}
 	var start kgo.Offset
 	switch offsetArg {
@@ -377,7 +341,7 @@ func consume(a *args) error {
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchIsolationLevel(isolation),
 	)
-	opts, err = a.applyProperties(opts)
+	opts, err := a.applyProperties(opts)
 	if err != nil {
 		return err
 	}
@@ -453,31 +417,17 @@ type offsetsResult struct {
 // partition leader) and prints the broker's answer as it is: offset -1 and timestamp -1
 // when no record has a timestamp >= the one asked for.
 func offsets(a *args) error {
-	opts, err := a.clientOpts()
-	if err != nil {
-		return err
-	}
-	topic, err := a.need("topic")
-	if err != nil {
-		return err
-	}
-	partition, err := a.getInt("partition")
-	if err != nil {
-		return err
-	}
-	specArg, err := a.need("spec")
-	if err != nil {
-		return err
-	}
-	timeoutMs, err := a.getIntDefault("timeout-ms", 60000)
-	if err != nil {
-		return err
-	}
-	_, isolation, err := isolationLevel(a.get("isolation", "read_uncommitted"))
-	if err != nil {
-		return err
+	opts := a.clientOpts()
+	topic := a.need("topic")
+	partition := a.getInt("partition")
+	specArg := a.need("spec")
+	timeoutMs := a.getIntDefault("timeout-ms", 60000)
+	_, isolation := a.isolation()
+	if a.err != nil {
+		return a.err
 	}
 	var ts int64
+	var err error
 	switch specArg {
 	case "earliest":
 		ts = -2
@@ -566,15 +516,18 @@ func findPartition(resp *kmsg.ListOffsetsResponse, topic string, partition int32
 	return nil, fmt.Errorf("the response does not include %s-%d", topic, partition)
 }
 
-// isolationLevel gives the kgo option value and the wire value (0 or 1) of --isolation.
-func isolationLevel(name string) (kgo.IsolationLevel, int8, error) {
-	switch name {
+// isolation gives the kgo option value and the wire value (0 or 1) of --isolation
+// (default read_uncommitted).
+func (a *args) isolation() (kgo.IsolationLevel, int8) {
+	switch name := a.get("isolation", "read_uncommitted"); name {
 	case "read_uncommitted":
-		return kgo.ReadUncommitted(), 0, nil
+		return kgo.ReadUncommitted(), 0
 	case "read_committed":
-		return kgo.ReadCommitted(), 1, nil
+		return kgo.ReadCommitted(), 1
+	default:
+		a.fail(usagef("--isolation wants read_uncommitted or read_committed, got %q", name))
+		return kgo.IsolationLevel{}, 0
 	}
-	return kgo.IsolationLevel{}, 0, usagef("--isolation wants read_uncommitted or read_committed, got %q", name)
 }
 
 // ---------------------------------------------------------------- helpers
@@ -619,10 +572,13 @@ func writeLines(path string, n int, item func(int) any) error {
 	return f.Close()
 }
 
-// args holds "--name value" pairs; --property key=value may repeat.
+// args holds "--name value" pairs; --property key=value may repeat. Its getters record
+// the first bad or missing flag in err and return zero values, so a command reads all its
+// flags and then checks err once.
 type args struct {
 	values     map[string]string
 	properties []string
+	err        error
 }
 
 func parseArgs(argv []string) (*args, error) {
@@ -650,37 +606,44 @@ func (a *args) get(name, dflt string) string {
 	return dflt
 }
 
-func (a *args) need(name string) (string, error) {
-	if v, ok := a.values[name]; ok {
-		return v, nil
+// fail records err unless an earlier error is already recorded.
+func (a *args) fail(err error) {
+	if a.err == nil {
+		a.err = err
 	}
-	return "", usagef("missing required --%s", name)
 }
 
-func (a *args) getInt(name string) (int, error) {
-	v, err := a.need(name)
-	if err != nil {
-		return 0, err
+func (a *args) need(name string) string {
+	v, ok := a.values[name]
+	if !ok {
+		a.fail(usagef("missing required --%s", name))
+	}
+	return v
+}
+
+func (a *args) getInt(name string) int {
+	v, ok := a.values[name]
+	if !ok {
+		a.fail(usagef("missing required --%s", name))
+		return 0
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, usagef("--%s wants an integer, got %q", name, v)
+		a.fail(usagef("--%s wants an integer, got %q", name, v))
+		return 0
 	}
-	return n, nil
+	return n
 }
 
-func (a *args) getIntDefault(name string, dflt int) (int, error) {
+func (a *args) getIntDefault(name string, dflt int) int {
 	if !a.has(name) {
-		return dflt, nil
+		return dflt
 	}
 	return a.getInt(name)
 }
 
-func (a *args) clientOpts() ([]kgo.Opt, error) {
-	bootstrap, err := a.need("bootstrap")
-	if err != nil {
-		return nil, err
-	}
+func (a *args) clientOpts() []kgo.Opt {
+	bootstrap := a.need("bootstrap")
 	level := kgo.LogLevelWarn
 	switch l := a.get("log-level", "warn"); l {
 	case "none":
@@ -693,13 +656,14 @@ func (a *args) clientOpts() ([]kgo.Opt, error) {
 	case "debug":
 		level = kgo.LogLevelDebug
 	default:
-		return nil, usagef("--log-level wants none, error, warn, info or debug, got %q", l)
+		a.fail(usagef("--log-level wants none, error, warn, info or debug, got %q", l))
+		return nil
 	}
 	return []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.ClientID("skiff-franzclient"),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil)),
-	}, nil
+	}
 }
 
 // applyProperties maps the few Java-style client configs franzclient knows to kgo options
