@@ -34,10 +34,6 @@ class Wakeups:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    @property
-    def waiting(self) -> int:
-        return sum(len(w) for w in self._waiters.values())
-
     def register(self, channels: list[str]) -> asyncio.Event:
         event = asyncio.Event()
         for channel in channels:

@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import struct
 
-_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 
-pack_i8 = _I8.pack
 pack_i16 = _I16.pack
 pack_i32 = _I32.pack
 pack_i64 = _I64.pack
-pack_u32 = _U32.pack
 unpack_i16 = _I16.unpack_from
 unpack_i32 = _I32.unpack_from
-unpack_i64 = _I64.unpack_from
 
 
 def uvarint(n: int) -> bytes:

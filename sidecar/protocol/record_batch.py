@@ -22,8 +22,6 @@ BATCH_HEADER = 61  # bytes before the first record of a v2 batch
 LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
 MAGIC_OFFSET = 16
 TIMESTAMP_TYPE_BIT = 0x08
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
 
 FLAG_KEY_NULL = 1
 FLAG_VALUE_NULL = 2

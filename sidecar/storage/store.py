@@ -241,11 +241,6 @@ class RedisStore:
             start = int(entries[-1][0][2:])
         return -1, -1
 
-    async def record_timestamp(self, topic: str, partition: int, offset: int) -> int:
-        log_key = keys.partition_keys(topic, partition)[0]
-        entries = await self.redis.xrange(log_key, f"0-{offset + 1}", f"0-{offset + 1}")
-        return int(entries[0][1][1]) if entries else -1
-
 
 def _topic_from_json(name: str, raw: bytes) -> TopicInfo:
     doc = json.loads(raw)
