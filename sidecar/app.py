@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 
 from redis.exceptions import BusyLoadingError, ConnectionError
 
 from .broker import Broker
+from .cluster import Cluster
 from .embedded_redis import EmbeddedRedis
+from .groups.coordinator import GroupCoordinator
 from .longpoll import Wakeups
 from .server import KafkaServer
 from .settings import Settings
+from .storage.group_store import GroupStore
+from .storage.registry import Registry
 from .storage.store import RedisStore
 
 log = logging.getLogger("skiff")
@@ -46,11 +51,19 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         store = await _connect(url, description, settings.redis_connect_timeout)
         wakeups = Wakeups(store.redis)
         await wakeups.start()
-        broker = Broker(settings, store, wakeups, await store.cluster_id())
+        if embedded is not None and settings.node_id < 0:
+            # The embedded Redis is private: any registration in it is a dead run's.
+            settings = dataclasses.replace(settings, node_id=0)
+        cluster = Cluster(settings, Registry(store.redis), force_node_id=embedded is not None)
+        await cluster.start()
+        groups = GroupCoordinator(settings, GroupStore(store.redis), cluster)
+        await groups.start()
+        broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         server = KafkaServer(broker)
         await server.start()
         log.info(
-            "Skiff listening on %s (advertised as %s), Redis %s: %s",
+            "Skiff node %d listening on %s (advertised as %s), Redis %s: %s",
+            cluster.node_id,
             settings.listen,
             settings.advertised,
             store.redis_version,
@@ -65,6 +78,8 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         await stop.wait()
         log.info("shutting down")
         await server.stop()
+        await groups.stop()
+        await cluster.stop()
         await wakeups.stop()
         await store.close()
     finally:

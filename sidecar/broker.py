@@ -1,9 +1,12 @@
-"""The Broker: what every API handler shares (settings, the Redis store, wake-ups)."""
+"""The Broker: what every API handler shares (settings, the Redis store, wake-ups,
+the live sidecars and the group coordinator)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .cluster import Cluster
+from .groups.coordinator import GroupCoordinator
 from .longpoll import Wakeups
 from .settings import Settings
 from .storage.store import RedisStore, TopicInfo
@@ -15,6 +18,8 @@ class Broker:
     store: RedisStore
     wakeups: Wakeups
     cluster_id: str
+    cluster: Cluster
+    groups: GroupCoordinator
 
     async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:
         """The topic, auto-created with num.partitions when the broker allows it."""

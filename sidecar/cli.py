@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import groups_cli
 from .settings import HostPort, Settings
 
 
@@ -88,7 +89,49 @@ def build_parser() -> argparse.ArgumentParser:
         "log.message.timestamp.type",
         choices=["CreateTime", "LogAppendTime"],
     )
+    _flag(serve, "node-id", "-1", "broker node id; -1 picks the lowest free one", type=int)
+    _flag(
+        serve,
+        "broker-session-timeout-ms",
+        "9000",
+        "how long a sidecar stays registered (and keeps its groups) without renewing",
+        type=int,
+    )
+    _flag(
+        serve,
+        "broker-heartbeat-interval-ms",
+        "2000",
+        "how often a sidecar renews its registration",
+        type=int,
+    )
+    _flag(
+        serve,
+        "group-initial-rebalance-delay-ms",
+        "3000",
+        "group.initial.rebalance.delay.ms",
+        type=int,
+    )
+    _flag(serve, "group-min-session-timeout-ms", "6000", "group.min.session.timeout.ms", type=int)
+    _flag(
+        serve, "group-max-session-timeout-ms", "1800000", "group.max.session.timeout.ms", type=int
+    )
+    _flag(
+        serve,
+        "offsets-retention-minutes",
+        "10080",
+        "offsets.retention.minutes (fractions allowed)",
+        type=float,
+    )
+    _flag(
+        serve,
+        "offsets-retention-check-interval-ms",
+        "600000",
+        "offsets.retention.check.interval.ms",
+        type=int,
+    )
+    _flag(serve, "offset-metadata-max-bytes", "4096", "offset.metadata.max.bytes", type=int)
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
+    groups_cli.add_parser(sub)
     return parser
 
 
@@ -99,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command == "groups":
+        return groups_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(
@@ -111,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
         num_partitions=args.num_partitions,
         max_request_bytes=args.max_request_bytes,
         message_timestamp_type=args.message_timestamp_type,
+        node_id=args.node_id,
+        broker_session_timeout_ms=args.broker_session_timeout_ms,
+        broker_heartbeat_interval_ms=args.broker_heartbeat_interval_ms,
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=args.group_max_session_timeout_ms,
+        offsets_retention_minutes=args.offsets_retention_minutes,
+        offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
+        offset_metadata_max_bytes=args.offset_metadata_max_bytes,
     )
     from .app import serve
 

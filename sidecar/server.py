@@ -37,18 +37,26 @@ PRODUCE_KEY = b"\x00\x00"
 
 
 class Request:
-    __slots__ = ("header", "body", "flexible", "ticket")
+    __slots__ = ("header", "body", "flexible", "ticket", "peer_host")
 
     def __init__(
-        self, header: RequestHeader, body: Any, flexible: bool, ticket: Ticket | None = None
+        self,
+        header: RequestHeader,
+        body: Any,
+        flexible: bool,
+        ticket: Ticket | None = None,
+        peer_host: str = "",
     ) -> None:
         self.header = header
         self.body = body
         self.flexible = flexible
         self.ticket = ticket  # Produce only: its place in the connection's append order
+        self.peer_host = peer_host  # the client's address (JoinGroup's client host)
 
 
-async def dispatch(broker: Broker, frame: bytes, ticket: Ticket | None = None) -> bytes | None:
+async def dispatch(
+    broker: Broker, frame: bytes, ticket: Ticket | None = None, peer_host: str = ""
+) -> bytes | None:
     """Handle one request frame; returns the response frame, or None (acks=0)."""
     try:
         header, pos = parse_header_prefix(frame)
@@ -73,7 +81,7 @@ async def dispatch(broker: Broker, frame: bytes, ticket: Ticket | None = None) -
         raise CloseConnection(
             f"undecodable {handler.__name__.rsplit('.', 1)[-1]} v{version} request: {exc!r}"
         ) from None
-    result = await handler.handle(broker, Request(header, body, flexible, ticket))
+    result = await handler.handle(broker, Request(header, body, flexible, ticket, peer_host))
     if result is None:
         return None
     return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
@@ -88,6 +96,7 @@ class KafkaConnection(asyncio.Protocol):
         self.ready = asyncio.Event()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.peer_host = ""
         self.paused = False
         self.closing = False  # a bad frame was seen: read nothing more
         self.worker: asyncio.Task[None] | None = None
@@ -97,6 +106,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         self.connections.add(self)
         self.worker = asyncio.create_task(self._work(), name=f"kafka-conn-{self.peer}")
 
@@ -184,7 +194,7 @@ class KafkaConnection(asyncio.Protocol):
                     if running:
                         await asyncio.wait([t for t, _ in running])
                     ticket = order.ticket() if is_produce else None
-                    task = asyncio.create_task(dispatch(self.broker, frame, ticket))
+                    task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.peer_host))
                 running.append((task, is_produce))
                 responses.put_nowait(task)
             await writer

@@ -32,8 +32,18 @@ class Settings:
     auto_create_topics: bool = True
     num_partitions: int = 1
     max_request_bytes: int = 100 * 1024 * 1024
-    node_id: int = 0
+    node_id: int = -1  # -1: the lowest id no live sidecar holds
     message_timestamp_type: str = "CreateTime"  # Kafka's log.message.timestamp.type
+    # Sidecars sharing one Redis (Kafka's broker.session.timeout.ms / heartbeat).
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    # Consumer groups, with Kafka's names and defaults.
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    offsets_retention_minutes: float = 10080.0
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
 
     @property
     def advertised(self) -> HostPort:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RedisServer, Skiff, start_skiff, stop_process
+from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from rawkafka import (
     ConnectionClosed,
     RawKafka,
@@ -57,6 +57,17 @@ ADVERTISED = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     INIT_PRODUCER_ID: (0, 4),
+    8: (2, 9),  # OffsetCommit
+    9: (1, 9),  # OffsetFetch
+    10: (0, 4),  # FindCoordinator
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
+    42: (0, 2),  # DeleteGroups
+    47: (0, 0),  # OffsetDelete
 }
 SERVED = {**ADVERTISED, PRODUCE: (3, 11)}
 
@@ -295,11 +306,13 @@ def test_metadata_v12_by_topic_id(kafka: RawKafka) -> None:
     assert (t.error_code, t.topic_id) == (UNKNOWN_TOPIC_ID, unknown)
 
 
-def test_metadata_reports_the_advertised_address(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_metadata_reports_the_advertised_address(tmp_path: Path) -> None:
+    # A Redis of its own: sidecars sharing one Redis all appear in Metadata.
+    own_redis = start_redis(tmp_path / "redis")
     other = start_skiff(
         tmp_path / "skiff.log",
         "--redis-url",
-        redis_server.url,
+        own_redis.url,
         "--advertise",
         "kafka.example.com:19092",
     )
@@ -312,6 +325,7 @@ def test_metadata_reports_the_advertised_address(redis_server: RedisServer, tmp_
                 ]
     finally:
         stop_process(other.proc)
+        stop_process(own_redis.proc)
 
 
 # -- Produce and Fetch -------------------------------------------------------------------

@@ -9,12 +9,23 @@ from types import ModuleType
 from . import (
     api_versions,
     create_topics,
+    delete_groups,
     delete_topics,
+    describe_groups,
     fetch,
+    find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     produce,
+    sync_group,
 )
 
 HANDLERS: dict[int, ModuleType] = {
@@ -28,5 +39,16 @@ HANDLERS: dict[int, ModuleType] = {
         create_topics,
         delete_topics,
         init_producer_id,
+        find_coordinator,
+        join_group,
+        sync_group,
+        heartbeat,
+        leave_group,
+        offset_commit,
+        offset_fetch,
+        describe_groups,
+        list_groups,
+        delete_groups,
+        offset_delete,
     )
 }

@@ -1,4 +1,5 @@
-"""Metadata (key 3), v0-v12: this sidecar is the only broker and leads every partition.
+"""Metadata (key 3), v0-v12: every live sidecar is a broker; partition leadership is
+spread over them (any sidecar serves any partition, so this only spreads load).
 Topics named in the request are auto-created when the broker and the request allow it."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..broker import Broker
+from ..cluster import Cluster
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
 from ..storage.store import TopicInfo
@@ -16,7 +18,8 @@ MIN_VERSION = 0
 MAX_VERSION = 12
 
 
-def _topic_entry(info: TopicInfo, node_id: int) -> dict[str, Any]:
+def _topic_entry(info: TopicInfo, cluster: Cluster) -> dict[str, Any]:
+    leaders = [cluster.leader(info.name, p) for p in range(info.partitions)]
     return {
         "error_code": errors.NONE,
         "name": info.name,
@@ -26,10 +29,10 @@ def _topic_entry(info: TopicInfo, node_id: int) -> dict[str, Any]:
             {
                 "error_code": errors.NONE,
                 "partition_index": p,
-                "leader_id": node_id,
+                "leader_id": leaders[p],
                 "leader_epoch": -1,
-                "replica_nodes": [node_id],
-                "isr_nodes": [node_id],
+                "replica_nodes": [leaders[p]],
+                "isr_nodes": [leaders[p]],
                 "offline_replicas": [],
             }
             for p in range(info.partitions)
@@ -45,7 +48,7 @@ def _error_entry(name: str | None, topic_id: Any, code: int) -> dict[str, Any]:
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
-    node_id = broker.settings.node_id
+    cluster = broker.cluster
     # v0 asks for all topics with an empty list; v1+ with a null one.
     want_all = body.topics is None or (version == 0 and not body.topics)
     allow_create = broker.settings.auto_create_topics and (
@@ -53,7 +56,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     )
     topics: list[dict[str, Any]] = []
     if want_all:
-        topics = [_topic_entry(t, node_id) for t in await broker.store.list_topics()]
+        topics = [_topic_entry(t, cluster) for t in await broker.store.list_topics()]
     else:
         for requested in body.topics:
             name = requested.name
@@ -65,7 +68,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
             if name is None and topic_id is not None and topic_id.int != 0:
                 info = await broker.store.topic_by_id(topic_id)
                 topics.append(
-                    _topic_entry(info, node_id)
+                    _topic_entry(info, cluster)
                     if info
                     else _error_entry(None, topic_id, errors.UNKNOWN_TOPIC_ID)
                 )
@@ -79,19 +82,19 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 else await broker.store.get_topic(name)
             )
             topics.append(
-                _topic_entry(info, node_id)
+                _topic_entry(info, cluster)
                 if info
                 else _error_entry(name, None, errors.UNKNOWN_TOPIC_OR_PARTITION)
             )
-    advertised = broker.settings.advertised
+    brokers = cluster.brokers()
     return encode_response(
         API_KEY,
         version,
         {
             "throttle_time": 0,
-            "brokers": [{"node_id": node_id, "host": advertised.host, "port": advertised.port}],
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port} for b in brokers],
             "cluster_id": broker.cluster_id,
-            "controller_id": node_id,
+            "controller_id": brokers[0].node_id,
             "topics": topics,
             "cluster_authorized_operations": -2147483648,
         },

@@ -120,3 +120,8 @@ def _zero(f: Any) -> Any:
     if kafka_type == "datetime_i64":
         return _EPOCH
     return 0
+
+
+def ms(value: datetime.timedelta) -> int:
+    """A kio timedelta field (session timeouts and the like) in whole milliseconds."""
+    return int(value / datetime.timedelta(milliseconds=1))

@@ -26,3 +26,18 @@ def wake_channel(topic: str, partition: int) -> str:
 
 
 WAKE_PATTERN = "skiff:wake:*"
+
+BROKERS = "skiff:brokers"  # hash: node id -> JSON {host, port, inc, exp} (lua/brokers.lua)
+GROUPS = "skiff:groups"  # set: every group id with state or offsets (ListGroups, sweeps)
+
+
+def group_keys(group_id: str) -> tuple[str, str, str]:
+    """(lease, group, offsets) of one consumer group, under the hash tag {g/<group>}.
+    A group id may hold braces; the tag then ends early, but it ends at the same
+    place in all three keys, so they still share a slot."""
+    tag = f"skiff:{{g/{group_id}}}"
+    return f"{tag}:lease", f"{tag}:group", f"{tag}:offsets"
+
+
+def offset_field(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"

@@ -62,4 +62,7 @@ class Script:
 
 
 APPEND = Script("append")
-ALL = (APPEND,)
+BROKERS = Script("brokers")
+GROUP_LEASE = Script("group_lease")
+GROUP_WRITE = Script("group_write")
+ALL = (APPEND, BROKERS, GROUP_LEASE, GROUP_WRITE)

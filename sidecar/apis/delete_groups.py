@@ -1,0 +1,35 @@
+"""DeleteGroups (key 42), v0-v2: delete empty groups with their committed offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..groups.coordinator import CoordinatorError
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def _delete(broker: Broker, group_id: str) -> int:
+    try:
+        return errors.code(await broker.groups.delete_group(group_id))
+    except CoordinatorError as exc:
+        return errors.code(exc.code)
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    return encode_response(
+        API_KEY,
+        request.header.api_version,
+        {
+            "throttle_time": 0,
+            "results": [
+                {"group_id": g, "error_code": await _delete(broker, g)}
+                for g in request.body.groups_names
+            ],
+        },
+    )

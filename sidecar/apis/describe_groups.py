@@ -1,0 +1,70 @@
+"""DescribeGroups (key 15), v0-v5: state, protocol and members of groups. Member
+metadata and assignments are given only for a Stable group, as Kafka does; an
+unknown group is reported as Dead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..groups.coordinator import CoordinatorError
+from ..groups.state import State
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+# Without an authorizer Kafka reports every group operation: READ, DELETE, DESCRIBE.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NOT_REQUESTED = -(2**31)
+
+
+async def _describe(broker: Broker, group_id: str, with_ops: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "error_code": errors.NONE,
+        "group_id": group_id,
+        "group_state": State.DEAD.value,
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": GROUP_OPERATIONS if with_ops else NOT_REQUESTED,
+    }
+    try:
+        group = await broker.groups.describe(group_id)
+    except CoordinatorError as exc:
+        entry["error_code"] = errors.code(exc.code)
+        entry["group_state"] = ""
+        return entry
+    if group is None:
+        return entry
+    stable = group.state == State.STABLE
+    entry["group_state"] = group.state.value
+    entry["protocol_type"] = group.protocol_type or ""
+    entry["protocol_data"] = (group.protocol or "") if stable else ""
+    entry["members"] = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "member_metadata": m.metadata(group.protocol) if stable else b"",
+            "member_assignment": m.assignment if stable else b"",
+        }
+        for m in group.members.values()
+    ]
+    return entry
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    with_ops = bool(getattr(body, "include_authorized_operations", False))
+    return encode_response(
+        API_KEY,
+        request.header.api_version,
+        {
+            "throttle_time": 0,
+            "groups": [await _describe(broker, g, with_ops) for g in body.groups],
+        },
+    )

@@ -1,0 +1,36 @@
+"""Heartbeat (key 12), v0-v4: keeps a member's session alive and tells it when the
+group rebalances (REBALANCE_IN_PROGRESS)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..groups.coordinator import CoordinatorError
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+
+API_KEY = 12
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    if not body.group_id:
+        error = "INVALID_GROUP_ID"
+    else:
+        try:
+            error = await broker.groups.heartbeat(
+                body.group_id,
+                body.member_id,
+                getattr(body, "group_instance_id", None),
+                body.generation_id,
+            )
+        except CoordinatorError as exc:
+            error = exc.code
+    return encode_response(
+        API_KEY,
+        request.header.api_version,
+        {"throttle_time": 0, "error_code": errors.code(error)},
+    )

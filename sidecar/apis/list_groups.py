@@ -1,0 +1,40 @@
+"""ListGroups (key 16), v0-v5: the groups this sidecar coordinates (admin clients ask
+every broker and merge, as with Kafka), filtered by state (v4+) and type (v5+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    states = {s.lower() for s in getattr(body, "states_filter", ())}
+    types = {t.lower() for t in getattr(body, "types_filter", ())}
+    groups = []
+    for group in await broker.groups.listed():
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append(
+            {
+                "group_id": group.group_id,
+                "protocol_type": group.protocol_type or "",
+                "group_state": group.state.value,
+                "group_type": "classic",
+            }
+        )
+    groups.sort(key=lambda g: g["group_id"])
+    return encode_response(
+        API_KEY,
+        request.header.api_version,
+        {"throttle_time": 0, "error_code": errors.NONE, "groups": groups},
+    )

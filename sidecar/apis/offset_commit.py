@@ -1,0 +1,74 @@
+"""OffsetCommit (key 8), v2-v9: committed offsets go to Redis before the answer.
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and oversized metadata
+OFFSET_METADATA_TOO_LARGE; the group decides for the rest (groups/coordinator.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..broker import Broker
+from ..groups.coordinator import CoordinatorError
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response, ms
+from ..storage.group_store import CommittedOffset
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    now = int(time.time() * 1000)
+    retention = ms(body.retention_time) if 2 <= version <= 4 else -1
+    expire = now + retention if retention >= 0 else -1
+    results: dict[tuple[str, int], str] = {}
+    valid: dict[tuple[str, int], CommittedOffset] = {}
+    for topic in body.topics:
+        info = await broker.store.get_topic(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+            elif len(metadata.encode()) > broker.settings.offset_metadata_max_bytes:
+                results[tp] = "OFFSET_METADATA_TOO_LARGE"
+            else:
+                epoch = getattr(p, "committed_leader_epoch", -1)
+                valid[tp] = CommittedOffset(p.committed_offset, epoch, metadata, now, expire)
+    if valid:
+        try:
+            error = await broker.groups.commit(
+                body.group_id,
+                body.generation_id_or_member_epoch,
+                body.member_id,
+                getattr(body, "group_instance_id", None),
+                valid,
+                # v9+ names a missing group; older versions keep ILLEGAL_GENERATION.
+                "GROUP_ID_NOT_FOUND" if version >= 9 else "ILLEGAL_GENERATION",
+            )
+        except CoordinatorError as exc:
+            error = exc.code
+        results.update({tp: error for tp in valid})
+    return encode_response(
+        API_KEY,
+        version,
+        {
+            "throttle_time": 0,
+            "topics": [
+                {
+                    "name": topic.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": errors.code(results[(topic.name, p.partition_index)]),
+                        }
+                        for p in topic.partitions
+                    ],
+                }
+                for topic in body.topics
+            ],
+        },
+    )

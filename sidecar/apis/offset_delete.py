@@ -1,0 +1,54 @@
+"""OffsetDelete (key 47), v0: delete committed offsets of partitions the group does
+not consume (GROUP_SUBSCRIBED_TO_TOPIC for those it does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..groups.coordinator import CoordinatorError
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    results: dict[tuple[str, int], str] = {}
+    known: list[tuple[str, int]] = []
+    for topic in body.topics:
+        info = await broker.store.get_topic(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+            else:
+                known.append(tp)
+    try:
+        top, per_partition = await broker.groups.delete_offsets(body.group_id, known)
+    except CoordinatorError as exc:
+        top, per_partition = exc.code, {}
+    results.update(per_partition)
+    topics = []
+    if top == "NONE":
+        topics = [
+            {
+                "name": topic.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": errors.code(results[(topic.name, p.partition_index)]),
+                    }
+                    for p in topic.partitions
+                ],
+            }
+            for topic in body.topics
+        ]
+    return encode_response(
+        API_KEY,
+        request.header.api_version,
+        {"error_code": errors.code(top), "throttle_time": 0, "topics": topics},
+    )

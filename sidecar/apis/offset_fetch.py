@@ -1,0 +1,75 @@
+"""OffsetFetch (key 9), v1-v9: committed offsets of named partitions, or of all
+partitions (topics null, v2+); several groups per request from v8. Partitions
+without a committed offset get -1. require_stable (v7+) needs nothing: offsets are
+only ever written whole (no pending transactional commits)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..groups.coordinator import CoordinatorError
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+from ..storage.group_store import CommittedOffset
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+
+def _partition(index: int, value: CommittedOffset | None, error: int) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "committed_offset": value.offset if value else -1,
+        "committed_leader_epoch": value.leader_epoch if value else -1,
+        "metadata": value.metadata if value else "",
+        "error_code": error,
+    }
+
+
+async def _group(broker: Broker, group_id: str, topics: Any) -> dict[str, Any]:
+    """One group's answer: {group_id, topics, error_code}."""
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        got = await broker.groups.fetch_offsets(group_id, wanted)
+    except CoordinatorError as exc:
+        code = errors.code(exc.code)
+        return {
+            "group_id": group_id,
+            "error_code": code,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [_partition(p, None, code) for p in t.partition_indexes],
+                }
+                for t in topics or []
+            ],
+        }
+    got = got or {}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    if wanted is None:
+        for (topic, p), value in sorted(got.items()):
+            by_topic.setdefault(topic, []).append(_partition(p, value, errors.NONE))
+    else:
+        for topic, p in wanted:
+            by_topic.setdefault(topic, []).append(_partition(p, got.get((topic, p)), errors.NONE))
+    return {
+        "group_id": group_id,
+        "error_code": errors.NONE,
+        "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+    }
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    if version >= 8:
+        groups = [await _group(broker, g.group_id, g.topics) for g in body.groups]
+        return encode_response(API_KEY, version, {"throttle_time": 0, "groups": groups})
+    answer = await _group(broker, body.group_id, body.topics)
+    return encode_response(
+        API_KEY,
+        version,
+        {"throttle_time": 0, "topics": answer["topics"], "error_code": answer["error_code"]},
+    )

@@ -1,0 +1,167 @@
+"""This sidecar's place among the sidecars sharing one Redis: it registers a node id
+and its advertised address, renews the registration every heartbeat interval, and
+keeps the list of live sidecars that Metadata and FindCoordinator report.
+
+A registration lives for broker_session_timeout_ms unless renewed (Kafka's
+broker.session.timeout.ms). Group leases are valid while their holder's registration
+lives, so one renewal keeps all of a sidecar's groups. A sidecar that cannot renew
+in time stops acting as coordinator by itself (`owns_leases`), before another
+sidecar can see its registration expire, and re-registers under a new incarnation
+when Redis answers again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import zlib
+from collections.abc import Callable
+
+from .settings import Settings
+from .storage.registry import BrokerInfo, Registry
+
+log = logging.getLogger("skiff.cluster")
+
+
+def spread(key: str, n: int, offset: int = 0) -> int:
+    """Index in 0..n-1 for a topic or group: the same on every sidecar."""
+    return (zlib.crc32(key.encode()) + offset) % n
+
+
+class Cluster:
+    def __init__(self, settings: Settings, registry: Registry, force_node_id: bool) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.force = force_node_id
+        self.node_id = -1
+        self.incarnation = ""
+        self.live: list[BrokerInfo] = []
+        self._valid_until = 0.0  # loop time: our registration surely lives until then
+        self._task: asyncio.Task[None] | None = None
+        self._on_lost: list[Callable[[], None]] = []
+
+    @property
+    def token(self) -> str:
+        return f"{self.node_id}:{self.incarnation}"
+
+    @property
+    def me(self) -> BrokerInfo:
+        adv = self.settings.advertised
+        return BrokerInfo(self.node_id, adv.host, adv.port, self.incarnation)
+
+    def on_lost(self, callback: Callable[[], None]) -> None:
+        """Called when this sidecar's registration (and so its leases) is lost."""
+        self._on_lost.append(callback)
+
+    def owns_leases(self) -> bool:
+        return asyncio.get_running_loop().time() < self._valid_until
+
+    async def start(self) -> None:
+        await self._register()
+        self._task = asyncio.create_task(self._heartbeat())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        try:
+            await self.registry.leave(self.node_id, self.incarnation)
+        except Exception as exc:  # shutting down: Redis may be gone already
+            log.warning("could not deregister node %d: %s", self.node_id, exc)
+
+    async def _register(self) -> None:
+        ttl = self.settings.broker_session_timeout_ms
+        adv = self.settings.advertised
+        loop = asyncio.get_running_loop()
+        while True:
+            self.incarnation = secrets.token_hex(8)
+            sent = loop.time()
+            node_id, wait_ms = await self.registry.register(
+                self.settings.node_id, self.incarnation, adv.host, adv.port, ttl, self.force
+            )
+            if node_id >= 0:
+                break
+            log.warning(
+                "node id %d is registered by another live sidecar; waiting %d ms for it to "
+                "expire (give each sidecar its own --node-id, or -1 to pick one)",
+                self.settings.node_id,
+                wait_ms,
+            )
+            await asyncio.sleep(min(wait_ms, ttl) / 1000 + 0.05)
+        self.node_id = node_id
+        self._valid_until = sent + ttl / 1000
+        await self.refresh()
+        log.info("registered as node %d (%s)", node_id, adv)
+
+    async def refresh(self) -> None:
+        self.live = await self.registry.live()
+
+    async def _heartbeat(self) -> None:
+        interval = self.settings.broker_heartbeat_interval_ms / 1000
+        ttl = self.settings.broker_session_timeout_ms
+        loop = asyncio.get_running_loop()
+        failing = False
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                sent = loop.time()
+                if await self.registry.renew(self.node_id, self.incarnation, ttl):
+                    self._valid_until = sent + ttl / 1000
+                else:
+                    log.warning("registration of node %d expired; registering again", self.node_id)
+                    self._lost()
+                    await self._register()
+                await self.refresh()
+                if failing:
+                    log.info("broker registration renewed again")
+                failing = False
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not failing:
+                    log.warning("cannot renew broker registration: %s", exc)
+                failing = True
+                if not self.owns_leases():
+                    self._lost()
+
+    def _lost(self) -> None:
+        self._valid_until = 0.0
+        for callback in self._on_lost:
+            callback()
+
+    # -- what Metadata and FindCoordinator report --------------------------------
+
+    def brokers(self) -> list[BrokerInfo]:
+        if not any(b.node_id == self.node_id for b in self.live):
+            return sorted([*self.live, self.me], key=lambda b: b.node_id)
+        return self.live
+
+    def leader(self, topic: str, partition: int) -> int:
+        """Partition leadership is spread over live sidecars; any sidecar serves any
+        partition, so this only spreads clients' load."""
+        brokers = self.brokers()
+        return brokers[spread(topic, len(brokers), partition)].node_id
+
+    def preferred(self, key: str) -> BrokerInfo:
+        brokers = self.brokers()
+        return brokers[spread(key, len(brokers))]
+
+    def by_token(self, token: str) -> BrokerInfo | None:
+        for b in self.brokers():
+            if b.token == token:
+                return b
+        return None
+
+    async def live_holder(self, token: str) -> BrokerInfo | None:
+        """The live sidecar holding a lease, re-reading the registry before declaring
+        a holder dead (it may have registered after our last refresh)."""
+        if token == self.token:
+            return self.me if self.owns_leases() else None
+        found = self.by_token(token)
+        if found is None:
+            await self.refresh()
+            found = self.by_token(token)
+        return found

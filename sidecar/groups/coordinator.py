@@ -1,0 +1,764 @@
+"""The group coordinator: Kafka's classic group protocol (GroupCoordinator.scala) for
+the groups whose lease this sidecar holds.
+
+Membership lives in memory here, as in Kafka's coordinator; what must survive goes to
+Redis through storage/group_store.py (group metadata at each completed generation,
+committed offsets on every commit), fenced by the group's lease. A group is loaded on
+its first request after this sidecar claims the lease: members of a stable group keep
+their generation and assignment and just carry on heartbeating here.
+
+All state changes happen on the event loop between awaits; a JoinGroup or SyncGroup
+that must wait parks a future on its member and is answered when the rebalance
+moves on. One ticker enforces session, rebalance and join-delay deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..cluster import Cluster
+from ..settings import Settings
+from ..storage.group_store import CommittedOffset, Fenced, GroupStore
+from .state import Group, JoinResult, Member, State, SyncResult
+
+log = logging.getLogger("skiff.groups")
+
+TICK_SECONDS = 0.1
+NEW_MEMBER_JOIN_TIMEOUT_S = 300.0  # Kafka's NewMemberJoinTimeoutMs
+
+
+class CoordinatorError(Exception):
+    """The request cannot be served here; .code is the Kafka error name."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(slots=True)
+class JoinRequest:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool
+    supports_skip_assignment: bool
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    def __init__(self, settings: Settings, store: GroupStore, cluster: Cluster) -> None:
+        self.settings = settings
+        self.store = store
+        self.cluster = cluster
+        self.groups: dict[str, Group] = {}
+        self._loading: dict[str, asyncio.Lock] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+        cluster.on_lost(self._drop_all)
+
+    @property
+    def loop_time(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._ticker()),
+            asyncio.create_task(self._sweeper()),
+        ]
+
+    async def stop(self) -> None:
+        """Hand every group back: release the leases so another sidecar takes over at
+        once instead of after the registration expires."""
+        for task in self._tasks:
+            task.cancel()
+        for group_id in list(self.groups):
+            self._drop(group_id)
+            try:
+                await self.store.release(group_id, self.cluster.token)
+            except Exception as exc:
+                log.warning("could not release group %r: %s", group_id, exc)
+
+    # -- ownership ----------------------------------------------------------------
+
+    async def coordinate(self, group_id: str, create: bool) -> Group | None:
+        """The group, loaded, if this sidecar coordinates it. None when the group does
+        not exist and `create` is false. Raises NOT_COORDINATOR when a live sidecar
+        holds the lease, COORDINATOR_NOT_AVAILABLE while this one is not registered."""
+        if not self.cluster.owns_leases():
+            raise CoordinatorError("COORDINATOR_NOT_AVAILABLE")
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        lock = self._loading.setdefault(group_id, asyncio.Lock())
+        try:
+            async with lock:
+                group = self.groups.get(group_id)
+                if group is not None:
+                    return group
+                token = self.cluster.token
+                holder = await self.store.lease_holder(group_id)
+                if holder != token:
+                    if holder is not None and await self.cluster.live_holder(holder):
+                        raise CoordinatorError("NOT_COORDINATOR")
+                    if not create and not await self.store.exists(group_id):
+                        return None
+                    if not await self.store.claim(group_id, token, holder):
+                        raise CoordinatorError("NOT_COORDINATOR")
+                    if holder is not None:
+                        log.info("took over group %r from %s", group_id, holder)
+                raw = await self.store.load(group_id)
+                if token != self.cluster.token or not self.cluster.owns_leases():
+                    raise CoordinatorError("NOT_COORDINATOR")
+                group = Group.from_json(group_id, raw, self.loop_time)
+                self.groups[group_id] = group
+                return group
+        finally:
+            if not lock.locked() and self._loading.get(group_id) is lock:
+                del self._loading[group_id]
+
+    def _drop(self, group_id: str) -> None:
+        """Forget a group whose lease is gone; parked requests go elsewhere."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return
+        for m in group.members.values():
+            m.answer_join(JoinResult("NOT_COORDINATOR", m.member_id))
+            m.answer_sync(SyncResult("NOT_COORDINATOR"))
+
+    def _drop_all(self) -> None:
+        if self.groups:
+            log.warning("lost the broker registration: dropping %d group(s)", len(self.groups))
+        for group_id in list(self.groups):
+            self._drop(group_id)
+
+    async def _persist(self, group: Group, assignments: dict[str, bytes] | None = None) -> bool:
+        try:
+            await self.store.store(group.group_id, self.cluster.token, group.to_json(assignments))
+            return True
+        except Fenced:
+            log.warning("group %r was taken over by another sidecar", group.group_id)
+            self._drop(group.group_id)
+            return False
+
+    def _spawn_persist(self, group: Group) -> None:
+        async def run() -> None:
+            try:
+                await self._persist(group)
+            except Exception as exc:
+                log.warning("could not store group %r: %s", group.group_id, exc)
+
+        task = asyncio.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- JoinGroup ------------------------------------------------------------------
+
+    async def join(self, group_id: str, req: JoinRequest) -> JoinResult:
+        group = await self.coordinate(group_id, create=req.member_id == "")
+        if group is None:
+            return JoinResult("UNKNOWN_MEMBER_ID", req.member_id)
+        if group.state == State.DEAD:
+            return JoinResult("COORDINATOR_NOT_AVAILABLE", req.member_id)
+        if not group.supports(req.protocol_type, req.protocols, req.member_id):
+            return JoinResult("INCONSISTENT_GROUP_PROTOCOL", req.member_id)
+        if req.member_id == "":
+            new_id = f"{req.client_id}-{uuid.uuid4()}"
+            if req.instance_id is not None:
+                return await self._static_join(group, new_id, req)
+            if req.require_known_member_id:
+                # KIP-394: hand out the id first, count the member once it rejoins with it.
+                group.pending[new_id] = self.loop_time + req.session_timeout_ms / 1000
+                return JoinResult("MEMBER_ID_REQUIRED", new_id)
+            return await self._add_and_wait(group, new_id, req)
+        if req.member_id in group.pending:
+            del group.pending[req.member_id]
+            return await self._add_and_wait(group, req.member_id, req)
+        if group.fenced(req.instance_id, req.member_id):
+            return JoinResult("FENCED_INSTANCE_ID", req.member_id)
+        if req.member_id not in group.members or (
+            req.instance_id is not None and req.instance_id not in group.static
+        ):
+            return JoinResult("UNKNOWN_MEMBER_ID", req.member_id)
+        member = group.members[req.member_id]
+        if group.state == State.PREPARING:
+            return await self._update_and_wait(group, member, req)
+        if group.state == State.COMPLETING:
+            if member.matches(req.protocols):
+                # A lost JoinGroup answer: give the current generation again.
+                return self._join_result(group, member)
+            return await self._update_and_wait(group, member, req)
+        if group.state == State.STABLE:
+            if group.leader == member.member_id or not member.matches(req.protocols):
+                return await self._update_and_wait(group, member, req)
+            return JoinResult(
+                "NONE",
+                member.member_id,
+                group.generation,
+                group.protocol_type,
+                group.protocol,
+                group.leader or "",
+            )
+        return JoinResult("UNKNOWN_MEMBER_ID", req.member_id)
+
+    def _join_result(self, group: Group, member: Member, skip: bool = False) -> JoinResult:
+        is_leader = group.leader == member.member_id
+        return JoinResult(
+            "NONE",
+            member.member_id,
+            group.generation,
+            group.protocol_type,
+            group.protocol,
+            group.leader or "",
+            group.leader_members() if is_leader else [],
+            skip,
+        )
+
+    async def _wait_join(self, member: Member) -> JoinResult:
+        assert member.join_waiter is not None
+        return await member.join_waiter
+
+    def _park_join(self, member: Member) -> None:
+        if member.join_waiter is not None:
+            # A second JoinGroup from the same member replaces the first.
+            member.answer_join(JoinResult("REBALANCE_IN_PROGRESS", member.member_id))
+        member.join_waiter = asyncio.get_running_loop().create_future()
+
+    async def _add_and_wait(self, group: Group, member_id: str, req: JoinRequest) -> JoinResult:
+        member = Member(
+            member_id=member_id,
+            instance_id=req.instance_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            session_timeout_ms=req.session_timeout_ms,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=req.protocols,
+            is_new=True,
+            deadline=self.loop_time + NEW_MEMBER_JOIN_TIMEOUT_S,
+        )
+        if group.state == State.PREPARING and group.initial_delay:
+            group.new_member_added = True
+        group.add(member)
+        self._park_join(member)
+        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self._try_complete_join(group)
+        return await self._wait_join(member)
+
+    async def _update_and_wait(self, group: Group, member: Member, req: JoinRequest) -> JoinResult:
+        member.protocols = req.protocols
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        member.client_id, member.client_host = req.client_id, req.client_host
+        self._park_join(member)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self._try_complete_join(group)
+        return await self._wait_join(member)
+
+    async def _static_join(self, group: Group, new_id: str, req: JoinRequest) -> JoinResult:
+        assert req.instance_id is not None
+        old_id = group.static.get(req.instance_id)
+        if old_id is None:
+            return await self._add_and_wait(group, new_id, req)
+        old_leader = group.leader
+        member = group.replace_static(req.instance_id, old_id, new_id)
+        member.deadline = self.loop_time + req.session_timeout_ms / 1000
+        member.protocols = req.protocols
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        if group.state == State.STABLE:
+            if group.select_protocol() != group.protocol:
+                self._park_join(member)
+                self._prepare_rebalance(group, f"static member {req.instance_id} changed protocols")
+                return await self._wait_join(member)
+            # Same protocol: no rebalance. Persist the new member id, hand back the
+            # current generation; the member gets its old assignment in SyncGroup.
+            generation = group.generation
+            if not await self._persist(group):
+                return JoinResult("NOT_COORDINATOR", new_id)
+            if group.generation != generation or new_id not in group.members:
+                return JoinResult("REBALANCE_IN_PROGRESS", new_id)
+            if req.supports_skip_assignment:
+                # JoinGroup v9+ (KIP-814): a rejoining leader learns it leads but
+                # must not reassign.
+                is_leader = group.leader == new_id
+                return JoinResult(
+                    "NONE",
+                    new_id,
+                    group.generation,
+                    group.protocol_type,
+                    group.protocol,
+                    group.leader or "",
+                    group.leader_members() if is_leader else [],
+                    skip_assignment=is_leader,
+                )
+            # Older versions: report the old leader id, so that a rejoining leader does
+            # not take itself for the leader and reassign in a stable group.
+            return JoinResult(
+                "NONE",
+                new_id,
+                group.generation,
+                group.protocol_type,
+                group.protocol,
+                old_leader or "",
+            )
+        self._park_join(member)
+        if group.state == State.COMPLETING:
+            self._prepare_rebalance(group, f"static member {req.instance_id} rejoined")
+        self._try_complete_join(group)
+        return await self._wait_join(member)
+
+    # -- rebalancing -----------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state in (State.STABLE, State.COMPLETING, State.EMPTY):
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state == State.COMPLETING:
+            self._reset_assignments(group, "REBALANCE_IN_PROGRESS")
+        group.pending_sync.clear()
+        timeout = group.rebalance_timeout_ms()
+        if group.state == State.EMPTY:
+            delay = self.settings.group_initial_rebalance_delay_ms
+            group.initial_delay = True
+            group.new_member_added = False
+            group.initial_remaining_ms = max(timeout - delay, 0)
+            group.join_deadline = self.loop_time + delay / 1000
+        else:
+            group.initial_delay = False
+            group.join_deadline = self.loop_time + timeout / 1000
+        log.info(
+            "group %r: preparing rebalance (generation %d): %s",
+            group.group_id,
+            group.generation,
+            reason,
+        )
+        group.state = State.PREPARING
+
+    def _reset_assignments(self, group: Group, error: str) -> None:
+        for m in group.members.values():
+            m.assignment = b""
+            m.answer_sync(SyncResult(error))
+
+    def _try_complete_join(self, group: Group) -> None:
+        if group.state == State.PREPARING and not group.initial_delay and group.all_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        for m in list(group.members.values()):
+            if not m.joining and m.instance_id is None:
+                log.info("group %r: member %s did not rejoin; removed", group.group_id, m.member_id)
+                group.remove(m.member_id)
+        if group.members and not self._elect_joined_leader(group):
+            # Nobody rejoined yet: wait another rebalance timeout for sessions to expire.
+            group.join_deadline = self.loop_time + group.rebalance_timeout_ms() / 1000
+            return
+        group.generation += 1
+        group.pending_sync.clear()
+        if not group.members:
+            group.protocol = None
+            group.state = State.EMPTY
+            group.state_ms = _now_ms()
+            log.info("group %r is empty at generation %d", group.group_id, group.generation)
+            self._spawn_persist(group)
+            return
+        group.protocol = group.select_protocol()
+        group.state = State.COMPLETING
+        now = self.loop_time
+        for m in group.members.values():
+            m.answer_join(self._join_result(group, m))
+            m.deadline = now + m.session_timeout_ms / 1000
+            m.is_new = False
+            group.pending_sync.add(m.member_id)
+        group.sync_deadline = now + group.rebalance_timeout_ms() / 1000
+        log.info(
+            "group %r: generation %d with %d member(s), protocol %s",
+            group.group_id,
+            group.generation,
+            len(group.members),
+            group.protocol,
+        )
+
+    def _elect_joined_leader(self, group: Group) -> bool:
+        leader = group.members.get(group.leader or "")
+        if leader is not None and leader.joining:
+            return True
+        for m in group.members.values():
+            if m.joining:
+                group.leader = m.member_id
+                return True
+        return False
+
+    def _remove_and_update(self, group: Group, member: Member, reason: str) -> None:
+        member.answer_join(JoinResult("UNKNOWN_MEMBER_ID", member.member_id))
+        member.answer_sync(SyncResult("UNKNOWN_MEMBER_ID"))
+        group.remove(member.member_id)
+        if group.state in (State.STABLE, State.COMPLETING):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.state == State.PREPARING:
+            self._try_complete_join(group)
+
+    # -- SyncGroup ---------------------------------------------------------------------
+
+    async def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
+        group = await self.coordinate(group_id, create=False)
+        if group is None:
+            return SyncResult("UNKNOWN_MEMBER_ID")
+        if group.state == State.DEAD:
+            return SyncResult("COORDINATOR_NOT_AVAILABLE")
+        if group.fenced(instance_id, member_id):
+            return SyncResult("FENCED_INSTANCE_ID")
+        if member_id not in group.members:
+            return SyncResult("UNKNOWN_MEMBER_ID")
+        if generation != group.generation:
+            return SyncResult("ILLEGAL_GENERATION")
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol is not None and protocol != group.protocol
+        ):
+            return SyncResult("INCONSISTENT_GROUP_PROTOCOL")
+        member = group.members[member_id]
+        if group.state == State.EMPTY:
+            return SyncResult("UNKNOWN_MEMBER_ID")
+        if group.state == State.PREPARING:
+            return SyncResult("REBALANCE_IN_PROGRESS")
+        if group.state == State.STABLE:
+            group.pending_sync.discard(member_id)
+            member.deadline = self.loop_time + member.session_timeout_ms / 1000
+            return SyncResult("NONE", group.protocol_type, group.protocol, member.assignment)
+        # CompletingRebalance: wait for the leader's assignment.
+        if member.sync_waiter is not None:
+            member.answer_sync(SyncResult("REBALANCE_IN_PROGRESS"))
+        member.sync_waiter = asyncio.get_running_loop().create_future()
+        waiter = member.sync_waiter
+        group.pending_sync.discard(member_id)
+        if group.leader == member_id:
+            full = {m: assignments.get(m, b"") for m in group.members}
+            if await self._persist(group, full):
+                if group.state == State.COMPLETING and group.generation == generation:
+                    for m in group.members.values():
+                        m.assignment = full.get(m.member_id, b"")
+                        m.answer_sync(
+                            SyncResult("NONE", group.protocol_type, group.protocol, m.assignment)
+                        )
+                    group.state = State.STABLE
+                    log.info("group %r is stable at generation %d", group.group_id, generation)
+        return await waiter
+
+    # -- Heartbeat and LeaveGroup ----------------------------------------------------------
+
+    async def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int
+    ) -> str:
+        group = await self.coordinate(group_id, create=False)
+        if group is None:
+            return "UNKNOWN_MEMBER_ID"
+        if group.state == State.DEAD:
+            return "COORDINATOR_NOT_AVAILABLE"
+        error = group.validate_member(member_id, instance_id)
+        if error:
+            return error
+        if group.state == State.EMPTY:
+            return "UNKNOWN_MEMBER_ID"
+        if generation != group.generation:
+            return "ILLEGAL_GENERATION"
+        member = group.members[member_id]
+        member.deadline = self.loop_time + member.session_timeout_ms / 1000
+        return "REBALANCE_IN_PROGRESS" if group.state == State.PREPARING else "NONE"
+
+    async def leave(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[str, list[str]]:
+        """(top-level error, one error per (member id, instance id))."""
+        group = await self.coordinate(group_id, create=False)
+        if group is None:
+            return "NONE", ["UNKNOWN_MEMBER_ID"] * len(leaving)
+        if group.state == State.DEAD:
+            return "COORDINATOR_NOT_AVAILABLE", []
+        errors = []
+        for member_id, instance_id in leaving:
+            if member_id == "":
+                current = group.static.get(instance_id) if instance_id is not None else None
+                if current is None:
+                    errors.append("UNKNOWN_MEMBER_ID")
+                    continue
+                member_id = current
+            elif member_id in group.pending:
+                del group.pending[member_id]
+                self._try_complete_join(group)
+                errors.append("NONE")
+                continue
+            elif group.fenced(instance_id, member_id):
+                errors.append("FENCED_INSTANCE_ID")
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                errors.append("UNKNOWN_MEMBER_ID")
+                continue
+            log.info("group %r: member %s left", group_id, member_id)
+            self._remove_and_update(group, member, f"member {member_id} left")
+            errors.append("NONE")
+        return "NONE", errors
+
+    # -- offsets -------------------------------------------------------------------------
+
+    async def commit(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[tuple[str, int], CommittedOffset],
+        missing_group_error: str = "ILLEGAL_GENERATION",
+    ) -> str:
+        """Commit offsets; the error for every partition of the request ("NONE")."""
+        group = await self.coordinate(group_id, create=generation < 0)
+        if group is None:
+            return missing_group_error
+        if group.state == State.DEAD:
+            return "COORDINATOR_NOT_AVAILABLE"
+        member = None
+        if generation >= 0 or member_id != "" or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation != group.generation:
+                return "ILLEGAL_GENERATION"
+            if group.state == State.COMPLETING:
+                return "REBALANCE_IN_PROGRESS"
+            member = group.members[member_id]
+        elif group.state != State.EMPTY:
+            return "ILLEGAL_GENERATION"
+        if member is not None:
+            member.deadline = self.loop_time + member.session_timeout_ms / 1000
+        if not offsets:
+            return "NONE"
+        try:
+            await self.store.commit(group_id, self.cluster.token, offsets)
+        except Fenced:
+            self._drop(group_id)
+            return "NOT_COORDINATOR"
+        return "NONE"
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], CommittedOffset] | None:
+        """Committed offsets (all when partitions is None); None if the group is
+        unknown. Expired offsets (see _expired) are not reported."""
+        group = await self.coordinate(group_id, create=False)
+        if group is None:
+            return None
+        if partitions is None:
+            got = await self.store.offsets(group_id)
+        else:
+            values = await self.store.offsets_of(group_id, partitions)
+            got = {tp: v for tp, v in zip(partitions, values, strict=True) if v is not None}
+        expired = self._expired(group, got, _now_ms())
+        return {tp: v for tp, v in got.items() if tp not in expired}
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[str, dict[tuple[str, int], str]]:
+        """OffsetDelete: (group error, error per partition)."""
+        group = await self.coordinate(group_id, create=False)
+        if group is None or group.state == State.DEAD:
+            return "GROUP_ID_NOT_FOUND", {}
+        result: dict[tuple[str, int], str] = {}
+        if group.state == State.EMPTY:
+            deletable = partitions
+        elif group.protocol_type == "consumer":
+            subscribed = group.subscribed_topics() or set()
+            deletable = [tp for tp in partitions if tp[0] not in subscribed]
+            result.update(
+                {tp: "GROUP_SUBSCRIBED_TO_TOPIC" for tp in partitions if tp[0] in subscribed}
+            )
+        else:
+            return "NON_EMPTY_GROUP", {}
+        if deletable:
+            try:
+                await self.store.forget(
+                    group_id, self.cluster.token, [f"{t}/{p}".encode() for t, p in deletable]
+                )
+            except Fenced:
+                self._drop(group_id)
+                return "NOT_COORDINATOR", {}
+        result.update({tp: "NONE" for tp in deletable})
+        return "NONE", result
+
+    def _expired(
+        self, group: Group, offsets: dict[tuple[str, int], CommittedOffset], now_ms: int
+    ) -> set[tuple[str, int]]:
+        """Kafka's removeExpiredOffsets: an empty group's offsets expire
+        offsets.retention.minutes after it became empty; a stable consumer group's
+        offsets of topics it no longer subscribes to, and a standalone group's
+        offsets, that long after their commit; v2-v4 commits carry their own expiry."""
+        retention_ms = int(self.settings.offsets_retention_minutes * 60_000)
+        if group.protocol_type is not None and group.state == State.EMPTY:
+            keep: set[str] = set()
+            base = group.state_ms
+        elif group.protocol_type == "consumer" and group.state == State.STABLE:
+            topics = group.subscribed_topics()
+            if topics is None:
+                return set()
+            keep, base = topics, -1
+        elif group.protocol_type is None:
+            keep, base = set(), -1
+        else:
+            return set()
+        out = set()
+        for tp, value in offsets.items():
+            if tp[0] in keep:
+                continue
+            if value.expire_ms >= 0:
+                if now_ms >= value.expire_ms:
+                    out.add(tp)
+            elif now_ms - (base if base >= 0 else value.commit_ms) >= retention_ms:
+                out.add(tp)
+        return out
+
+    # -- admin ---------------------------------------------------------------------------
+
+    async def describe(self, group_id: str) -> Group | None:
+        return await self.coordinate(group_id, create=False)
+
+    async def delete_group(self, group_id: str) -> str:
+        group = await self.coordinate(group_id, create=False)
+        if group is None or group.state == State.DEAD:
+            return "GROUP_ID_NOT_FOUND"
+        if group.state != State.EMPTY:
+            return "NON_EMPTY_GROUP"
+        return await self._delete(group)
+
+    async def _delete(self, group: Group) -> str:
+        group.state = State.DEAD
+        try:
+            await self.store.delete(group.group_id, self.cluster.token)
+        except Fenced:
+            self._drop(group.group_id)
+            return "NOT_COORDINATOR"
+        self.groups.pop(group.group_id, None)
+        log.info("deleted group %r", group.group_id)
+        return "NONE"
+
+    async def listed(self) -> list[Group]:
+        """The groups this sidecar answers ListGroups for: those it coordinates, and
+        those nobody coordinates whose preferred coordinator it is."""
+        out = [g for g in self.groups.values() if g.state != State.DEAD]
+        for group_id in await self.store.all_group_ids():
+            if group_id in self.groups:
+                continue
+            if self.cluster.preferred(group_id).node_id != self.cluster.node_id:
+                continue
+            try:
+                group = await self.coordinate(group_id, create=False)
+            except CoordinatorError:
+                continue
+            if group is None:
+                await self.store.unlist(group_id)
+            elif group.state != State.DEAD:
+                out.append(group)
+        return out
+
+    # -- deadlines -----------------------------------------------------------------------
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            now = self.loop_time
+            for group in list(self.groups.values()):
+                try:
+                    self._tick(group, now)
+                except Exception:
+                    log.exception("group %r: deadline handling failed", group.group_id)
+
+    def _tick(self, group: Group, now: float) -> None:
+        for member in list(group.members.values()):
+            if member.deadline <= now and not member.keep_alive():
+                log.info(
+                    "group %r: member %s session expired; removed", group.group_id, member.member_id
+                )
+                self._remove_and_update(group, member, f"member {member.member_id} expired")
+        for member_id, deadline in list(group.pending.items()):
+            if deadline <= now:
+                del group.pending[member_id]
+                self._try_complete_join(group)
+        if group.state == State.PREPARING and group.join_deadline <= now:
+            if group.initial_delay and group.new_member_added and group.initial_remaining_ms > 0:
+                # Kafka's InitialDelayedJoin: more members came; wait a little longer.
+                group.new_member_added = False
+                delay = min(
+                    self.settings.group_initial_rebalance_delay_ms, group.initial_remaining_ms
+                )
+                group.initial_remaining_ms -= delay
+                group.join_deadline = now + delay / 1000
+            else:
+                group.initial_delay = False
+                self._complete_join(group)
+        if (
+            group.state in (State.COMPLETING, State.STABLE)
+            and group.pending_sync
+            and group.sync_deadline <= now
+        ):
+            for member_id in list(group.pending_sync):
+                log.info("group %r: member %s never synced; removed", group.group_id, member_id)
+                member = group.members.get(member_id)
+                if member is not None:
+                    member.answer_join(JoinResult("UNKNOWN_MEMBER_ID", member_id))
+                    group.remove(member_id)
+            group.pending_sync.clear()
+            self._prepare_rebalance(group, "members did not sync in time")
+
+    async def _sweeper(self) -> None:
+        interval = self.settings.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_offsets()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("offset expiry sweep failed: %s", exc)
+
+    async def expire_offsets(self) -> None:
+        """Remove expired offsets of the groups this sidecar coordinates (or would);
+        an empty group left without offsets is deleted, as Kafka does."""
+        for group in await self.listed():
+            offsets = await self.store.offsets(group.group_id)
+            expired = self._expired(group, offsets, _now_ms())
+            if expired:
+                log.info("group %r: %d committed offset(s) expired", group.group_id, len(expired))
+                try:
+                    await self.store.forget(
+                        group.group_id,
+                        self.cluster.token,
+                        [f"{t}/{p}".encode() for t, p in expired],
+                    )
+                except Fenced:
+                    self._drop(group.group_id)
+                    continue
+            if group.state == State.EMPTY and len(expired) == len(offsets) and not group.pending:
+                await self._delete(group)
+
+
+def members_of(groups: Iterable[Group]) -> int:
+    return sum(len(g.members) for g in groups)

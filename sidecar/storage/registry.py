@@ -1,0 +1,57 @@
+"""The broker registry in Redis: which sidecars are alive, under which node ids and
+addresses (lua/brokers.lua). Each registration carries an incarnation token and
+expires unless renewed, like Kafka's ephemeral broker nodes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from . import keys, scripts
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    incarnation: str
+
+    @property
+    def token(self) -> str:
+        """What a group lease held by this registration contains."""
+        return f"{self.node_id}:{self.incarnation}"
+
+
+class Registry:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def _call(self, *args: object) -> list[object]:
+        return await scripts.BROKERS(self.redis, [keys.BROKERS], [str(a) for a in args])
+
+    async def register(
+        self, node_id: int, incarnation: str, host: str, port: int, ttl_ms: int, force: bool
+    ) -> tuple[int, int]:
+        """(node id, 0), or (-1, ms until a live holder of the requested id expires)."""
+        got, extra = await self._call(
+            "register", node_id, incarnation, host, port, ttl_ms, int(force)
+        )
+        return int(got), (0 if int(got) >= 0 else int(extra))
+
+    async def renew(self, node_id: int, incarnation: str, ttl_ms: int) -> bool:
+        ok, _ = await self._call("renew", node_id, incarnation, "", 0, ttl_ms, 0)
+        return bool(ok)
+
+    async def leave(self, node_id: int, incarnation: str) -> None:
+        await self._call("leave", node_id, incarnation, "", 0, 0, 0)
+
+    async def live(self) -> list[BrokerInfo]:
+        reply = await self._call("list", -1, "", "", 0, 0, 0)
+        out = []
+        for i in range(1, len(reply), 2):
+            doc = json.loads(reply[i + 1])  # type: ignore[arg-type]
+            out.append(BrokerInfo(int(reply[i]), doc["host"], int(doc["port"]), doc["inc"]))  # type: ignore[call-overload]
+        return sorted(out, key=lambda b: b.node_id)
