@@ -202,6 +202,8 @@ class KafkaConnection(asyncio.Protocol):
             writer.cancel()
             for task, _ in running:
                 task.cancel()
+            # Wait for them, so none is left pending when the loop closes at shutdown.
+            await asyncio.gather(writer, *(t for t, _ in running), return_exceptions=True)
 
     async def _write(self, responses: asyncio.Queue[asyncio.Task[bytes | None] | str]) -> None:
         while True:
@@ -248,7 +250,12 @@ class KafkaServer:
     async def stop(self) -> None:
         if self.server:
             self.server.close()
+            workers = []
             for conn in list(self.connections):
                 if conn.transport:
                     conn.transport.close()
+                if conn.worker:
+                    conn.worker.cancel()
+                    workers.append(conn.worker)
+            await asyncio.gather(*workers, return_exceptions=True)
             await self.server.wait_closed()

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..cluster import Cluster
@@ -758,7 +757,3 @@ class GroupCoordinator:
                     continue
             if group.state == State.EMPTY and len(expired) == len(offsets) and not group.pending:
                 await self._delete(group)
-
-
-def members_of(groups: Iterable[Group]) -> int:
-    return sum(len(g.members) for g in groups)

@@ -114,7 +114,6 @@ class Group:
     initial_remaining_ms: int = 0
     new_member_added: bool = False
     sync_deadline: float = 0.0
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     # -- membership -----------------------------------------------------------
 
