@@ -25,7 +25,12 @@ from .protocol.framing import (
     response_frame,
     skip_tagged_fields,
 )
-from .protocol.kio_codec import decode_request, is_flexible_request
+from .protocol.kio_codec import (
+    MAX_STRING_BYTES,
+    decode_request,
+    is_flexible_request,
+    oversized_string,
+)
 from .protocol.primitives import unpack_i32
 
 log = logging.getLogger(__name__)
@@ -34,6 +39,9 @@ PAUSE_AT = 16  # queued requests per connection before we stop reading the socke
 RESUME_AT = 4
 MAX_IN_FLIGHT = 8  # pipelined Produce requests handled at once on one connection
 PRODUCE_KEY = b"\x00\x00"
+# Produce and Fetch skip the long-string check: their only strings are topic names
+# (checked against the topic registry) and ids, and they carry the load.
+HOT_PATH_KEYS = (0, 1)
 
 
 class Request:
@@ -81,6 +89,11 @@ async def dispatch(
         raise CloseConnection(
             f"undecodable {handler.__name__.rsplit('.', 1)[-1]} v{version} request: {exc!r}"
         ) from None
+    if key not in HOT_PATH_KEYS and oversized_string(body):
+        raise CloseConnection(
+            f"{handler.__name__.rsplit('.', 1)[-1]} v{version} request has a string longer "
+            f"than {MAX_STRING_BYTES} bytes"
+        )
     result = await handler.handle(broker, Request(header, body, flexible, ticket, peer_host))
     if result is None:
         return None

@@ -31,7 +31,7 @@ async def coordinator_for(broker: Broker, key: str, key_type: int) -> BrokerInfo
     return cluster.preferred(key)
 
 
-async def _entry(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+async def _entry(broker: Broker, key: str, key_type: int, ok_message: str) -> dict[str, Any]:
     if key_type not in (GROUP, TRANSACTION):
         return {
             "key": key,
@@ -45,7 +45,7 @@ async def _entry(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
     return {
         "key": key,
         "error_code": errors.NONE,
-        "error_message": None,
+        "error_message": ok_message,
         "node_id": node.node_id,
         "host": node.host,
         "port": node.port,
@@ -57,8 +57,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     key_type = int(getattr(body, "key_type", GROUP))
     if version >= 4:
-        entries = [await _entry(broker, key, key_type) for key in body.coordinator_keys]
+        entries = [await _entry(broker, key, key_type, "") for key in body.coordinator_keys]
         data: dict[str, Any] = {"throttle_time": 0, "coordinators": entries}
     else:
-        data = {"throttle_time": 0, **await _entry(broker, body.key, key_type)}
+        # Kafka's error message on success: "NONE" before v4, "" per key from v4.
+        data = {"throttle_time": 0, **await _entry(broker, body.key, key_type, "NONE")}
     return encode_response(API_KEY, version, data)

@@ -46,8 +46,6 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 body.member_id,
                 getattr(body, "group_instance_id", None),
                 valid,
-                # v9+ names a missing group; older versions keep ILLEGAL_GENERATION.
-                "GROUP_ID_NOT_FOUND" if version >= 9 else "ILLEGAL_GENERATION",
             )
         except CoordinatorError as exc:
             error = exc.code

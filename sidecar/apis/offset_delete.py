@@ -28,7 +28,11 @@ async def handle(broker: Broker, request: Any) -> bytes:
             else:
                 known.append(tp)
     try:
-        top, per_partition = await broker.groups.delete_offsets(body.group_id, known)
+        top, per_partition = (
+            await broker.groups.delete_offsets(body.group_id, known)
+            if body.group_id
+            else ("INVALID_GROUP_ID", {})
+        )
     except CoordinatorError as exc:
         top, per_partition = exc.code, {}
     results.update(per_partition)

@@ -16,9 +16,11 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def _sync(broker: Broker, body: Any) -> SyncResult:
+async def _sync(broker: Broker, body: Any, version: int) -> SyncResult:
     if not body.group_id:
         return SyncResult("INVALID_GROUP_ID")
+    if version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+        return SyncResult("INCONSISTENT_GROUP_PROTOCOL")  # mandatory from v5, as in Kafka
     try:
         return await broker.groups.sync(
             body.group_id,
@@ -34,7 +36,7 @@ async def _sync(broker: Broker, body: Any) -> SyncResult:
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
-    result = await _sync(broker, request.body)
+    result = await _sync(broker, request.body, request.header.api_version)
     return encode_response(
         API_KEY,
         request.header.api_version,

@@ -173,7 +173,8 @@ class GroupCoordinator:
         if not group.supports(req.protocol_type, req.protocols, req.member_id):
             return JoinResult("INCONSISTENT_GROUP_PROTOCOL", req.member_id)
         if req.member_id == "":
-            new_id = f"{req.client_id}-{uuid.uuid4()}"
+            # Kafka names static members after their instance id, others after the client.
+            new_id = f"{req.instance_id or req.client_id}-{uuid.uuid4()}"
             if req.instance_id is not None:
                 return await self._static_join(group, new_id, req)
             if req.require_known_member_id:
@@ -224,15 +225,15 @@ class GroupCoordinator:
             skip,
         )
 
-    async def _wait_join(self, member: Member) -> JoinResult:
-        assert member.join_waiter is not None
-        return await member.join_waiter
-
-    def _park_join(self, member: Member) -> None:
+    def _park_join(self, member: Member) -> asyncio.Future[JoinResult]:
+        """Park the member's JoinGroup; the future is answered when the rebalance
+        completes, which may happen before the caller awaits it."""
         if member.join_waiter is not None:
             # A second JoinGroup from the same member replaces the first.
             member.answer_join(JoinResult("REBALANCE_IN_PROGRESS", member.member_id))
-        member.join_waiter = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        member.join_waiter = waiter
+        return waiter
 
     async def _add_and_wait(self, group: Group, member_id: str, req: JoinRequest) -> JoinResult:
         member = Member(
@@ -250,20 +251,20 @@ class GroupCoordinator:
         if group.state == State.PREPARING and group.initial_delay:
             group.new_member_added = True
         group.add(member)
-        self._park_join(member)
+        waiter = self._park_join(member)
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")
         self._try_complete_join(group)
-        return await self._wait_join(member)
+        return await waiter
 
     async def _update_and_wait(self, group: Group, member: Member, req: JoinRequest) -> JoinResult:
         member.protocols = req.protocols
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         member.client_id, member.client_host = req.client_id, req.client_host
-        self._park_join(member)
+        waiter = self._park_join(member)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
         self._try_complete_join(group)
-        return await self._wait_join(member)
+        return await waiter
 
     async def _static_join(self, group: Group, new_id: str, req: JoinRequest) -> JoinResult:
         assert req.instance_id is not None
@@ -278,9 +279,9 @@ class GroupCoordinator:
         member.session_timeout_ms = req.session_timeout_ms
         if group.state == State.STABLE:
             if group.select_protocol() != group.protocol:
-                self._park_join(member)
+                waiter = self._park_join(member)
                 self._prepare_rebalance(group, f"static member {req.instance_id} changed protocols")
-                return await self._wait_join(member)
+                return await waiter
             # Same protocol: no rebalance. Persist the new member id, hand back the
             # current generation; the member gets its old assignment in SyncGroup.
             generation = group.generation
@@ -312,11 +313,11 @@ class GroupCoordinator:
                 group.protocol,
                 old_leader or "",
             )
-        self._park_join(member)
+        waiter = self._park_join(member)
         if group.state == State.COMPLETING:
             self._prepare_rebalance(group, f"static member {req.instance_id} rejoined")
         self._try_complete_join(group)
-        return await self._wait_join(member)
+        return await waiter
 
     # -- rebalancing -----------------------------------------------------------------
 
@@ -345,6 +346,8 @@ class GroupCoordinator:
             reason,
         )
         group.state = State.PREPARING
+        # Kafka tries to complete at once: a group whose last member left empties now.
+        self._try_complete_join(group)
 
     def _reset_assignments(self, group: Group, error: str) -> None:
         for m in group.members.values():
@@ -528,16 +531,17 @@ class GroupCoordinator:
         member_id: str,
         instance_id: str | None,
         offsets: dict[tuple[str, int], CommittedOffset],
-        missing_group_error: str = "ILLEGAL_GENERATION",
     ) -> str:
         """Commit offsets; the error for every partition of the request ("NONE")."""
         group = await self.coordinate(group_id, create=generation < 0)
         if group is None:
-            return missing_group_error
+            return "ILLEGAL_GENERATION"
         if group.state == State.DEAD:
             return "COORDINATOR_NOT_AVAILABLE"
         member = None
-        if generation >= 0 or member_id != "" or instance_id is not None:
+        if generation < 0 and group.state == State.EMPTY:
+            pass  # a standalone commit: the group only stores offsets
+        elif generation >= 0 or member_id != "" or instance_id is not None:
             error = group.validate_member(member_id, instance_id)
             if error:
                 return error
@@ -546,8 +550,8 @@ class GroupCoordinator:
             if group.state == State.COMPLETING:
                 return "REBALANCE_IN_PROGRESS"
             member = group.members[member_id]
-        elif group.state != State.EMPTY:
-            return "ILLEGAL_GENERATION"
+        else:
+            return "UNKNOWN_MEMBER_ID"
         if member is not None:
             member.deadline = self.loop_time + member.session_timeout_ms / 1000
         if not offsets:
@@ -563,17 +567,14 @@ class GroupCoordinator:
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> dict[tuple[str, int], CommittedOffset] | None:
         """Committed offsets (all when partitions is None); None if the group is
-        unknown. Expired offsets (see _expired) are not reported."""
+        unknown. As in Kafka, expired offsets stay visible until the expiry sweep."""
         group = await self.coordinate(group_id, create=False)
         if group is None:
             return None
         if partitions is None:
-            got = await self.store.offsets(group_id)
-        else:
-            values = await self.store.offsets_of(group_id, partitions)
-            got = {tp: v for tp, v in zip(partitions, values, strict=True) if v is not None}
-        expired = self._expired(group, got, _now_ms())
-        return {tp: v for tp, v in got.items() if tp not in expired}
+            return await self.store.offsets(group_id)
+        values = await self.store.offsets_of(group_id, partitions)
+        return {tp: v for tp, v in zip(partitions, values, strict=True) if v is not None}
 
     async def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]

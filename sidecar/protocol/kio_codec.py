@@ -125,3 +125,20 @@ def _zero(f: Any) -> Any:
 def ms(value: datetime.timedelta) -> int:
     """A kio timedelta field (session timeouts and the like) in whole milliseconds."""
     return int(value / datetime.timedelta(milliseconds=1))
+
+
+MAX_STRING_BYTES = 32767  # Kafka's strings have an int16 length, also in compact form
+
+
+def oversized_string(value: Any) -> bool:
+    """Whether a decoded request holds a string longer than Kafka allows. Kafka's
+    parser rejects such a request (compact strings could carry more) and closes the
+    connection; kio accepts it, so Skiff checks."""
+    if isinstance(value, str):
+        # A UTF-8 character takes at most 4 bytes: short strings need no encoding.
+        return len(value) * 4 > MAX_STRING_BYTES and len(value.encode()) > MAX_STRING_BYTES
+    if isinstance(value, tuple):
+        return any(oversized_string(v) for v in value)
+    if hasattr(value, "__dataclass_fields__"):
+        return any(oversized_string(getattr(value, f)) for f in value.__dataclass_fields__)
+    return False
