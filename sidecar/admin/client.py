@@ -6,137 +6,57 @@
         committed = await admin.offset_fetch("g")
         ends = await admin.list_offsets(committed, LATEST)
 
-Request bodies are plain dicts that the sidecar's `kio_codec.build` turns into the
-negotiated version's kio dataclass (keys a version lacks are dropped), so one call site
-serves every version. Each connection asks ApiVersions first and then uses, per API, the
-highest version both sides support. Group requests go to the group's coordinator
-(FindCoordinator); NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
-and a coordinator that stops answering are retried with a fresh FindCoordinator until the
-operation's deadline (`timeout`).
+Group requests go to the group's coordinator (FindCoordinator); NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE and a coordinator that stops
+answering are retried with a fresh FindCoordinator until the operation's deadline
+(`timeout`). Partition requests go to the leader, retried likewise on leadership errors.
+The wire format is in `wire`, one broker connection in `connection`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import io
-import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Any, TypeVar
 
-from kio.index import load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-
-from ..protocol.kio_codec import build
-from ..protocol.tolerant_decoder import decode_tolerant
 from ..settings import HostPort
+from .connection import Connection
+from .wire import (
+    COORDINATOR_ERRORS,
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    GROUP_ID_NOT_FOUND,
+    LEADER_ERRORS,
+    LEADER_NOT_AVAILABLE,
+    LIST_GROUPS,
+    LIST_OFFSETS,
+    METADATA,
+    NO_ERROR,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    UNKNOWN_TOPIC,
+    AdminError,
+    BrokerUnavailable,
+    KafkaError,
+    NoBrokerReachable,
+    TopicPartition,
+    canonical_state,
+    decode_assignment,
+    kafka_error,
+    parse_bootstrap,
+)
 
 T = TypeVar("T")
 
-LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
-DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
-API_NAMES = {
-    LIST_OFFSETS: "ListOffsets",
-    METADATA: "Metadata",
-    OFFSET_COMMIT: "OffsetCommit",
-    OFFSET_FETCH: "OffsetFetch",
-    FIND_COORDINATOR: "FindCoordinator",
-    DESCRIBE_GROUPS: "DescribeGroups",
-    LIST_GROUPS: "ListGroups",
-    API_VERSIONS: "ApiVersions",
-    DELETE_GROUPS: "DeleteGroups",
-}
-
-# The versions this client builds and reads. OffsetCommit/OffsetFetch stop at v9 and
-# ListOffsets at v9: later versions name topics by id or add a request timeout this client
-# would have to fill in. OffsetFetch starts at v2, the first that fetches a whole group.
-CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
-    API_VERSIONS: (0, 3),
-    METADATA: (1, 12),
-    LIST_OFFSETS: (1, 9),
-    OFFSET_COMMIT: (2, 9),
-    OFFSET_FETCH: (2, 9),
-    FIND_COORDINATOR: (0, 6),
-    DESCRIBE_GROUPS: (0, 6),
-    LIST_GROUPS: (0, 5),
-    DELETE_GROUPS: (0, 2),
-}
-CLIENT_SOFTWARE = ("skiff-admin", "1.0")
 CONNECT_TIMEOUT = 10.0  # seconds; an unanswering address must not use up the whole deadline
-
-EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
-
-_NO_ERROR = 0
-_UNSUPPORTED_VERSION = int(ErrorCode.unsupported_version)
-_UNKNOWN_TOPIC = int(ErrorCode.unknown_topic_or_partition)
-_LEADER_NOT_AVAILABLE = int(ErrorCode.leader_not_available)
-_GROUP_ID_NOT_FOUND = int(ErrorCode.group_id_not_found)
-COORDINATOR_ERRORS = frozenset(
-    int(e)
-    for e in (
-        ErrorCode.not_coordinator,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.coordinator_not_available,
-    )
-)
-# Partition leadership moving (or not settled yet): ask Metadata again and retry.
-LEADER_ERRORS = frozenset(
-    int(e)
-    for e in (
-        ErrorCode.leader_not_available,
-        ErrorCode.not_leader_or_follower,
-        ErrorCode.unknown_leader_epoch,
-        ErrorCode.fenced_leader_epoch,
-    )
-)
-
-
-def error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"ERROR_{code}"
-
-
-class AdminError(Exception):
-    """An admin operation failed; the message says what and where."""
-
-
-class BrokerUnavailable(AdminError):
-    """A broker refused the connection, closed it, or did not answer in time."""
-
-
-class NoBrokerReachable(BrokerUnavailable):
-    """None of the bootstrap (or known) brokers accepts a connection: not retried, so a
-    command fails at once when nothing is running there."""
-
-
-class KafkaError(AdminError):
-    """A Kafka error code in a response; `name` is Kafka's name (e.g. NOT_COORDINATOR)."""
-
-    def __init__(self, code: int, context: str, message: str | None = None) -> None:
-        self.code = int(code)
-        self.name = error_name(self.code)
-        self.context = context
-        super().__init__(f"{context}: {self.name}" + (f" ({message})" if message else ""))
 
 
 # -- results -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True)
@@ -197,222 +117,6 @@ class CommittedOffset:
     leader_epoch: int
 
 
-# -- wire codec ------------------------------------------------------------------------------
-
-
-@cache
-def _request_type(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
-
-
-@cache
-def _response_type(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
-
-
-def _write(entity_type: type, data: dict[str, Any]) -> bytes:
-    out = io.BytesIO()
-    entity_writer(entity_type)(out, build(entity_type, data))
-    return out.getvalue()
-
-
-def _read(entity_type: type, buf: bytes, offset: int) -> tuple[Any, int]:
-    try:
-        return entity_reader(entity_type)(buf, offset)
-    except KeyError as exc:  # a tagged field kio does not know: Kafka's rule is to skip it
-        if "tagged field" not in str(exc):
-            raise
-        return decode_tolerant(entity_type, buf, offset)
-
-
-def encode_request(
-    api_key: int, version: int, correlation_id: int, client_id: str, body: dict[str, Any]
-) -> bytes:
-    """A whole request frame; kio's request class names its header version (v2 when
-    flexible, else v1)."""
-    request_type = _request_type(api_key, version)
-    header = {
-        "request_api_key": api_key,
-        "request_api_version": version,
-        "correlation_id": correlation_id,
-        "client_id": client_id,
-    }
-    payload = _write(request_type.__header_schema__, header) + _write(request_type, body)
-    return struct.pack(">i", len(payload)) + payload
-
-
-def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
-    """(correlation id, body) of a frame without its size prefix. kio's response class
-    names its header version (v1 when flexible, v0 for ApiVersions and older versions)."""
-    response_type = _response_type(api_key, version)
-    header, pos = _read(response_type.__header_schema__, frame, 0)
-    if api_key == API_VERSIONS and frame[pos : pos + 2] == struct.pack(">h", _UNSUPPORTED_VERSION):
-        response_type = _response_type(API_VERSIONS, 0)  # Kafka answers an unknown version in v0
-    body, size = _read(response_type, frame, pos)
-    if pos + size != len(frame):
-        raise AdminError(
-            f"{API_NAMES.get(api_key, api_key)} v{version} response has "
-            f"{len(frame) - pos - size} unread bytes"
-        )
-    return int(header.correlation_id), body
-
-
-@cache
-def _assignment_type(version: int) -> type:
-    module = importlib.import_module(f"kio.schema.consumer_protocol_assignment.v{version}")
-    entity: type = module.ConsumerProtocolAssignment
-    return entity
-
-
-def decode_assignment(data: bytes | None) -> list[TopicPartition] | None:
-    """The partitions of a consumer-protocol assignment (int16 version, then the body);
-    None when it does not decode. Newer versions only add fields, so they are read with
-    the newest schema kio has, as Kafka's ConsumerProtocol does."""
-    if not data:
-        return []
-    if len(data) < 2:
-        return None
-    (version,) = struct.unpack_from(">h", data, 0)
-    if version < 0:
-        return None
-    try:
-        assignment, _ = _read(_assignment_type(min(version, 3)), data, 2)
-    except Exception:
-        return None
-    return sorted(
-        TopicPartition(t.topic, int(p))
-        for t in assignment.assigned_partitions
-        for p in t.partitions
-    )
-
-
-def parse_bootstrap(text: str) -> list[tuple[str, int]]:
-    """HOST:PORT[,HOST:PORT...]; raises ValueError naming the bad entry."""
-    addresses = []
-    for part in text.split(","):
-        if part.strip():
-            hp = HostPort.parse(part.strip())
-            addresses.append((hp.host, hp.port))
-    if not addresses:
-        raise ValueError("expected HOST:PORT[,HOST:PORT...], got nothing")
-    return addresses
-
-
-# -- one connection ----------------------------------------------------------------------------
-
-
-class Connection:
-    """One broker connection. Requests go one at a time, so responses come in order (an
-    admin tool needs no pipelining)."""
-
-    def __init__(
-        self,
-        address: str,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        client_id: str,
-    ) -> None:
-        self.address = address
-        self.client_id = client_id
-        self.versions: dict[int, tuple[int, int]] = {}
-        self.closed = False
-        self._reader = reader
-        self._writer = writer
-        self._lock = asyncio.Lock()
-        self._next_id = 1
-
-    @classmethod
-    async def open(cls, host: str, port: int, client_id: str, timeout: float) -> Connection:
-        address = str(HostPort(host, port))
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        except (OSError, TimeoutError) as exc:
-            raise BrokerUnavailable(f"cannot connect to {address}: {exc or 'timed out'}") from None
-        conn = cls(address, reader, writer, client_id)
-        try:
-            await conn._negotiate(timeout)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    async def _negotiate(self, timeout: float) -> None:
-        body = {
-            "client_software_name": CLIENT_SOFTWARE[0],
-            "client_software_version": CLIENT_SOFTWARE[1],
-        }
-        version = CLIENT_VERSIONS[API_VERSIONS][1]
-        resp = await self._roundtrip(API_VERSIONS, version, body, timeout)
-        if resp.error_code == _UNSUPPORTED_VERSION:
-            # The v0 answer lists the ApiVersions versions the broker serves: ask again.
-            served = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
-            version = min(version, served.get(API_VERSIONS, 0))
-            resp = await self._roundtrip(API_VERSIONS, version, body, timeout)
-        if resp.error_code:
-            raise KafkaError(resp.error_code, f"ApiVersions from {self.address}")
-        self.versions = {
-            int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
-        }
-
-    def version(self, api_key: int) -> int:
-        """The highest version of `api_key` this client and the broker both speak."""
-        name = API_NAMES.get(api_key, str(api_key))
-        lo, hi = CLIENT_VERSIONS[api_key]
-        if api_key not in self.versions:
-            raise AdminError(f"{self.address} does not serve {name} requests")
-        broker_lo, broker_hi = self.versions[api_key]
-        version = min(hi, broker_hi)
-        if version < max(lo, broker_lo):
-            raise AdminError(
-                f"{self.address} serves {name} v{broker_lo}-{broker_hi}; "
-                f"this client speaks v{lo}-{hi}"
-            )
-        return version
-
-    async def request(self, api_key: int, body: dict[str, Any], timeout: float) -> tuple[int, Any]:
-        """(version used, decoded response)."""
-        version = self.version(api_key)
-        return version, await self._roundtrip(api_key, version, body, timeout)
-
-    async def _roundtrip(
-        self, api_key: int, version: int, body: dict[str, Any], timeout: float
-    ) -> Any:
-        name = API_NAMES.get(api_key, str(api_key))
-        async with self._lock:
-            if self.closed:
-                raise BrokerUnavailable(f"the connection to {self.address} is closed")
-            correlation_id = self._next_id
-            self._next_id += 1
-            frame = encode_request(api_key, version, correlation_id, self.client_id, body)
-            try:
-                answer = await asyncio.wait_for(self._exchange(frame), timeout)
-            except TimeoutError:
-                self.close()  # a late answer would be read as the next request's
-                raise BrokerUnavailable(
-                    f"{self.address} did not answer {name} within {timeout:.1f}s"
-                ) from None
-            except (OSError, asyncio.IncompleteReadError) as exc:
-                self.close()
-                raise BrokerUnavailable(
-                    f"{self.address} closed the connection during {name} v{version} ({exc!r})"
-                ) from None
-        got_id, response = decode_response(api_key, version, answer)
-        if got_id != correlation_id:
-            self.close()
-            raise AdminError(f"{self.address}: correlation id {got_id}, expected {correlation_id}")
-        return response
-
-    async def _exchange(self, frame: bytes) -> bytes:
-        self._writer.write(frame)
-        await self._writer.drain()
-        (size,) = struct.unpack(">i", await self._reader.readexactly(4))
-        return await self._reader.readexactly(size)
-
-    def close(self) -> None:
-        self.closed = True
-        self._writer.close()
-
-
 # -- the client ----------------------------------------------------------------------------------
 
 
@@ -448,7 +152,7 @@ class AdminClient:
             conn.close()
         for conn in conns:
             with contextlib.suppress(Exception):
-                await conn._writer.wait_closed()
+                await conn.wait_closed()
 
     # plumbing
 
@@ -628,7 +332,7 @@ class AdminClient:
             body = {"groups": [group], "include_authorized_operations": False}
             _, resp = await conn.request(DESCRIBE_GROUPS, body, self._left(deadline))
             found = resp.groups[0]
-            if found.error_code == _GROUP_ID_NOT_FOUND:  # v6+ says so instead of "Dead"
+            if found.error_code == GROUP_ID_NOT_FOUND:  # v6+ says so instead of "Dead"
                 return GroupDescription(group, "Dead", "", "", [], broker)
             if found.error_code:
                 raise KafkaError(
@@ -667,7 +371,7 @@ class AdminClient:
             _, resp = await conn.request(
                 DELETE_GROUPS, {"groups_names": [group]}, self._left(deadline)
             )
-            error = _error(resp.results[0].error_code, f"DeleteGroups for group {group!r}")
+            error = kafka_error(resp.results[0].error_code, f"DeleteGroups for group {group!r}")
             if error is not None and error.code in COORDINATOR_ERRORS:
                 raise error  # retried on the group's (new) coordinator
             return error
@@ -766,15 +470,15 @@ class AdminClient:
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in wanted:
                 topic = meta.topics.get(tp.topic)
-                if topic is not None and topic.error_code not in (_NO_ERROR, _UNKNOWN_TOPIC):
+                if topic is not None and topic.error_code not in (NO_ERROR, UNKNOWN_TOPIC):
                     raise KafkaError(topic.error_code, f"Metadata for {tp}")
                 leader = None if topic is None else topic.leaders.get(tp.partition)
                 if leader is None:  # no such topic or partition
                     if skip_unknown:
                         continue
-                    raise KafkaError(_UNKNOWN_TOPIC, f"Metadata for {tp}")
+                    raise KafkaError(UNKNOWN_TOPIC, f"Metadata for {tp}")
                 if leader not in meta.brokers:
-                    raise KafkaError(_LEADER_NOT_AVAILABLE, f"Metadata for {tp}")
+                    raise KafkaError(LEADER_NOT_AVAILABLE, f"Metadata for {tp}")
                 by_leader.setdefault(leader, []).append(tp)
             answers = await asyncio.gather(
                 *(
@@ -809,28 +513,3 @@ class AdminClient:
                     raise KafkaError(p.error_code, f"ListOffsets for {tp} on {broker.address}")
                 offsets[tp] = int(p.offset)
         return offsets
-
-
-def _error(code: int, context: str) -> KafkaError | None:
-    return None if code == _NO_ERROR else KafkaError(code, context)
-
-
-_STATES = {
-    s.lower(): s
-    for s in (
-        "Unknown",
-        "PreparingRebalance",
-        "CompletingRebalance",
-        "Stable",
-        "Dead",
-        "Empty",
-        "Assigning",
-        "Reconciling",
-    )
-}
-
-
-def canonical_state(state: str) -> str:
-    """Kafka's spelling of a group state name given in any case (the brokers' ListGroups
-    filter compares it as the Java AdminClient sends it)."""
-    return _STATES.get(state.lower(), state)
