@@ -44,6 +44,13 @@ def split_field(field: bytes) -> tuple[str, int]:
 class GroupStore:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
+        self._listed: set[str] = set()  # groups this process put in skiff:groups
+
+    async def _list(self, group_id: str) -> None:
+        """Add to the registry once per process, not on every commit."""
+        if group_id not in self._listed:
+            await self.redis.sadd(keys.GROUPS, group_id)
+            self._listed.add(group_id)
 
     async def lease_holder(self, group_id: str) -> str | None:
         raw = await self.redis.get(keys.group_keys(group_id)[0])
@@ -60,6 +67,8 @@ class GroupStore:
         return bool(await self.redis.exists(group, offsets))
 
     async def load(self, group_id: str) -> bytes | None:
+        # Another sidecar may have deleted and unlisted the group meanwhile.
+        self._listed.discard(group_id)
         return await self.redis.get(keys.group_keys(group_id)[1])
 
     async def _write(self, group_id: str, token: str, op: str, *args: object) -> None:
@@ -73,7 +82,7 @@ class GroupStore:
 
     async def store(self, group_id: str, token: str, doc: bytes) -> None:
         await self._write(group_id, token, "store", doc)
-        await self.redis.sadd(keys.GROUPS, group_id)
+        await self._list(group_id)
 
     async def commit(
         self, group_id: str, token: str, offsets: dict[tuple[str, int], CommittedOffset]
@@ -83,7 +92,7 @@ class GroupStore:
             pairs += [keys.offset_field(topic, partition), value.encode()]
         for i in range(0, len(pairs), 2 * CHUNK_PAIRS):
             await self._write(group_id, token, "commit", *pairs[i : i + 2 * CHUNK_PAIRS])
-        await self.redis.sadd(keys.GROUPS, group_id)
+        await self._list(group_id)
 
     async def forget(self, group_id: str, token: str, fields: list[bytes]) -> None:
         for i in range(0, len(fields), CHUNK_PAIRS):
@@ -91,7 +100,7 @@ class GroupStore:
 
     async def delete(self, group_id: str, token: str) -> None:
         await self._write(group_id, token, "delete")
-        await self.redis.srem(keys.GROUPS, group_id)
+        await self.unlist(group_id)
 
     async def release(self, group_id: str, token: str) -> None:
         try:
@@ -118,4 +127,5 @@ class GroupStore:
         )
 
     async def unlist(self, group_id: str) -> None:
+        self._listed.discard(group_id)
         await self.redis.srem(keys.GROUPS, group_id)
