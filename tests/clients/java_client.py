@@ -10,6 +10,9 @@ files; bytes are base64 on the wire and plain ``bytes`` in the values returned h
     got = consume("127.0.0.1:9092", "t", 0, meta[0]["offset"], len(records))
     list_offsets("127.0.0.1:9092", "t", 0, "latest")  # {"offset": ..., "timestamp": ...}
 
+``group_member_cmd(...)`` is the argv of a consumer-group member (``group-consume``,
+the Java twin of tests/clients/group_member.py) for tests/groups_harness.py to start.
+
 Produce uses KafkaProducer (``idempotence`` defaults to the client's default, enabled;
 ``properties`` are extra producer configs) and returns its RecordMetadata. Consume uses a
 group-less KafkaConsumer (assign + seek). list_offsets is AdminClient.listOffsets.
@@ -77,3 +80,35 @@ _TOOL = CliTool("java", lambda: [_java(), "-jar", str(build_tool())], JavaClient
 produce = _TOOL.produce
 consume = _TOOL.consume
 list_offsets = _TOOL.list_offsets
+
+
+def group_member_cmd(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    *,
+    instance_id: str | None = None,
+    assignor: str | None = None,
+    session_timeout_ms: int | None = None,
+    heartbeat_interval_ms: int | None = None,
+    client_id: str | None = None,
+    max_records: int | None = None,
+    record_delay_ms: int | None = None,
+) -> list[str]:
+    """The argv of a Java consumer-group member (``ClientTool group-consume``), which prints
+    the JSON lines of tests/clients/group_member.py until SIGTERM. Builds the jar if needed;
+    start it with subprocess.Popen (tests/groups_harness.py does)."""
+    options = {
+        "instance-id": instance_id,
+        "assignor": assignor,
+        "session-timeout-ms": session_timeout_ms,
+        "heartbeat-interval-ms": heartbeat_interval_ms,
+        "client-id": client_id,
+        "max-records": max_records,
+        "record-delay-ms": record_delay_ms,
+    }
+    args = ["group-consume", "--bootstrap", bootstrap, "--group", group, "--topic", topic]
+    for name, value in options.items():
+        if value is not None:
+            args += [f"--{name}", str(value)]
+    return [*_TOOL.command(), *args]

@@ -11,11 +11,17 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Collection;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
@@ -24,14 +30,22 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.InvalidOffsetException;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.RoundRobinAssignor;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -64,6 +78,14 @@ public final class ClientTool {
       "           --spec earliest|latest|max-timestamp|<epoch-ms> [--timeout-ms 60000]",
       "           [--isolation read_uncommitted|read_committed]",
       "      prints {\"offset\": o, \"timestamp\": t, \"leader_epoch\": e|null} to stdout",
+      "  group-consume --bootstrap H:P --group G --topic T [--instance-id ID]",
+      "           [--assignor range|roundrobin|cooperative-sticky] [--session-timeout-ms N]",
+      "           [--heartbeat-interval-ms N] [--client-id X] [--max-records N]",
+      "           [--record-delay-ms N]",
+      "      a consumer-group member (auto.offset.reset=earliest, no auto commit) until",
+      "      SIGTERM; JSON lines on stdout as tests/clients/group_member.py prints them:",
+      "      assigned (whole assignment after each change), record, committed (after each",
+      "      batch's commitSync), commit_failed, closed",
       "",
       "every command also accepts repeated --property key=value (extra client config)",
       "");
@@ -92,6 +114,8 @@ public final class ClientTool {
         case "produce" -> produce(args);
         case "consume" -> consume(args);
         case "offsets" -> offsets(args);
+        case "group-consume" -> GroupConsume.run(args);
+        case "lag" -> lag(args);
         default -> throw new IllegalArgumentException("unknown command: " + cmd);
       }
       status = 0;
@@ -304,6 +328,243 @@ public final class ClientTool {
       n.putNull("leader_epoch");
     }
     System.out.println(JSON.writeValueAsString(n));
+  }
+
+  // ---------------------------------------------------------------- group-consume
+
+  /**
+   * A consumer-group member for the group tests: same flags and JSON lines as
+   * tests/clients/group_member.py. SIGTERM runs a shutdown hook that wakes the consumer up;
+   * the main loop then finishes the batch in hand (and its commit), closes the consumer
+   * (LeaveGroup unless static) and the hook ends the JVM with status 0.
+   */
+  static final class GroupConsume {
+    private static final Object OUT_LOCK = new Object();
+    private static volatile boolean stopping = false;
+
+    static void emit(ObjectNode n) {
+      synchronized (OUT_LOCK) {
+        try {
+          System.out.println(JSON.writeValueAsString(n));
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+        System.out.flush();
+      }
+    }
+
+    static ObjectNode event(String name) {
+      ObjectNode n = JSON.createObjectNode();
+      n.put("event", name);
+      return n;
+    }
+
+    /** The current assignment from the listener's calls; each change is printed whole. */
+    static final class Listener implements ConsumerRebalanceListener {
+      final String topic;
+      final boolean incremental;
+      final Set<Integer> partitions = new TreeSet<>();
+      boolean announced = false;
+
+      Listener(String topic, boolean incremental) {
+        this.topic = topic;
+        this.incremental = incremental;
+      }
+
+      void change(String via, Collection<TopicPartition> tps, boolean add) {
+        Set<Integer> before = new TreeSet<>(partitions);
+        if (add && !incremental) {
+          partitions.clear(); // eager: an assignment is the whole new one
+        }
+        for (TopicPartition tp : tps) {
+          if (tp.topic().equals(topic)) {
+            if (add) {
+              partitions.add(tp.partition());
+            } else {
+              partitions.remove(tp.partition());
+            }
+          }
+        }
+        if (announced && before.equals(partitions)) {
+          return; // e.g. a cooperative round that moved nothing of ours
+        }
+        announced = true;
+        ObjectNode n = event("assigned");
+        ArrayNode list = n.putArray("partitions");
+        for (int p : partitions) {
+          list.addArray().add(topic).add(p);
+        }
+        n.put("via", via);
+        emit(n);
+      }
+
+      @Override
+      public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+        change("assign", tps, true);
+      }
+
+      @Override
+      public void onPartitionsRevoked(Collection<TopicPartition> tps) {
+        change("revoke", tps, false);
+      }
+
+      @Override
+      public void onPartitionsLost(Collection<TopicPartition> tps) {
+        change("lost", tps, false);
+      }
+    }
+
+    static void run(Args a) throws Exception {
+      Properties p = a.clientProps();
+      p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+      p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+      p.put("group.id", a.get("group"));
+      p.put("enable.auto.commit", "false");
+      p.put("auto.offset.reset", "earliest");
+      p.put("client.id", a.get("client-id", "group-member-java"));
+      String assignor = a.get("assignor", "range");
+      p.put("partition.assignment.strategy", switch (assignor) {
+        case "range" -> RangeAssignor.class.getName();
+        case "roundrobin" -> RoundRobinAssignor.class.getName();
+        case "cooperative-sticky" -> CooperativeStickyAssignor.class.getName();
+        default -> throw new IllegalArgumentException("unknown --assignor " + assignor);
+      });
+      if (a.has("instance-id")) {
+        p.put("group.instance.id", a.get("instance-id"));
+      }
+      if (a.has("session-timeout-ms")) {
+        p.put("session.timeout.ms", a.get("session-timeout-ms"));
+      }
+      if (a.has("heartbeat-interval-ms")) {
+        p.put("heartbeat.interval.ms", a.get("heartbeat-interval-ms"));
+      }
+      p.put("max.poll.records", a.get("max-records", "500"));
+      long delayMs = Long.parseLong(a.get("record-delay-ms", "0"));
+      a.applyProperties(p);
+      String topic = a.get("topic");
+
+      KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+      CountDownLatch closed = new CountDownLatch(1);
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+        stopping = true;
+        consumer.wakeup();
+        try {
+          closed.await(30, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+        System.out.flush();
+        Runtime.getRuntime().halt(0); // a SIGTERM'd JVM would otherwise exit with 143
+      }, "sigterm"));
+
+      Listener listener = new Listener(topic, assignor.equals("cooperative-sticky"));
+      try {
+        consumer.subscribe(List.of(topic), listener);
+        while (!stopping) {
+          ConsumerRecords<byte[], byte[]> records;
+          try {
+            records = consumer.poll(Duration.ofMillis(200));
+          } catch (WakeupException e) {
+            break;
+          }
+          Map<TopicPartition, OffsetAndMetadata> commit = new TreeMap<>(
+              Comparator.comparingInt(TopicPartition::partition));
+          for (ConsumerRecord<byte[], byte[]> r : records) {
+            // A partition revoked while its records were fetched is not ours to commit.
+            if (!listener.partitions.contains(r.partition())) {
+              continue;
+            }
+            if (delayMs > 0) {
+              Thread.sleep(delayMs);
+            }
+            ObjectNode n = event("record");
+            n.put("partition", r.partition());
+            n.put("offset", r.offset());
+            emit(n);
+            commit.put(new TopicPartition(r.topic(), r.partition()),
+                new OffsetAndMetadata(r.offset() + 1));
+          }
+          if (!commit.isEmpty()) {
+            commitBatch(consumer, commit);
+          }
+        }
+      } finally {
+        consumer.close(Duration.ofSeconds(10)); // LeaveGroup (unless static)
+        emit(event("closed"));
+        closed.countDown();
+      }
+    }
+
+    static void commitBatch(
+        KafkaConsumer<byte[], byte[]> consumer, Map<TopicPartition, OffsetAndMetadata> commit) {
+      for (int attempt = 0; ; attempt++) {
+        try {
+          consumer.commitSync(commit);
+          ObjectNode n = event("committed");
+          ArrayNode list = n.putArray("offsets");
+          for (Map.Entry<TopicPartition, OffsetAndMetadata> e : commit.entrySet()) {
+            list.addArray().add(e.getKey().partition()).add(e.getValue().offset());
+          }
+          emit(n);
+          return;
+        } catch (WakeupException e) {
+          // SIGTERM's wakeup interrupted the commit, which may not have been sent: once more.
+          if (attempt > 0) {
+            emit(event("commit_failed").put("error", describe(e)));
+            return;
+          }
+        } catch (KafkaException e) {
+          emit(event("commit_failed").put("error", describe(e)));
+          return;
+        }
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- lag
+
+  /**
+   * {@code lag --bootstrap H:P --group G [--timeout-ms 60000]}: a group's lag as Kafka's
+   * AdminClient sees it (listConsumerGroupOffsets, then listOffsets latest). Prints
+   * {"partitions": [{"topic", "partition", "committed", "end", "lag"}], "total": N}.
+   */
+  static void lag(Args a) throws Exception {
+    Properties p = a.clientProps();
+    a.applyProperties(p);
+    String group = a.get("group");
+    long timeoutMs = Long.parseLong(a.get("timeout-ms", "60000"));
+    Admin admin = Admin.create(p);
+    Map<TopicPartition, OffsetAndMetadata> committed;
+    Map<TopicPartition, ListOffsetsResultInfo> ends;
+    try {
+      committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+          .get(timeoutMs, TimeUnit.MILLISECONDS);
+      Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+      for (TopicPartition tp : committed.keySet()) {
+        latest.put(tp, OffsetSpec.latest());
+      }
+      ends = admin.listOffsets(latest).all().get(timeoutMs, TimeUnit.MILLISECONDS);
+    } catch (ExecutionException e) {
+      throw new ToolError("lag of group " + group + " failed: " + describe(e.getCause()));
+    } finally {
+      admin.close(Duration.ZERO);
+    }
+    Map<String, TopicPartition> sorted = new TreeMap<>();
+    for (TopicPartition tp : committed.keySet()) {
+      sorted.put(String.format("%s/%010d", tp.topic(), tp.partition()), tp);
+    }
+    ObjectNode out = JSON.createObjectNode();
+    ArrayNode rows = out.putArray("partitions");
+    long total = 0;
+    for (TopicPartition tp : sorted.values()) {
+      long offset = committed.get(tp).offset();
+      long end = ends.get(tp).offset();
+      total += end - offset;
+      rows.addObject().put("topic", tp.topic()).put("partition", tp.partition())
+          .put("committed", offset).put("end", end).put("lag", end - offset);
+    }
+    out.put("total", total);
+    System.out.println(JSON.writeValueAsString(out));
   }
 
   // ---------------------------------------------------------------- helpers
