@@ -43,17 +43,20 @@ class Target:
 
 @pytest.fixture(scope="module")
 def target(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Target]:
     external = os.environ.get(KAFKA_ENV)
     if external:
         yield Target(external, None)
         return
-    redis_server = request.getfixturevalue("redis_server")
+    # A Redis of its own: sidecars of other tests on the shared one would be live
+    # brokers too and coordinate some of these groups.
+    redis_server = start_redis(tmp_path_factory.mktemp("groups-cli-redis"))
     log = tmp_path_factory.mktemp("skiff-groups") / "skiff.log"
     server = start_skiff(log, "--redis-url", redis_server.url, env=GROUP_ENV)
     yield Target(server.bootstrap, redis_server.url)
     stop_process(server.proc)
+    stop_process(redis_server.proc)
 
 
 @pytest.fixture

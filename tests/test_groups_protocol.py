@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RedisServer, start_skiff, stop_process
+from conftest import RedisServer, start_redis, start_skiff, stop_process
 from rawkafka import ConnectionClosed, RawKafka
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 8, 9, 10, 11, 12
@@ -76,12 +76,28 @@ def start_broker(redis_server: RedisServer, log: Path, **env: str) -> tuple[Brok
 
 
 @pytest.fixture(scope="module")
-def broker(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+def module_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis of this module's own: other tests' sidecars on the shared Redis would be
+    live brokers too, and coordinate some of the groups here."""
+    server = start_redis(tmp_path_factory.mktemp("groups-redis"))
+    yield server
+    stop_process(server.proc)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = start_redis(tmp_path / "redis")
+    yield server
+    stop_process(server.proc)
+
+
+@pytest.fixture(scope="module")
+def broker(module_redis: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     if EXTERNAL:
         host, port = EXTERNAL.rsplit(":", 1)
         yield Broker(host, int(port))
         return
-    b, server = start_broker(redis_server, tmp_path_factory.mktemp("groups") / "skiff.log")
+    b, server = start_broker(module_redis, tmp_path_factory.mktemp("groups") / "skiff.log")
     yield b
     stop_process(server.proc)
 
@@ -1358,9 +1374,9 @@ def test_longer_group_id_closes_the_connection(broker: Broker, topics: Topics, l
 
 
 @pytest.fixture
-def slow_start(redis_server: RedisServer, tmp_path: Path) -> Iterator[Broker]:
+def slow_start(own_redis: RedisServer, tmp_path: Path) -> Iterator[Broker]:
     b, server = start_broker(
-        redis_server, tmp_path / "skiff.log", SKIFF_GROUP_INITIAL_REBALANCE_DELAY_MS="1000"
+        own_redis, tmp_path / "skiff.log", SKIFF_GROUP_INITIAL_REBALANCE_DELAY_MS="1000"
     )
     yield b
     stop_process(server.proc)
@@ -1388,9 +1404,9 @@ def test_initial_rebalance_delay_gathers_members(slow_start: Broker, members: li
 
 
 @pytest.fixture
-def short_retention(redis_server: RedisServer, tmp_path: Path) -> Iterator[Broker]:
+def short_retention(own_redis: RedisServer, tmp_path: Path) -> Iterator[Broker]:
     b, server = start_broker(
-        redis_server,
+        own_redis,
         tmp_path / "skiff.log",
         SKIFF_OFFSETS_RETENTION_MINUTES="0.05",  # 3 s
         SKIFF_OFFSETS_RETENTION_CHECK_INTERVAL_MS="200",
@@ -1400,9 +1416,9 @@ def short_retention(redis_server: RedisServer, tmp_path: Path) -> Iterator[Broke
 
 
 @pytest.fixture
-def fast_check(redis_server: RedisServer, tmp_path: Path) -> Iterator[Broker]:
+def fast_check(own_redis: RedisServer, tmp_path: Path) -> Iterator[Broker]:
     b, server = start_broker(
-        redis_server, tmp_path / "skiff.log", SKIFF_OFFSETS_RETENTION_CHECK_INTERVAL_MS="200"
+        own_redis, tmp_path / "skiff.log", SKIFF_OFFSETS_RETENTION_CHECK_INTERVAL_MS="200"
     )
     yield b
     stop_process(server.proc)
