@@ -141,6 +141,16 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     stop_process(server.proc)
 
 
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis for one test. Sidecars sharing a Redis are one cluster: Metadata lists them
+    all and clients follow it, so a sidecar started with settings of its own (or killed)
+    needs a Redis of its own, or other tests' clients would reach it."""
+    server = start_redis(tmp_path / "own-redis")
+    yield server
+    stop_process(server.proc)
+
+
 @pytest.fixture(scope="session")
 def skiff(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Skiff]:
     log_path = tmp_path_factory.mktemp("skiff") / "skiff.log"

@@ -10,11 +10,11 @@ from confluent_kafka.admin import AdminClient
 from conftest import ROOT, RedisServer, free_port, start_skiff, stop_process
 
 
-def test_environment_variables_set_flags(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_environment_variables_set_flags(own_redis: RedisServer, tmp_path: Path) -> None:
     server = start_skiff(
         tmp_path / "skiff.log",
         env={
-            "SKIFF_REDIS_URL": redis_server.url,
+            "SKIFF_REDIS_URL": own_redis.url,
             "SKIFF_NUM_PARTITIONS": "3",
             "SKIFF_ADVERTISE": "localhost.example:19999",
         },
@@ -24,22 +24,19 @@ def test_environment_variables_set_flags(redis_server: RedisServer, tmp_path: Pa
         # Metadata auto-creates the topic with SKIFF_NUM_PARTITIONS partitions.
         meta = admin.list_topics("env-flags-topic", timeout=10)
         assert len(meta.topics["env-flags-topic"].partitions) == 3
-        # Other tests' sidecars share this Redis, so they are listed too.
-        assert ("localhost.example", 19999) in [(b.host, b.port) for b in meta.brokers.values()]
+        assert [(b.host, b.port) for b in meta.brokers.values()] == [("localhost.example", 19999)]
         assert "advertised as localhost.example:19999" in server.log()
-        assert redis_server.url in server.log()  # the log says which Redis it uses
+        assert own_redis.url in server.log()  # the log says which Redis it uses
     finally:
         stop_process(server.proc)
     assert server.proc.returncode == 0
 
 
-def test_a_flag_overrides_its_environment_variable(
-    redis_server: RedisServer, tmp_path: Path
-) -> None:
+def test_a_flag_overrides_its_environment_variable(own_redis: RedisServer, tmp_path: Path) -> None:
     server = start_skiff(
         tmp_path / "skiff.log",
         "--redis-url",
-        redis_server.url,
+        own_redis.url,
         "--auto-create-topics",
         "false",
         env={"SKIFF_AUTO_CREATE_TOPICS": "true"},

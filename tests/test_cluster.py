@@ -7,23 +7,14 @@ from __future__ import annotations
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
+from conftest import RedisServer, Skiff, start_skiff, stop_process
 from rawkafka import RawKafka, metadata_request
 
 METADATA = 3
 FAST = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": "2000", "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "300"}
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path / "redis")
-    yield server
-    stop_process(server.proc)
 
 
 def brokers(port: int) -> list[tuple[int, str, int]]:

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import ROOT, start_skiff, stop_process
+from conftest import ROOT, start_redis, start_skiff, stop_process
 
 KAFKA_ENV = "SKIFF_TEST_KAFKA_BOOTSTRAP"
 PRODUCED = {0: 40, 1: 25, 2: 35}  # P = 100
@@ -30,13 +30,13 @@ CONSUMED = 60  # C
 
 @pytest.fixture(scope="module")
 def bootstrap(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     external = os.environ.get(KAFKA_ENV)
     if external:
         yield external
         return
-    redis_server = request.getfixturevalue("redis_server")
+    redis_server = start_redis(tmp_path_factory.mktemp("lag-redis"))
     log = tmp_path_factory.mktemp("skiff-lag") / "skiff.log"
     server = start_skiff(
         log,
@@ -46,6 +46,7 @@ def bootstrap(
     )
     yield server.bootstrap
     stop_process(server.proc)
+    stop_process(redis_server.proc)
 
 
 @pytest.fixture(scope="module")

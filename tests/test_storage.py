@@ -44,11 +44,11 @@ def test_script_reloaded_after_script_flush(
     assert [(m.offset(), m.value()) for m in got] == [(0, b"before"), (1, b"after")]
 
 
-def test_log_append_time(redis_server: RedisServer, tmp_path: Path, topic: str) -> None:
+def test_log_append_time(own_redis: RedisServer, tmp_path: Path, topic: str) -> None:
     server = start_skiff(
         tmp_path / "skiff.log",
         "--redis-url",
-        redis_server.url,
+        own_redis.url,
         "--message-timestamp-type",
         "LogAppendTime",
     )

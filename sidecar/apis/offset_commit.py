@@ -9,9 +9,9 @@ from typing import Any
 
 from ..broker import Broker
 from ..groups.coordinator import CoordinatorError
-from ..protocol import errors
 from ..protocol.kio_codec import encode_response, ms
 from ..storage.group_store import CommittedOffset
+from .partition_errors import topic_partition_errors
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -55,18 +55,6 @@ async def handle(broker: Broker, request: Any) -> bytes:
         version,
         {
             "throttle_time": 0,
-            "topics": [
-                {
-                    "name": topic.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": errors.code(results[(topic.name, p.partition_index)]),
-                        }
-                        for p in topic.partitions
-                    ],
-                }
-                for topic in body.topics
-            ],
+            "topics": topic_partition_errors(body.topics, results),
         },
     )

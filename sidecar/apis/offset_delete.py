@@ -9,6 +9,7 @@ from ..broker import Broker
 from ..groups.coordinator import CoordinatorError
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from .partition_errors import topic_partition_errors
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -36,21 +37,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     except CoordinatorError as exc:
         top, per_partition = exc.code, {}
     results.update(per_partition)
-    topics = []
-    if top == "NONE":
-        topics = [
-            {
-                "name": topic.name,
-                "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": errors.code(results[(topic.name, p.partition_index)]),
-                    }
-                    for p in topic.partitions
-                ],
-            }
-            for topic in body.topics
-        ]
+    topics = topic_partition_errors(body.topics, results) if top == "NONE" else []
     return encode_response(
         API_KEY,
         request.header.api_version,

@@ -202,14 +202,8 @@ class GroupCoordinator:
         if group.state == State.STABLE:
             if group.leader == member.member_id or not member.matches(req.protocols):
                 return await self._update_and_wait(group, member, req)
-            return JoinResult(
-                "NONE",
-                member.member_id,
-                group.generation,
-                group.protocol_type,
-                group.protocol,
-                group.leader or "",
-            )
+            # A follower with unchanged metadata: the current generation, then SyncGroup.
+            return self._join_result(group, member)
         return JoinResult("UNKNOWN_MEMBER_ID", req.member_id)
 
     def _join_result(self, group: Group, member: Member, skip: bool = False) -> JoinResult:
