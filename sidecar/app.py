@@ -49,6 +49,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         description = url
     try:
         store = await _connect(url, description, settings.redis_connect_timeout)
+        store.producer_id_expiration_ms = settings.producer_id_expiration_ms
         wakeups = Wakeups(store.redis)
         await wakeups.start()
         if embedded is not None and settings.node_id < 0:

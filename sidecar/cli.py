@@ -130,6 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
     )
     _flag(serve, "offset-metadata-max-bytes", "4096", "offset.metadata.max.bytes", type=int)
+    _flag(
+        serve, "producer-id-expiration-ms", "86400000", "producer.id.expiration.ms", type=int
+    )
+    _flag(
+        serve,
+        "transactional-id-expiration-ms",
+        "604800000",
+        "transactional.id.expiration.ms",
+        type=int,
+    )
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
     groups_cli.add_parser(sub)
     return parser
@@ -165,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         offsets_retention_minutes=args.offsets_retention_minutes,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         offset_metadata_max_bytes=args.offset_metadata_max_bytes,
+        producer_id_expiration_ms=args.producer_id_expiration_ms,
+        transactional_id_expiration_ms=args.transactional_id_expiration_ms,
     )
     from .app import serve
 

@@ -44,6 +44,9 @@ class Settings:
     offsets_retention_minutes: float = 10080.0
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    # Idempotent and transactional producer state, with Kafka's names and defaults.
+    producer_id_expiration_ms: int = 86_400_000
+    transactional_id_expiration_ms: int = 604_800_000
 
     @property
     def advertised(self) -> HostPort:

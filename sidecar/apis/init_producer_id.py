@@ -1,6 +1,7 @@
 """InitProducerId (key 22), v0-v4: producer ids come from a Redis counter, so they
-are unique across sidecars. A transactional producer that names its id and epoch
-(v3+) gets the same id with the next epoch; fencing comes with transactions."""
+are unique across sidecars. A transactional id maps to a stable producer id whose
+epoch each init bumps (lua/init_producer.lua), fencing the previous producer; the
+append script refuses its older epoch. Transactions themselves are not served."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from ..broker import Broker
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..storage.store import StoreError
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -18,20 +20,33 @@ MAX_EPOCH = 32767
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
     body = request.body
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
-    if body.transactional_id is not None and pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-        new_pid, new_epoch = pid, epoch + 1
-    else:
+    error = errors.NONE
+    if body.transactional_id is None:
         # Without a transactional id Kafka always hands out a new id at epoch 0.
         new_pid, new_epoch = await broker.store.next_producer_id(), 0
+    else:
+        try:
+            new_pid, new_epoch = await broker.store.init_transactional_producer(
+                body.transactional_id,
+                pid,
+                epoch,
+                broker.settings.transactional_id_expiration_ms,
+                MAX_EPOCH - 1,  # Kafka moves to a new producer id before the last epoch
+            )
+        except StoreError as exc:
+            # PRODUCER_FENCED exists from v4 (KIP-588); older clients know its old name.
+            code = exc.code if version >= 4 else "INVALID_PRODUCER_EPOCH"
+            error, new_pid, new_epoch = errors.code(code), -1, -1
     return encode_response(
         API_KEY,
-        request.header.api_version,
+        version,
         {
             "throttle_time": 0,
-            "error_code": errors.NONE,
+            "error_code": error,
             "producer_id": new_pid,
             "producer_epoch": new_epoch,
         },

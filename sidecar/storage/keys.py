@@ -21,6 +21,16 @@ def partition_keys(topic: str, partition: int) -> tuple[str, str, str, str]:
     return f"{tag}:log", f"{tag}:meta", f"{tag}:time", f"{tag}:producers"
 
 
+def tokens_key(topic: str, partition: int) -> str:
+    """Sorted set of the last append tokens (score: base offset), see lua/append.lua."""
+    return f"{partition_tag(topic, partition)}:tokens"
+
+
+def append_keys(topic: str, partition: int) -> list[str]:
+    """KEYS of lua/append.lua: the partition's keys and its tokens."""
+    return [*partition_keys(topic, partition), tokens_key(topic, partition)]
+
+
 def wake_channel(topic: str, partition: int) -> str:
     return f"skiff:wake:{topic}/{partition}"
 
@@ -37,6 +47,11 @@ def group_keys(group_id: str) -> tuple[str, str, str]:
     place in all three keys, so they still share a slot."""
     tag = f"skiff:{{g/{group_id}}}"
     return f"{tag}:lease", f"{tag}:group", f"{tag}:offsets"
+
+
+def transactional_producer_key(transactional_id: str) -> str:
+    """Hash {pid, epoch} of a transactional id (lua/init_producer.lua)."""
+    return f"skiff:{{txn/{transactional_id}}}:producer"
 
 
 def offset_field(topic: str, partition: int) -> str:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import keys, scripts
 from .connection import connection_class_for
@@ -18,6 +22,8 @@ from .connection import connection_class_for
 log = logging.getLogger(__name__)
 
 MIN_REDIS = (7, 0)
+APPEND_ATTEMPTS = 4
+APPEND_RETRY_DELAY_S = 0.1
 TOPIC_CACHE_SECONDS = 1.0
 
 
@@ -71,6 +77,7 @@ class RedisStore:
         # partition exists.
         self._topics: dict[str, tuple[float, TopicInfo | None]] = {}
         self._topic_names: dict[uuid.UUID, tuple[float, str | None]] = {}
+        self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
@@ -167,7 +174,7 @@ class RedisStore:
             # Partition metas go first: the append script refuses a partition
             # without meta, so no produce recreates a half-deleted partition.
             for p in range(info.partitions):
-                pipe.delete(*keys.partition_keys(name, p))
+                pipe.delete(*keys.append_keys(name, p))
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
             pipe.hdel(keys.TOPICS, name)
             await pipe.execute()
@@ -178,23 +185,62 @@ class RedisStore:
     async def next_producer_id(self) -> int:
         return int(await self.redis.incr(keys.PRODUCER_ID_SEQ)) - 1
 
+    async def init_transactional_producer(
+        self, transactional_id: str, pid: int, epoch: int, expiration_ms: int, max_epoch: int
+    ) -> tuple[int, int]:
+        """(producer id, epoch) for a transactional id: the next epoch of its producer
+        id, or a new id. Raises StoreError PRODUCER_FENCED when the client names a
+        producer id and epoch that are no longer current."""
+        fresh = await self.next_producer_id()  # used only when the id needs a new one
+        try:
+            got_pid, got_epoch = await scripts.INIT_PRODUCER(
+                self.redis,
+                [keys.transactional_producer_key(transactional_id)],
+                [fresh, pid, epoch, expiration_ms, max_epoch],
+            )
+        except ResponseError as exc:
+            raise StoreError(str(exc).split(" ", 1)[0], str(exc)) from None
+        return int(got_pid), int(got_epoch)
+
     # -- partitions -------------------------------------------------------------
 
     def prepare_append(self, topic: str, partition: int, args: list[Any]) -> PreparedAppend:
-        """args: ARGV of lua/append.lua without the wake-up channel (inserted here)."""
-        argv = args[:7] + [keys.wake_channel(topic, partition)] + args[7:]
-        script_keys = list(keys.partition_keys(topic, partition))
+        """args: ARGV of lua/append.lua without the wake-up channel, the append token
+        and the producer expiry (inserted here). The token makes a resent append (after
+        a lost reply) a no-op that returns the first one's offset."""
+        argv = [
+            *args[:7],
+            keys.wake_channel(topic, partition),
+            secrets.token_hex(8),
+            self.producer_id_expiration_ms,
+            *args[7:],
+        ]
+        script_keys = keys.append_keys(topic, partition)
         return PreparedAppend(script_keys, argv, scripts.APPEND.pack(script_keys, argv))
 
     async def append(self, prepared: PreparedAppend) -> AppendResult:
-        try:
-            base, lso, append_time, dup = await scripts.APPEND.run_packed(
-                self.redis, prepared.packed, prepared.keys, prepared.argv
-            )
-        except ResponseError as exc:
-            code = str(exc).split(" ", 1)[0]
-            raise StoreError(code, str(exc)) from None
-        return AppendResult(base, lso, append_time, bool(dup))
+        """Run a prepared append. When the connection fails after the command may have
+        run, the same command (same token) is sent again: the script recognises the
+        token and answers with the first run's offset instead of appending twice."""
+        for attempt in range(APPEND_ATTEMPTS):
+            try:
+                base, lso, append_time, dup = await scripts.APPEND.run_packed(
+                    self.redis, prepared.packed, prepared.keys, prepared.argv
+                )
+                return AppendResult(base, lso, append_time, bool(dup))
+            except ResponseError as exc:
+                code = str(exc).split(" ", 1)[0]
+                raise StoreError(code, str(exc)) from None
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                if attempt == APPEND_ATTEMPTS - 1:
+                    # The outcome is unknown: a retriable error, as Kafka gives when
+                    # replication times out (an idempotent producer's retry dedups).
+                    raise StoreError(
+                        "REQUEST_TIMED_OUT", f"Redis unreachable during the append: {exc}"
+                    ) from None
+                log.warning("append interrupted (%s); resending it with its token", exc)
+                await asyncio.sleep(APPEND_RETRY_DELAY_S * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def read(self, requests: list[tuple[str, int, int, int]]) -> list[PartitionRead]:
         """One MULTI/EXEC for all (topic, partition, offset, count): watermarks and

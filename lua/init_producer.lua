@@ -1,0 +1,31 @@
+-- init_producer.lua: InitProducerId for a transactional id (Kafka's
+-- TransactionCoordinator.handleInitProducerId, without transactions).
+--
+-- KEYS[1] skiff:{txn/<transactional id>}:producer  hash {pid, epoch}
+-- ARGV[1] a fresh producer id (used when the id needs a new one)
+-- ARGV[2] producer id the client names (-1: none)   ARGV[3] its epoch (-1: none)
+-- ARGV[4] transactional.id.expiration.ms             ARGV[5] the highest epoch
+-- Each init bumps the epoch, so the previous holder of the id is fenced: its
+-- appends with the old epoch get INVALID_PRODUCER_EPOCH. A client naming a
+-- producer id and epoch that are not the current ones is fenced itself.
+-- Reply: {pid, epoch} or error PRODUCER_FENCED.
+
+local cur = redis.call('HMGET', KEYS[1], 'pid', 'epoch')
+local req_pid, req_epoch = tonumber(ARGV[2]), tonumber(ARGV[3])
+local pid, epoch
+if not cur[1] then
+  pid, epoch = tonumber(ARGV[1]), 0
+else
+  pid, epoch = tonumber(cur[1]), tonumber(cur[2])
+  if req_pid >= 0 and (req_pid ~= pid or req_epoch ~= epoch) then
+    return redis.error_reply('PRODUCER_FENCED producer ' .. req_pid .. ' epoch ' ..
+      req_epoch .. ' is not the current ' .. pid .. ' epoch ' .. epoch)
+  end
+  epoch = epoch + 1
+  if epoch >= tonumber(ARGV[5]) then
+    pid, epoch = tonumber(ARGV[1]), 0
+  end
+end
+redis.call('HSET', KEYS[1], 'pid', pid, 'epoch', epoch)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {pid, epoch}
