@@ -131,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(serve, "offset-metadata-max-bytes", "4096", "offset.metadata.max.bytes", type=int)
     _flag(
+        serve,
+        "min-insync-replicas",
+        "1",
+        "min.insync.replicas: acks=-1 waits (Redis WAIT) for this many - 1 Redis replicas",
+        type=int,
+    )
+    _flag(
         serve, "producer-id-expiration-ms", "86400000", "producer.id.expiration.ms", type=int
     )
     _flag(
@@ -175,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         offsets_retention_minutes=args.offsets_retention_minutes,
         offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
         offset_metadata_max_bytes=args.offset_metadata_max_bytes,
+        min_insync_replicas=args.min_insync_replicas,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
     )

@@ -33,7 +33,14 @@ class Settings:
     num_partitions: int = 1
     max_request_bytes: int = 100 * 1024 * 1024
     node_id: int = -1  # -1: the lowest id no live sidecar holds
-    message_timestamp_type: str = "CreateTime"  # Kafka's log.message.timestamp.type
+    # Server defaults of topic configs (sidecar/topic_config.py), with Kafka 3.9's names
+    # and defaults: log.message.timestamp.type, compression.type, message.max.bytes,
+    # log.message.timestamp.before.max.ms / after.max.ms (2**63 - 1: unbounded).
+    message_timestamp_type: str = "CreateTime"
+    compression_type: str = "producer"
+    message_max_bytes: int = 1_048_588
+    log_message_timestamp_before_max_ms: int = 2**63 - 1
+    log_message_timestamp_after_max_ms: int = 2**63 - 1
     # Sidecars sharing one Redis (Kafka's broker.session.timeout.ms / heartbeat).
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
@@ -44,6 +51,8 @@ class Settings:
     offsets_retention_minutes: float = 10080.0
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    # acks=-1: the Redis primary plus this many - 1 Redis replicas must have a write.
+    min_insync_replicas: int = 1
     # Idempotent and transactional producer state, with Kafka's names and defaults.
     producer_id_expiration_ms: int = 86_400_000
     transactional_id_expiration_ms: int = 604_800_000

@@ -1,29 +1,40 @@
-"""Produce (key 0), v3-v11: decode each partition's v2 batch (CRC, decompression),
-append it with one EVALSHA of lua/append.lua, answer with the base offset.
+"""Produce (key 0), v0-v11: decode each partition's v2 batch (CRC, decompression),
+or for v0-v2 its legacy message set (protocol/message_set.py), append it with one
+EVALSHA of lua/append.lua, answer with the base offset.
 The response is hand-encoded: it is on the hot path."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from ..append_order import AppendOrder, Ticket
 from ..broker import Broker
 from ..protocol import errors
 from ..protocol.framing import CloseConnection
-from ..protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32, pack_i64, string
+from ..protocol.kio_codec import ms
+from ..protocol.message_set import decode_message_set, first_magic
+from ..protocol.primitives import (
+    EMPTY_TAGS,
+    Reader,
+    array_len,
+    pack_i16,
+    pack_i32,
+    pack_i64,
+    string,
+)
 from ..protocol.record_batch import InvalidBatch, decode_batch, single_batch
-from ..storage.store import PreparedAppend, StoreError
+from ..storage.store import PreparedAppend, StoreError, TopicInfo
 from ..topics import invalid_name_reason
 
 API_KEY = 0
-MIN_VERSION = 3
+# v0-v2 carry message sets (magic 0, and magic 1 from v2). Older librdkafka also
+# silently stops compressing when the advertised minimum is not 0 (librdkafka 4956).
+MIN_VERSION = 0
 MAX_VERSION = 11
-# ApiVersions advertises Produce from v0, as Kafka 4 does since KAFKA-18659: older
-# librdkafka silently stops compressing when the advertised minimum is not 0
-# (librdkafka issue 4956). v0-v2 requests themselves are still refused.
-ADVERTISED_MIN_VERSION = 0
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +60,7 @@ class PartitionResult:
 
 
 def _prepare(
-    broker: Broker, topic: str, index: int, records: bytes | None
+    broker: Broker, topic: str, index: int, records: bytes | None, legacy: bool = False
 ) -> PreparedAppend | PartitionResult:
     """Decode and validate a partition's batch and pack its append (CPU only), or the
     error result when the data is bad: nothing of a bad batch is stored."""
@@ -57,7 +68,10 @@ def _prepare(
     try:
         if records is None:
             raise InvalidBatch("INVALID_RECORD", "null records")
-        batch = decode_batch(single_batch(records), log_append)
+        if legacy and first_magic(records) < 2:  # v0-v2 (which Kafka lets carry v2 too)
+            batch = decode_message_set(records, log_append)
+        else:
+            batch = decode_batch(single_batch(records), log_append)
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
@@ -75,12 +89,17 @@ def _prepare(
 
 
 async def _append(
-    broker: Broker, ticket: Ticket, topic: str, index: int, prepared: PreparedAppend
+    broker: Broker,
+    ticket: Ticket,
+    topic: str,
+    index: int,
+    prepared: PreparedAppend,
+    wait: tuple[int, int] | None,
 ) -> PartitionResult:
     key = (topic, index)
     await ticket.turn(key)
     try:
-        r = await broker.store.append(prepared)
+        r = await broker.store.append(prepared, wait)
         return PartitionResult(index, errors.NONE, r.base_offset, r.append_time, r.log_start_offset)
     except StoreError as exc:
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
@@ -102,6 +121,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     acks = body.acks
     # Per topic: its name and, per partition, a result or the appends to run.
     work: list[tuple[str, list[PartitionResult | tuple[int, PreparedAppend]]]] = []
+    waits: dict[str, tuple[int, int] | None] = {}
     for topic in body.topic_data:
         name = topic.name
         items: list[PartitionResult | tuple[int, PreparedAppend]] = []
@@ -112,13 +132,15 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
         else:
             error = errors.NONE
             info = await broker.topic_for_produce_or_metadata(name)
+            if info is not None and acks == -1:
+                error, waits[name] = await _replication(broker, info, ms(body.timeout))
         for p in topic.partition_data:
             if error:
                 items.append(PartitionResult(p.index, error))
             elif info is None or not 0 <= p.index < info.partitions:
                 items.append(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                prepared = _prepare(broker, name, p.index, p.records)
+                prepared = _prepare(broker, name, p.index, p.records, version < 3)
                 items.append(
                     prepared if isinstance(prepared, PartitionResult) else (p.index, prepared)
                 )
@@ -129,7 +151,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     )
     results = await asyncio.gather(
         *(
-            _append(broker, ticket, name, item[0], item[1])
+            _append(broker, ticket, name, item[0], item[1], waits.get(name))
             if isinstance(item, tuple)
             else _done(item)
             for name, items in work
@@ -148,6 +170,26 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     return _encode(version, [(name, len(items)) for name, items in work], results)
 
 
+async def _replication(
+    broker: Broker, info: TopicInfo, timeout_ms: int
+) -> tuple[int, tuple[int, int] | None]:
+    """acks=-1: (error, WAIT arguments). The Redis primary counts as one in-sync
+    replica, its replicas as the others: with fewer connected than
+    min.insync.replicas - 1, NOT_ENOUGH_REPLICAS and nothing is appended; otherwise
+    each append is followed by WAIT for that many replicas."""
+    min_isr = min_insync_replicas(broker, info)
+    if min_isr <= 1:
+        return errors.NONE, None
+    if await broker.store.connected_replicas() < min_isr - 1:
+        return errors.NOT_ENOUGH_REPLICAS, None
+    return errors.NONE, (min_isr - 1, max(timeout_ms, 0))
+
+
+def min_insync_replicas(broker: Broker, info: TopicInfo) -> int:
+    """The server default (a per-topic min.insync.replicas arrives with topic configs)."""
+    return broker.settings.min_insync_replicas
+
+
 async def _done(result: PartitionResult) -> PartitionResult:
     return result
 
@@ -162,7 +204,8 @@ def _encode(version: int, work: list[tuple[str, int]], results: list[PartitionRe
         for _ in range(count):
             r = next(it)
             parts.append(pack_i32(r.index) + pack_i16(r.error) + pack_i64(r.base_offset))
-            parts.append(pack_i64(r.append_time))
+            if version >= 2:
+                parts.append(pack_i64(r.append_time))
             if version >= 5:
                 parts.append(pack_i64(r.log_start))
             if version >= 8:
@@ -172,7 +215,48 @@ def _encode(version: int, work: list[tuple[str, int]], results: list[PartitionRe
                 parts.append(EMPTY_TAGS)
         if flexible:
             parts.append(EMPTY_TAGS)
-    parts.append(pack_i32(0))  # throttle_time_ms
+    if version >= 1:
+        parts.append(pack_i32(0))  # throttle_time_ms
     if flexible:
         parts.append(EMPTY_TAGS)
     return b"".join(parts)
+
+
+# -- v0-v2: kio 0.6.5 has no schema for them ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyPartitionData:
+    index: int
+    records: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyTopicData:
+    name: str
+    partition_data: tuple[LegacyPartitionData, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyProduceRequest:
+    """Named like kio's ProduceRequest, so one handler serves every version."""
+
+    acks: int
+    timeout: datetime.timedelta
+    topic_data: tuple[LegacyTopicData, ...]
+    transactional_id: None = None
+
+
+def decode_legacy(buf: bytes, pos: int) -> LegacyProduceRequest:
+    r = Reader(buf, pos)
+    acks = r.i16()
+    timeout = datetime.timedelta(milliseconds=r.i32())
+    topics = r.array(
+        lambda: LegacyTopicData(
+            r.string(), r.array(lambda: LegacyPartitionData(r.i32(), r.nbytes()))
+        )
+    )
+    return LegacyProduceRequest(acks, timeout, topics)
+
+
+DECODERS = {0: decode_legacy, 1: decode_legacy, 2: decode_legacy}

@@ -37,19 +37,41 @@ class Script:
         return hiredis.pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))
 
     async def run_packed(
-        self, redis: Redis, packed: bytes, keys: list[str], args: list[Any]
-    ) -> Any:
+        self,
+        redis: Redis,
+        packed: bytes,
+        keys: list[str],
+        args: list[Any],
+        wait: tuple[int, int] | None = None,
+        reloaded: bool = False,
+    ) -> tuple[Any, int | None]:
         """Send a command packed by pack(): a pipelined Produce packs while the previous
-        append to the same partition still runs, and sends the moment it finishes."""
+        append to the same partition still runs, and sends the moment it finishes.
+
+        wait=(replicas, timeout_ms) sends `WAIT replicas timeout_ms` right behind it on
+        the same connection (WAIT covers that connection's writes) in the same round
+        trip. Returns (reply, replicas that acknowledged, or None without wait)."""
         pool = redis.connection_pool
         conn = await pool.get_connection()
+        send = packed
+        if wait is not None:
+            send += hiredis.pack_command(("WAIT", wait[0], wait[1]))
         try:
-            await conn.send_packed_command(packed)
-            reply = await conn.read_response()
+            await conn.send_packed_command(send)
+            try:
+                reply = await conn.read_response()
+            except ResponseError:
+                if wait is not None:
+                    await conn.read_response()  # WAIT's reply is still due
+                raise
+            acked = int(await conn.read_response()) if wait is not None else None
         except NoScriptError:
             await pool.release(conn)
+            if reloaded:
+                raise
             await self.load(redis)
-            return await redis.evalsha(self.sha, len(keys), *keys, *args)
+            # NOSCRIPT means nothing ran: send it again.
+            return await self.run_packed(redis, packed, keys, args, wait, reloaded=True)
         except ResponseError:
             await pool.release(conn)
             raise
@@ -58,7 +80,7 @@ class Script:
             await pool.release(conn)
             raise
         await pool.release(conn)
-        return reply
+        return reply, acked
 
 
 APPEND = Script("append")

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 MIN_REDIS = (7, 0)
 APPEND_ATTEMPTS = 4
 APPEND_RETRY_DELAY_S = 0.1
+REPLICA_CACHE_SECONDS = 0.5
 TOPIC_CACHE_SECONDS = 1.0
 
 
@@ -78,6 +79,7 @@ class RedisStore:
         self._topics: dict[str, tuple[float, TopicInfo | None]] = {}
         self._topic_names: dict[uuid.UUID, tuple[float, str | None]] = {}
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
+        self._replicas: tuple[float, int] = (float("-inf"), 0)
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
@@ -182,6 +184,16 @@ class RedisStore:
         log.info("deleted topic %s", name)
         return True
 
+    async def connected_replicas(self) -> int:
+        """Replicas connected to the Redis primary now (ROLE), for acks=-1's check
+        before appending; cached for REPLICA_CACHE_SECONDS."""
+        now = time.monotonic()
+        if now - self._replicas[0] >= REPLICA_CACHE_SECONDS:
+            role = await self.redis.execute_command("ROLE")
+            count = len(role[2]) if role and role[0] in (b"master", "master") else 0
+            self._replicas = (now, count)
+        return self._replicas[1]
+
     async def next_producer_id(self) -> int:
         return int(await self.redis.incr(keys.PRODUCER_ID_SEQ)) - 1
 
@@ -218,15 +230,25 @@ class RedisStore:
         script_keys = keys.append_keys(topic, partition)
         return PreparedAppend(script_keys, argv, scripts.APPEND.pack(script_keys, argv))
 
-    async def append(self, prepared: PreparedAppend) -> AppendResult:
+    async def append(
+        self, prepared: PreparedAppend, wait: tuple[int, int] | None = None
+    ) -> AppendResult:
         """Run a prepared append. When the connection fails after the command may have
         run, the same command (same token) is sent again: the script recognises the
         token and answers with the first run's offset instead of appending twice."""
         for attempt in range(APPEND_ATTEMPTS):
             try:
-                base, lso, append_time, dup = await scripts.APPEND.run_packed(
-                    self.redis, prepared.packed, prepared.keys, prepared.argv
+                reply, acked = await scripts.APPEND.run_packed(
+                    self.redis, prepared.packed, prepared.keys, prepared.argv, wait
                 )
+                base, lso, append_time, dup = reply
+                if wait is not None and acked is not None and acked < wait[0]:
+                    # Appended, but fewer Redis replicas have it than acks=-1 asks for.
+                    raise StoreError(
+                        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+                        f"{acked} of {wait[0]} Redis replicas acknowledged within "
+                        f"{wait[1]} ms",
+                    )
                 return AppendResult(base, lso, append_time, bool(dup))
             except ResponseError as exc:
                 code = str(exc).split(" ", 1)[0]
