@@ -9,6 +9,7 @@ import signal
 
 from redis.exceptions import BusyLoadingError, ConnectionError
 
+from . import topic_config
 from .broker import Broker
 from .cluster import Cluster
 from .embedded_redis import EmbeddedRedis
@@ -50,6 +51,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
     try:
         store = await _connect(url, description, settings.redis_connect_timeout)
         store.producer_id_expiration_ms = settings.producer_id_expiration_ms
+        store.topic_defaults = topic_config.server_defaults(settings)
         wakeups = Wakeups(store.redis)
         await wakeups.start()
         if embedded is not None and settings.node_id < 0:

@@ -30,6 +30,21 @@ def _hostport(text: str) -> HostPort:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _at_least(low: int) -> Any:
+    """An int type for argparse that refuses values below `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
 def _flag(
     parser: argparse.ArgumentParser, name: str, default: str | None, help: str, **kwargs: Any
 ) -> None:
@@ -86,8 +101,39 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         "message-timestamp-type",
         "CreateTime",
-        "log.message.timestamp.type",
+        "log.message.timestamp.type: default of the topic config message.timestamp.type",
         choices=["CreateTime", "LogAppendTime"],
+    )
+    _flag(
+        serve,
+        "compression-type",
+        "producer",
+        "compression.type: default of the topic config compression.type (how Fetch "
+        "compresses batches)",
+        choices=["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
+    )
+    _flag(
+        serve,
+        "message-max-bytes",
+        "1048588",
+        "message.max.bytes: default of the topic config max.message.bytes (largest batch)",
+        type=_at_least(0),
+    )
+    _flag(
+        serve,
+        "log-message-timestamp-before-max-ms",
+        str(2**63 - 1),
+        "log.message.timestamp.before.max.ms: how far in the past a CreateTime timestamp "
+        "may be",
+        type=_at_least(0),
+    )
+    _flag(
+        serve,
+        "log-message-timestamp-after-max-ms",
+        str(2**63 - 1),
+        "log.message.timestamp.after.max.ms: how far in the future a CreateTime timestamp "
+        "may be",
+        type=_at_least(0),
     )
     _flag(serve, "node-id", "-1", "broker node id; -1 picks the lowest free one", type=int)
     _flag(
@@ -173,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         num_partitions=args.num_partitions,
         max_request_bytes=args.max_request_bytes,
         message_timestamp_type=args.message_timestamp_type,
+        compression_type=args.compression_type,
+        message_max_bytes=args.message_max_bytes,
+        log_message_timestamp_before_max_ms=args.log_message_timestamp_before_max_ms,
+        log_message_timestamp_after_max_ms=args.log_message_timestamp_after_max_ms,
         node_id=args.node_id,
         broker_session_timeout_ms=args.broker_session_timeout_ms,
         broker_heartbeat_interval_ms=args.broker_heartbeat_interval_ms,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from . import apis
@@ -42,6 +43,7 @@ PRODUCE_KEY = b"\x00\x00"
 # Produce and Fetch skip the long-string check: their only strings are topic names
 # (checked against the topic registry) and ids, and they carry the load.
 HOT_PATH_KEYS = (0, 1)
+_NO_DECODERS: dict[int, Callable[[bytes, int], Any]] = {}
 
 
 class Request:
@@ -80,11 +82,17 @@ async def dispatch(
         # Kafka closes the connection for an API or version it does not serve (clients
         # learn the ranges from ApiVersions first); so do we, with a log line.
         raise CloseConnection(f"unsupported API key {key} version {version}")
-    flexible = is_flexible_request(key, version)
+    # A handler module decodes the old versions kio has no schema for itself: its
+    # DECODERS maps such a version to a reader of the body (none of them is flexible).
+    own_decoder = getattr(handler, "DECODERS", _NO_DECODERS).get(version)
+    flexible = own_decoder is None and is_flexible_request(key, version)
     try:
         if flexible:
             pos = skip_tagged_fields(frame, pos)
-        body = decode_request(key, version, frame, pos)
+        if own_decoder is not None:
+            body = own_decoder(frame, pos)
+        else:
+            body = decode_request(key, version, frame, pos)
     except Exception as exc:
         raise CloseConnection(
             f"undecodable {handler.__name__.rsplit('.', 1)[-1]} v{version} request: {exc!r}"

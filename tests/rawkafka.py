@@ -20,12 +20,15 @@ import socket
 import struct
 import time
 import uuid
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from aiokafka import codec as codecs
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -475,3 +478,219 @@ def list_offsets_request(topic: str, timestamps: dict[int, int]) -> dict[str, An
             }
         ],
     }
+
+
+# -- old versions kio 0.6.5 has no schema for: Produce v0-v2, Fetch v0-v3, ListOffsets v0 --
+# Bodies are built and answers read here by hand (send them as raw bytes, read the answer
+# with recv_raw); message sets are built and read with aiokafka's legacy record classes.
+
+
+def _str16(s: str) -> bytes:
+    raw = s.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def legacy_produce_body(
+    topic: str, partitions: dict[int, bytes | None], acks: int = -1, timeout_ms: int = 5000
+) -> bytes:
+    """Produce v0-v2 (the three share one request layout)."""
+    out = struct.pack(">hii", acks, timeout_ms, 1) + _str16(topic)
+    out += struct.pack(">i", len(partitions))
+    for index, data in partitions.items():
+        out += struct.pack(">i", index)
+        out += struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
+    return out
+
+
+def legacy_fetch_body(
+    version: int,
+    topic: str,
+    offsets: dict[int, int],
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 50 << 20,
+    partition_max_bytes: int = 10 << 20,
+) -> bytes:
+    """Fetch v0-v3 (v3 adds the request-level max_bytes)."""
+    out = struct.pack(">iii", -1, max_wait_ms, min_bytes)
+    if version >= 3:
+        out += struct.pack(">i", max_bytes)
+    out += struct.pack(">i", 1) + _str16(topic) + struct.pack(">i", len(offsets))
+    for partition, offset in offsets.items():
+        out += struct.pack(">iqi", partition, offset, partition_max_bytes)
+    return out
+
+
+def list_offsets_v0_body(topic: str, asks: dict[int, tuple[int, int]]) -> bytes:
+    """asks: partition -> (timestamp, max_num_offsets)."""
+    out = struct.pack(">ii", -1, 1) + _str16(topic) + struct.pack(">i", len(asks))
+    for partition, (timestamp, max_num) in asks.items():
+        out += struct.pack(">iqi", partition, timestamp, max_num)
+    return out
+
+
+class _Cursor:
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.pos = 4  # after the correlation id
+
+    def take(self, fmt: str) -> Any:
+        values = struct.unpack_from(fmt, self.frame, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return values[0] if len(values) == 1 else values
+
+    def string(self) -> str:
+        n = self.take(">h")
+        text = self.frame[self.pos : self.pos + n].decode()
+        self.pos += n
+        return text
+
+    def nbytes(self) -> bytes | None:
+        n = self.take(">i")
+        if n < 0:
+            return None
+        data = self.frame[self.pos : self.pos + n]
+        self.pos += n
+        return data
+
+    def end(self) -> None:
+        if self.pos != len(self.frame):
+            raise ProtocolError(f"{len(self.frame) - self.pos} trailing bytes")
+
+
+def read_legacy_produce_response(version: int, frame: bytes) -> dict[str, Any]:
+    """A Produce v0-v2 answer (frame from recv_raw) as plain data."""
+    c = _Cursor(frame)
+    topics = []
+    for _ in range(c.take(">i")):
+        name = c.string()
+        parts = []
+        for _ in range(c.take(">i")):
+            index, error_code, base_offset = c.take(">ihq")
+            part = {"index": index, "error_code": error_code, "base_offset": base_offset}
+            if version >= 2:
+                part["log_append_time"] = c.take(">q")
+            parts.append(part)
+        topics.append({"name": name, "partition_responses": parts})
+    out: dict[str, Any] = {"responses": topics}
+    if version >= 1:
+        out["throttle_time_ms"] = c.take(">i")
+    c.end()
+    return out
+
+
+def read_legacy_fetch_response(version: int, frame: bytes) -> dict[str, Any]:
+    """A Fetch v0-v3 answer as plain data; `records` stays raw bytes."""
+    c = _Cursor(frame)
+    out: dict[str, Any] = {}
+    if version >= 1:
+        out["throttle_time_ms"] = c.take(">i")
+    topics = []
+    for _ in range(c.take(">i")):
+        name = c.string()
+        parts = []
+        for _ in range(c.take(">i")):
+            index, error_code, high_watermark = c.take(">ihq")
+            parts.append(
+                {
+                    "partition": index,
+                    "error_code": error_code,
+                    "high_watermark": high_watermark,
+                    "records": c.nbytes(),
+                }
+            )
+        topics.append({"topic": name, "partitions": parts})
+    out["responses"] = topics
+    c.end()
+    return out
+
+
+def read_list_offsets_v0_response(frame: bytes) -> dict[str, Any]:
+    c = _Cursor(frame)
+    topics = []
+    for _ in range(c.take(">i")):
+        name = c.string()
+        parts = []
+        for _ in range(c.take(">i")):
+            index, error_code = c.take(">ih")
+            offsets = [c.take(">q") for _ in range(c.take(">i"))]
+            parts.append(
+                {"partition_index": index, "error_code": error_code, "old_style_offsets": offsets}
+            )
+        topics.append({"name": name, "partitions": parts})
+    c.end()
+    return {"topics": topics}
+
+
+def message_set(
+    records: Iterable[Rec | bytes],
+    magic: int,
+    compression: int = 0,
+    base_timestamp: int | None = None,
+    first_offset: int = 0,
+) -> bytes:
+    """A v0/v1 message set with offsets first_offset, first_offset + 1, ...; with
+    compression one wrapper message (offset 0) holding them, inner offsets 0, 1, ...
+    by default (relative, as magic 1 wants). Headers cannot be carried. Records
+    without a timestamp get base_timestamp (default: now) plus their index."""
+    builder = LegacyRecordBatchBuilder(magic, compression, 1 << 30)
+    now = int(time.time() * 1000) if base_timestamp is None else base_timestamp
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Rec):
+            rec = Rec(value=rec)
+        ts = rec.timestamp if rec.timestamp is not None else now + i
+        builder.append(first_offset + i, timestamp=ts, key=rec.key, value=rec.value)
+    return bytes(builder.build())
+
+
+def compressed_message(
+    inner: bytes, magic: int, codec: int, offset: int = 0, timestamp: int = 0
+) -> bytes:
+    """One wrapper message (codec 1 gzip, 2 snappy, 3 lz4) holding the message set
+    `inner` as it is: its offsets and CRCs are not touched, so tests can send wrong ones."""
+    value = {1: codecs.gzip_encode, 2: codecs.snappy_encode, 3: codecs.lz4_encode}[codec](inner)
+    body = struct.pack(">bb", magic, codec) + (struct.pack(">q", timestamp) if magic else b"")
+    body += struct.pack(">ii", -1, len(value)) + value
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+def corrupt_message_crc(data: bytes) -> bytes:
+    """The message set with its first message's CRC32 flipped."""
+    return data[:12] + bytes(b ^ 0xFF for b in data[12:16]) + data[16:]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a fetched message set (an inner one for a compressed wrapper)."""
+
+    offset: int
+    magic: int
+    crc_ok: bool
+    timestamp: int | None
+    timestamp_type: int | None
+    key: bytes | None
+    value: bytes | None
+
+
+def read_message_set(data: bytes | None) -> list[Message]:
+    """The messages of a Fetch v0-v3 records field (a truncated trailing message, which
+    Kafka may send, is dropped)."""
+    out: list[Message] = []
+    data = data or b""
+    pos = 0
+    while pos + 12 <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        end = pos + 12 + length
+        if end > len(data):
+            break
+        magic = data[pos + 16]
+        if magic > 1:
+            raise ProtocolError(f"message magic {magic} at byte {pos}")
+        batch = LegacyRecordBatch(data[pos:end], magic)
+        crc_ok = batch.validate_crc()
+        out.extend(
+            Message(r.offset, magic, crc_ok, r.timestamp, r.timestamp_type, r.key, r.value)
+            for r in batch
+        )
+        pos = end
+    return out

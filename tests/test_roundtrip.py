@@ -47,8 +47,9 @@ if shutil.which("go") and importlib.util.find_spec("clients.franz_client") is no
     CLIENTS["franz"] = importlib.import_module("clients.franz_client")
 
 # The codec of the topic each producer writes for the cross-client, Redis and ListOffsets
-# tests: a different one per producer. (Skiff decompresses on produce and stores and
-# serves records uncompressed, so consumers see the same batches whatever the codec.)
+# tests: a different one per producer. (Skiff decompresses on produce, stores records
+# uncompressed with their producer's codec, and on compression.type=producer, the
+# default, serves them compressed with it: tests/test_compression.py.)
 CROSS_CODEC = {"confluent": "zstd", "kafka-python": "gzip", "aiokafka": "snappy", "java": "lz4"}
 
 
@@ -245,7 +246,12 @@ def test_records_are_plain_redis_stream_entries(
     assert len(entries) == N
     for i, (entry_id, fields) in enumerate(entries):
         r = topic.records[i]
-        flags = (1 if r["key"] is None else 0) | (2 if r["value"] is None else 0)
+        # Flag bits 3-5 keep the producer's codec (Kafka's codec ids: none 0 ... zstd 4).
+        flags = (
+            (1 if r["key"] is None else 0)
+            | (2 if r["value"] is None else 0)
+            | (ALL_CODECS.index(topic.codec) << 3)
+        )
         want = [
             b"t",
             str(r["timestamp"]).encode(),

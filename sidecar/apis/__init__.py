@@ -1,6 +1,7 @@
 """One module per Kafka API. Each declares API_KEY, MIN_VERSION, MAX_VERSION and
 `async def handle(broker, request) -> bytes | None` (the response body, or None for
-no response), and delegates storage to sidecar.storage."""
+no response), and delegates storage to sidecar.storage. A module serving versions kio
+has no schema for also declares DECODERS: {version: decode(frame, offset) -> body}."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fetch (key 1), v4-v15 (topic ids from v13).
+"""Fetch (key 1), v0-v15 (topic ids from v13; v0-v3 answer with legacy message
+sets, magic 0 for v0-v1 and magic 1 for v2-v3, see protocol/message_set.py).
 
 Per request, one MULTI/EXEC reads every partition's watermarks and records (XRANGE
 from the fetch offset), so batches start exactly at the requested offset. Long polls
@@ -10,14 +11,18 @@ The response is hand-encoded.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..broker import Broker
-from ..protocol import errors
+from ..protocol import errors, message_set
 from ..protocol.primitives import (
     EMPTY_TAGS,
+    Reader,
     array_len,
     nbytes,
     pack_i16,
@@ -25,12 +30,13 @@ from ..protocol.primitives import (
     pack_i64,
     string,
 )
-from ..protocol.record_batch import encode_entries
+from ..protocol.record_batch import encode_entries_sized
 from ..storage import keys
 from ..storage.store import StoreError, TopicInfo
+from ..topic_config import fetch_compression
 
 API_KEY = 1
-MIN_VERSION = 4
+MIN_VERSION = 0
 MAX_VERSION = 15
 
 MAX_RECORDS_PER_READ = 5000
@@ -91,8 +97,11 @@ async def _resolve(broker: Broker, body: Any, version: int) -> list[TopicFetch]:
     return topics
 
 
-async def _read_once(broker: Broker, topics: list[TopicFetch], max_bytes: int) -> int:
-    """Fill every partition's watermarks and records; return the bytes gathered."""
+async def _read_once(
+    broker: Broker, topics: list[TopicFetch], max_bytes: int, magic: int = 2
+) -> int:
+    """Fill every partition's watermarks and records (v2 batches, or message sets of
+    `magic` 0 or 1 for v0-v3); return the bytes gathered."""
     wanted = [(t, p) for t in topics for p in t.partitions if p.error == errors.NONE]
     if not wanted:
         return 0
@@ -126,9 +135,18 @@ async def _read_once(broker: Broker, topics: list[TopicFetch], max_bytes: int) -
             continue
         if not r.entries or (budget <= 0 and total > 0):
             continue
-        data, taken = encode_entries(r.entries, min(p.max_bytes, budget) if total else p.max_bytes)
+        # The request limit applies to the first partition too (its first record is
+        # always returned).
+        limit = min(p.max_bytes, budget)
+        if magic == 2:
+            # Compressed as the topic's compression.type says; `raw` is the uncompressed
+            # size the limit applies to.
+            data, taken, raw = encode_entries_sized(r.entries, limit, fetch_compression(t.info))
+        else:
+            data, taken = message_set.encode_entries(r.entries, limit, magic)
+            raw = len(data)
         if taken:
-            _avg_record_bytes[(t.name, p.index)] = len(data) / taken
+            _avg_record_bytes[(t.name, p.index)] = raw / taken
         p.records = data
         budget -= len(data)
         total += len(data)
@@ -152,7 +170,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
         while True:
             if event:
                 event.clear()
-            total = await _read_once(broker, topics, body.max_bytes)
+            total = await _read_once(broker, topics, body.max_bytes, _magic(version))
             remaining = deadline - time.monotonic()
             has_error = any(p.error for t in topics for p in t.partitions)
             if total >= max(body.min_bytes, 1) or has_error or remaining <= 0 or event is None:
@@ -168,6 +186,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
 
 
 def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> bytes:
+    if version < 4:
+        return _encode_legacy(version, topics)
     flexible = version >= 12
     parts = [pack_i32(0)]  # throttle_time_ms
     if version >= 7:
@@ -196,4 +216,72 @@ def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> byt
             parts.append(EMPTY_TAGS)
     if flexible:
         parts.append(EMPTY_TAGS)
+    return b"".join(parts)
+
+
+# -- v0-v3: kio 0.6.5 has no schema for them ------------------------------------------
+
+NO_REQUEST_LIMIT = 2**31 - 1  # v0-v2 have no request-level max_bytes (Kafka: Int.MaxValue)
+
+
+def _magic(version: int) -> int:
+    """The message format a Fetch version reads: v0-v1 magic 0, v2-v3 magic 1."""
+    return 2 if version >= 4 else 1 if version >= 2 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyFetchPartition:
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyFetchTopic:
+    topic: str
+    partitions: tuple[LegacyFetchPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyFetchRequest:
+    """Named like kio's FetchRequest, so one handler serves every version."""
+
+    replica_id: int
+    max_wait: datetime.timedelta
+    min_bytes: int
+    max_bytes: int
+    topics: tuple[LegacyFetchTopic, ...]
+    isolation_level: int = 0
+
+
+def _decoder(version: int) -> Callable[[bytes, int], LegacyFetchRequest]:
+    def decode(buf: bytes, pos: int) -> LegacyFetchRequest:
+        r = Reader(buf, pos)
+        replica_id = r.i32()
+        max_wait = datetime.timedelta(milliseconds=r.i32())
+        min_bytes = r.i32()
+        max_bytes = r.i32() if version >= 3 else NO_REQUEST_LIMIT
+        topics = r.array(
+            lambda: LegacyFetchTopic(
+                r.string(),
+                r.array(lambda: LegacyFetchPartition(r.i32(), r.i64(), r.i32())),
+            )
+        )
+        return LegacyFetchRequest(replica_id, max_wait, min_bytes, max_bytes, topics)
+
+    return decode
+
+
+DECODERS = {v: _decoder(v) for v in range(4)}
+
+
+def _encode_legacy(version: int, topics: list[TopicFetch]) -> bytes:
+    parts = [pack_i32(0)] if version >= 1 else []  # throttle_time_ms from v1
+    parts.append(array_len(len(topics), False))
+    for t in topics:
+        parts.append(string(t.name, False))
+        parts.append(array_len(len(t.partitions), False))
+        for p in t.partitions:
+            parts.append(pack_i32(p.index) + pack_i16(p.error) + pack_i64(p.hw))
+            parts.append(nbytes(p.records, False))
     return b"".join(parts)

@@ -1,18 +1,22 @@
-"""ListOffsets (key 2), v1-v8: earliest (-2), latest (-1), max timestamp (-3),
+"""ListOffsets (key 2), v0-v8: earliest (-2), latest (-1), max timestamp (-3),
 earliest local (-4, same as earliest here), and the first offset whose timestamp is
->= a given time, found through the partition's time index."""
+>= a given time, found through the partition's time index. v0 answers Kafka's old
+list of segment offsets instead (see _old_style_offsets)."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..broker import Broker
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..protocol.primitives import Reader, array_len, pack_i16, pack_i32, pack_i64, string
 from ..storage.store import StoreError
 
 API_KEY = 2
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 8
 
 LATEST = -1
@@ -38,6 +42,8 @@ async def _lookup(broker: Broker, topic: str, partition: int, ts: int) -> tuple[
 
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
+    if version == 0:
+        return await _handle_v0(broker, request.body)
     topics_out = []
     for t in request.body.topics:
         info = await broker.store.get_topic(t.name)
@@ -62,3 +68,88 @@ async def handle(broker: Broker, request: Any) -> bytes:
             parts_out.append(entry)
         topics_out.append({"name": t.name, "partitions": parts_out})
     return encode_response(API_KEY, version, {"throttle_time": 0, "topics": topics_out})
+
+
+# -- v0: kio 0.6.5 has no schema for it ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyPartition:
+    partition_index: int
+    timestamp: int
+    max_num_offsets: int
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyTopic:
+    name: str
+    partitions: tuple[LegacyPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyListOffsetsRequest:
+    replica_id: int
+    topics: tuple[LegacyTopic, ...]
+
+
+def decode_v0(buf: bytes, pos: int) -> LegacyListOffsetsRequest:
+    r = Reader(buf, pos)
+    replica_id = r.i32()
+    topics = r.array(
+        lambda: LegacyTopic(r.string(), r.array(lambda: LegacyPartition(r.i32(), r.i64(), r.i32())))
+    )
+    return LegacyListOffsetsRequest(replica_id, topics)
+
+
+DECODERS = {0: decode_v0}
+
+
+async def _old_style_offsets(
+    broker: Broker, topic: str, partition: int, ts: int, max_num: int
+) -> list[int]:
+    """Kafka 3.9's UnifiedLog.legacyFetchOffsetsBefore for a log of one segment. Its
+    points are the segment's base offset (the log start) stamped with the segment's
+    last-modified time and, when the log holds records, the log end offset stamped
+    now. Latest (-1) starts at the last point, earliest (-2) at the first, any other
+    value at the last point stamped at or before it (none: an empty list); the answer
+    is up to max_num offsets from there down. Skiff keeps no append times, so the
+    segment's time is the partition's largest record timestamp, or now when no record
+    has one (an empty log, magic 0 records)."""
+    lso, hw, maxts, _ = await broker.store.watermarks(topic, partition)
+    if max_num < 0:  # Kafka fails with a NegativeArraySizeException
+        raise StoreError("UNKNOWN_SERVER_ERROR", f"max_num_offsets {max_num}")
+    now = int(time.time() * 1000)
+    points = [(lso, maxts if maxts >= 0 else now)]
+    if hw > lso:
+        points.append((hw, now))
+    if ts == LATEST:
+        start = len(points) - 1
+    elif ts == EARLIEST:
+        start = 0
+    else:
+        start = max((i for i, (_, at) in enumerate(points) if at <= ts), default=-1)
+    return [points[i][0] for i in range(start, -1, -1)][:max_num]
+
+
+async def _handle_v0(broker: Broker, body: LegacyListOffsetsRequest) -> bytes:
+    parts = [array_len(len(body.topics), False)]
+    for t in body.topics:
+        info = await broker.store.get_topic(t.name)
+        parts.append(string(t.name, False) + array_len(len(t.partitions), False))
+        for p in t.partitions:
+            offsets: list[int] = []
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                error = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.timestamp < EARLIEST:
+                error = errors.UNSUPPORTED_VERSION  # as Kafka answers any other spec in v0
+            else:
+                try:
+                    offsets = await _old_style_offsets(
+                        broker, t.name, p.partition_index, p.timestamp, p.max_num_offsets
+                    )
+                    error = errors.NONE
+                except StoreError as exc:
+                    error = errors.code(exc.code)
+            parts.append(pack_i32(p.partition_index) + pack_i16(error))
+            parts.append(array_len(len(offsets), False) + b"".join(map(pack_i64, offsets)))
+    return b"".join(parts)

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from .. import limits
 from ..append_order import AppendOrder, Ticket
 from ..broker import Broker
 from ..protocol import errors
@@ -28,6 +29,7 @@ from ..protocol.primitives import (
 )
 from ..protocol.record_batch import InvalidBatch, decode_batch, single_batch
 from ..storage.store import PreparedAppend, StoreError, TopicInfo
+from ..topic_config import effective_config
 from ..topics import invalid_name_reason
 
 API_KEY = 0
@@ -40,7 +42,15 @@ log = logging.getLogger(__name__)
 
 
 class PartitionResult:
-    __slots__ = ("index", "error", "base_offset", "append_time", "log_start", "message")
+    __slots__ = (
+        "index",
+        "error",
+        "base_offset",
+        "append_time",
+        "log_start",
+        "message",
+        "record_errors",
+    )
 
     def __init__(
         self,
@@ -50,6 +60,7 @@ class PartitionResult:
         append_time: int = -1,
         log_start: int = -1,
         message: str | None = None,
+        record_errors: list[tuple[int, str]] | None = None,
     ) -> None:
         self.index = index
         self.error = error
@@ -57,24 +68,42 @@ class PartitionResult:
         self.append_time = append_time
         self.log_start = log_start
         self.message = message
+        self.record_errors = record_errors or []
 
 
 def _prepare(
-    broker: Broker, topic: str, index: int, records: bytes | None, legacy: bool = False
+    broker: Broker,
+    topic: str,
+    index: int,
+    records: bytes | None,
+    legacy: bool = False,
+    info: TopicInfo | None = None,
 ) -> PreparedAppend | PartitionResult:
-    """Decode and validate a partition's batch and pack its append (CPU only), or the
-    error result when the data is bad: nothing of a bad batch is stored."""
-    log_append = broker.settings.message_timestamp_type == "LogAppendTime"
+    """Decode and validate a partition's batch against the topic's configs (limits.py)
+    and pack its append (CPU only), or the error result when the data is bad or over a
+    limit: nothing of a refused batch is stored."""
+    config = info.config if info is not None else broker.store.topic_defaults
+    log_append = config["message.timestamp.type"] == "LogAppendTime"
     try:
         if records is None:
             raise InvalidBatch("INVALID_RECORD", "null records")
         if legacy and first_magic(records) < 2:  # v0-v2 (which Kafka lets carry v2 too)
-            batch = decode_message_set(records, log_append)
+            legacy_batch = decode_message_set(
+                records, log_append, lambda n: limits.check_size(n, config, topic, index)
+            )
+            if legacy_batch is None:  # no complete message: as Kafka, append nothing
+                return PartitionResult(index)
+            batch = legacy_batch
         else:
-            batch = decode_batch(single_batch(records), log_append)
+            view = single_batch(records)
+            limits.check_size(len(view), config, topic, index)
+            batch = decode_batch(view, log_append)
+        limits.check_batch(batch, len(records), config, topic, index)
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
-        return PartitionResult(index, errors.code(exc.code), message=str(exc))
+        return PartitionResult(
+            index, errors.code(exc.code), message=str(exc), record_errors=exc.record_errors
+        )
     args: list[Any] = [
         batch.count,
         1 if log_append else 0,
@@ -140,7 +169,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             elif info is None or not 0 <= p.index < info.partitions:
                 items.append(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                prepared = _prepare(broker, name, p.index, p.records, version < 3)
+                prepared = _prepare(broker, name, p.index, p.records, version < 3, info)
                 items.append(
                     prepared if isinstance(prepared, PartitionResult) else (p.index, prepared)
                 )
@@ -186,8 +215,8 @@ async def _replication(
 
 
 def min_insync_replicas(broker: Broker, info: TopicInfo) -> int:
-    """The server default (a per-topic min.insync.replicas arrives with topic configs)."""
-    return broker.settings.min_insync_replicas
+    """The topic's min.insync.replicas (its server default: --min-insync-replicas)."""
+    return int(effective_config(info, "min.insync.replicas"))
 
 
 async def _done(result: PartitionResult) -> PartitionResult:
@@ -209,7 +238,11 @@ def _encode(version: int, work: list[tuple[str, int]], results: list[PartitionRe
             if version >= 5:
                 parts.append(pack_i64(r.log_start))
             if version >= 8:
-                parts.append(array_len(0, flexible))  # record_errors
+                parts.append(array_len(len(r.record_errors), flexible))
+                for batch_index, text in r.record_errors:
+                    parts.append(pack_i32(batch_index) + string(text, flexible))
+                    if flexible:
+                        parts.append(EMPTY_TAGS)
                 parts.append(string(r.message if r.error else None, flexible))
             if flexible:
                 parts.append(EMPTY_TAGS)

@@ -8,7 +8,8 @@ import logging
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
@@ -16,6 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .. import topic_config
 from . import keys, scripts
 from .connection import connection_class_for
 
@@ -41,6 +43,13 @@ class TopicInfo:
     name: str
     topic_id: uuid.UUID
     partitions: int
+    # Config overrides as given to CreateTopics (raw strings, stored with the topic) and
+    # the effective config: overrides parsed over the server defaults. Hot paths read it
+    # with topic_config.effective_config(info, name).
+    configs: Mapping[str, str] = field(default_factory=dict, hash=False)
+    config: Mapping[str, Any] = field(
+        default_factory=lambda: dict(topic_config.KAFKA_DEFAULTS), hash=False
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,8 @@ class RedisStore:
         # partition exists.
         self._topics: dict[str, tuple[float, TopicInfo | None]] = {}
         self._topic_names: dict[uuid.UUID, tuple[float, str | None]] = {}
+        # Server defaults of topic configs (topic_config.server_defaults(settings)).
+        self.topic_defaults: dict[str, Any] = dict(topic_config.KAFKA_DEFAULTS)
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
         self._replicas: tuple[float, int] = (float("-inf"), 0)
 
@@ -123,14 +134,31 @@ class RedisStore:
         if cached and not fresh and now - cached[0] < TOPIC_CACHE_SECONDS:
             return cached[1]
         raw = await self.redis.hget(keys.TOPICS, name)
-        info = _topic_from_json(name, raw) if raw else None
+        info = self._topic_from_json(name, raw) if raw else None
         self._topics[name] = (now, info)
         return info
+
+    def _topic_info(
+        self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]
+    ) -> TopicInfo:
+        return TopicInfo(
+            name,
+            topic_id,
+            partitions,
+            configs,
+            topic_config.effective(configs, self.topic_defaults),
+        )
+
+    def _topic_from_json(self, name: str, raw: bytes) -> TopicInfo:
+        doc = json.loads(raw)
+        configs = {str(k): str(v) for k, v in (doc.get("configs") or {}).items()}
+        return self._topic_info(name, uuid.UUID(hex=doc["id"]), int(doc["partitions"]), configs)
 
     async def list_topics(self) -> list[TopicInfo]:
         raw = await self.redis.hgetall(keys.TOPICS)
         return sorted(
-            (_topic_from_json(k.decode(), v) for k, v in raw.items()), key=lambda t: t.name
+            (self._topic_from_json(k.decode(), v) for k, v in raw.items()),
+            key=lambda t: t.name,
         )
 
     async def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
@@ -148,13 +176,22 @@ class RedisStore:
         info = await self.get_topic(name)
         return info if info is not None and info.topic_id == topic_id else None
 
-    async def create_topic(self, name: str, partitions: int) -> TopicInfo | None:
-        """Create a topic; None if it exists already. The registry entry is claimed
-        with HSETNX first so two sidecars racing to create the same name agree."""
-        info = TopicInfo(name, uuid.uuid4(), partitions)
-        doc = json.dumps(
-            {"id": info.topic_id.hex, "partitions": partitions, "created_ms": _now_ms()}
-        )
+    async def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> TopicInfo | None:
+        """Create a topic with config overrides (validated by topic_config.validate); None
+        if it exists already. The registry entry is claimed with HSETNX first so two
+        sidecars racing to create the same name agree."""
+        configs = dict(configs or {})
+        info = self._topic_info(name, uuid.uuid4(), partitions, configs)
+        fields: dict[str, Any] = {
+            "id": info.topic_id.hex,
+            "partitions": partitions,
+            "created_ms": _now_ms(),
+        }
+        if configs:
+            fields["configs"] = configs
+        doc = json.dumps(fields)
         if not await self.redis.hsetnx(keys.TOPICS, name, doc):
             return None
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -308,11 +345,6 @@ class RedisStore:
                     return int(entry_id[2:]) - 1, record_ts
             start = int(entries[-1][0][2:])
         return -1, -1
-
-
-def _topic_from_json(name: str, raw: bytes) -> TopicInfo:
-    doc = json.loads(raw)
-    return TopicInfo(name, uuid.UUID(hex=doc["id"]), int(doc["partitions"]))
 
 
 def _new_cluster_id() -> str:

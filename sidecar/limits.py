@@ -1,0 +1,80 @@
+"""Produce-time limits from a topic's effective config, as Kafka checks them
+(UnifiedLog.analyzeAndValidateRecords, LogValidator, UnifiedLog.append), in Kafka's
+order: batch size (MESSAGE_TOO_LARGE, before the CRC is checked), timestamps
+(INVALID_TIMESTAMP), then the segment size (RECORD_LIST_TOO_LARGE). Each raises
+InvalidBatch, so nothing of a refused batch is stored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .protocol.record_batch import DecodedBatch, InvalidBatch
+from .topic_config import timestamp_bounds
+
+NO_TIMESTAMP = -1
+
+
+def check_size(size: int, config: Mapping[str, Any], topic: str, partition: int) -> None:
+    """max.message.bytes against the batch as sent (compressed, header included)."""
+    limit = config["max.message.bytes"]
+    if size > limit:
+        raise InvalidBatch(
+            "MESSAGE_TOO_LARGE",
+            f"The record batch size in the append to {topic}-{partition} is {size} bytes "
+            f"which exceeds the maximum configured value of {limit}.",
+        )
+
+
+def check_batch(
+    batch: DecodedBatch,
+    size: int,
+    config: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    now_ms: int | None = None,
+) -> None:
+    """A decoded batch's timestamps (CreateTime topics), then its size against
+    segment.bytes (Kafka refuses a batch no segment could hold)."""
+    bounds = timestamp_bounds(config)
+    if bounds is not None:
+        _check_timestamps(batch, bounds, int(time.time() * 1000) if now_ms is None else now_ms)
+    segment = config["segment.bytes"]
+    if size > segment:
+        raise InvalidBatch(
+            "RECORD_LIST_TOO_LARGE",
+            f"Message batch size is {size} bytes in append to partition {topic}-{partition}, "
+            f"which exceeds the maximum configured segment size of {segment}.",
+        )
+
+
+def _check_timestamps(batch: DecodedBatch, bounds: tuple[int, int], now: int) -> None:
+    before, after = bounds
+    stamps = batch.records[0::5]  # t of each record (flat t, k, v, h, f)
+    # The common case costs two C-level passes; records are looked at one by one only
+    # when some timestamp may be out of range (a NO_TIMESTAMP record, -1, is allowed).
+    if now - min(stamps) <= before and max(stamps) - now <= after:  # type: ignore[operator]
+        return
+    low, high = _java_long(now - before), _java_long(now + after)
+    bad = [
+        (
+            i,
+            f"Timestamp {ts} of message with offset {i} is out of range. The timestamp "
+            f"should be within [{low}, {high}]",
+        )
+        for i, ts in enumerate(stamps)
+        if ts != NO_TIMESTAMP and (now - ts > before or ts - now > after)  # type: ignore[operator]
+    ]
+    if bad:
+        raise InvalidBatch(
+            "INVALID_TIMESTAMP",
+            "One or more records have been rejected due to invalid timestamp",
+            bad,
+        )
+
+
+def _java_long(value: int) -> int:
+    """Kafka prints the range with Java long arithmetic (which wraps)."""
+    return (value + 2**63) % 2**64 - 2**63
