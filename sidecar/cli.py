@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         "min-insync-replicas",
         "1",
         "min.insync.replicas: acks=-1 waits (Redis WAIT) for this many - 1 Redis replicas",
-        type=int,
+        type=_at_least(1),
     )
     _flag(
         serve, "producer-id-expiration-ms", "86400000", "producer.id.expiration.ms", type=int
