@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs what Skiff needs on this machine: redis-server (7+), a Python venv in .venv
-# with Skiff and its dependencies, and with --test the test tools (Java client build).
+# with Skiff and its dependencies; with --spark PySpark (extra `spark`) and Spark's Kafka
+# connector jars (Maven Central, ~/.cache/skiff/spark-jars-<version>); with --test all
+# of that and the test tools (Java client build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
+want_spark=0
+case "${1:-}" in
+  --test) want_test=1 want_spark=1 ;;
+  --spark) want_spark=1 ;;
+esac
 
 say() { echo "[setup] $*" >&2; }
 
@@ -39,7 +45,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 extras=""
-[ $want_test = 1 ] && extras="[test]"
+[ $want_spark = 1 ] && extras="[spark]"
+[ $want_test = 1 ] && extras="[test,spark]"
 stamp=".venv/.installed${extras}"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   say "installing Skiff${extras} into .venv (pip)"
@@ -48,7 +55,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ $want_test = 1 ]; then
+if [ $want_test = 1 ] || [ $want_spark = 1 ]; then
   command -v java >/dev/null || apt_install openjdk-17-jdk-headless
   command -v mvn >/dev/null || apt_install maven
+fi
+if [ $want_spark = 1 ]; then
+  say "Spark's Kafka connector jars (Maven, cached)"
+  .venv/bin/python -m pipeline.spark_jars >/dev/null
 fi

@@ -1,0 +1,195 @@
+"""The two ways the `skiff` data source reads a partition: straight from its Redis
+stream (XRANGE), or through the Kafka protocol (confluent-kafka). Both answer the same
+questions (partition counts, watermarks, records of an offset range as Arrow batches);
+docs/spark.md has the measurements behind the default."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from .arrow_rows import decode_headers, record_batch
+
+CHUNK = 10_000  # records per XRANGE / per Arrow batch
+
+
+class PartitionLog(Protocol):
+    def partition_count(self, topic: str) -> int: ...
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, high watermark)."""
+        ...
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        """Records with start <= offset < end."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class RedisLog:
+    """Skiff's Redis data model (docs/architecture.md): `skiff:topics` holds each topic's
+    partition count, `skiff:{t/p}:meta` its watermarks, `skiff:{t/p}:log` one stream entry
+    per record with fields t k v h f in that order and ID 0-<offset+1>."""
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self.redis = redis.Redis.from_url(url)
+        # Raw replies: redis-py would build a dict per entry, which costs more than the rest.
+        self.redis.set_response_callback("XRANGE", lambda response, **_: response)
+
+    def partition_count(self, topic: str) -> int:
+        raw = self.redis.hget("skiff:topics", topic)
+        if raw is None:
+            raise ValueError(f"topic {topic!r} does not exist in Skiff's Redis")
+        return int(json.loads(raw)["partitions"])
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        lso, hw = self.redis.hmget(f"skiff:{{{topic}/{partition}}}:meta", "lso", "hw")
+        return int(lso or 0), int(hw or 0)
+
+    def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        key = f"skiff:{{{topic}/{partition}}}:log"
+        pos = start
+        while pos < end:
+            count = min(CHUNK, end - pos)
+            entries = self.redis.execute_command(
+                "XRANGE", key, f"0-{pos + 1}", f"0-{end}", "COUNT", count
+            )
+            if not entries:
+                return  # trimmed below `end` (retention): nothing more to read
+            yield _entries_to_batch(topic, partition, entries)
+            pos = int(entries[-1][0][2:])  # last offset + 1
+
+    def close(self) -> None:
+        self.redis.close()
+
+
+def _entries_to_batch(topic: str, partition: int, entries: list[Any]) -> pa.RecordBatch:
+    fields = [e[1] for e in entries]  # [b"t", t, b"k", k, b"v", v, b"h", h, b"f", f]
+    flags = [int(f[9]) for f in fields]
+    return record_batch(
+        topic,
+        partition,
+        keys=[None if fl & 1 else f[3] for f, fl in zip(fields, flags, strict=True)],
+        values=[None if fl & 2 else f[5] for f, fl in zip(fields, flags, strict=True)],
+        offsets=[int(e[0][2:]) - 1 for e in entries],
+        timestamps_ms=[int(f[1]) for f in fields],
+        timestamp_types=[(fl >> 2) & 1 for fl in flags],  # flag 4: LogAppendTime
+        headers=[decode_headers(f[7]) if f[7] else None for f in fields],
+    )
+
+
+class KafkaLog:
+    """Reads through any Kafka broker (Skiff's sidecars) with confluent-kafka."""
+
+    def __init__(self, bootstrap: str, config: dict[str, str] | None = None) -> None:
+        self.config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": "skiff-spark",  # never joined or committed: partitions are assigned
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",  # a range starting below the log start (trimmed)
+            "fetch.max.bytes": 16 * 1024 * 1024,
+            "max.partition.fetch.bytes": 8 * 1024 * 1024,
+            **(config or {}),
+        }
+        self._consumer: Any = None
+
+    @property
+    def consumer(self) -> Any:
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            self._consumer = Consumer(self.config)
+        return self._consumer
+
+    def partition_count(self, topic: str) -> int:
+        meta = self.consumer.list_topics(topic, timeout=30).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise ValueError(f"topic {topic!r}: {meta.error if meta else 'not found'}")
+        return len(meta.partitions)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import TopicPartition
+
+        low, high = self.consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=30, cached=False
+        )
+        return int(low), int(high)
+
+    def read(
+        self, topic: str, partition: int, start: int, end: int, timeout_s: float = 120.0
+    ) -> Iterator[pa.RecordBatch]:
+        from confluent_kafka import KafkaError, TopicPartition
+
+        consumer = self.consumer
+        consumer.assign([TopicPartition(topic, partition, start)])
+        pos = start
+        deadline = time.monotonic() + timeout_s
+        try:
+            while pos < end:
+                messages = consumer.consume(num_messages=min(CHUNK, end - pos), timeout=1.0)
+                if not messages:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{topic}/{partition}: no records at {pos} in time")
+                    continue
+                for m in messages:
+                    err = m.error()
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(f"{topic}/{partition}: {err}")
+                messages = [m for m in messages if m.error() is None and m.offset() < end]
+                if not messages:
+                    continue
+                deadline = time.monotonic() + timeout_s
+                stamps = [m.timestamp() for m in messages]
+                yield record_batch(
+                    topic,
+                    partition,
+                    keys=[m.key() for m in messages],
+                    values=[m.value() for m in messages],
+                    offsets=[m.offset() for m in messages],
+                    timestamps_ms=[ts for _, ts in stamps],
+                    # librdkafka: 1 CreateTime, 2 LogAppendTime; Spark: 0 and 1
+                    timestamp_types=[1 if kind == 2 else 0 for kind, _ in stamps],
+                    headers=[m.headers() for m in messages],
+                )
+                pos = messages[-1].offset() + 1
+        finally:
+            consumer.unassign()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def open_log(options: dict[str, str], path: str | None = None) -> PartitionLog:
+    """The log the options name: `readPath` (redis or kafka), else whichever of
+    `redis.url` / `kafka.bootstrap.servers` is given, Redis first (docs/spark.md)."""
+    redis_url = options.get("redis.url")
+    bootstrap = options.get("kafka.bootstrap.servers")
+    path = path or options.get("readpath") or ("redis" if redis_url else "kafka")
+    if path == "redis":
+        if not redis_url:
+            raise ValueError("readPath=redis needs the option redis.url")
+        return RedisLog(redis_url)
+    if path == "kafka":
+        if not bootstrap:
+            raise ValueError("the skiff source needs kafka.bootstrap.servers or redis.url")
+        return KafkaLog(bootstrap, kafka_config(options))
+    raise ValueError(f"readPath must be redis or kafka, not {path!r}")
+
+
+def kafka_config(options: dict[str, str]) -> dict[str, str]:
+    """Options `kafka.<librdkafka property>` (bootstrap servers aside) go to the client."""
+    return {
+        k[len("kafka.") :]: v
+        for k, v in options.items()
+        if k.startswith("kafka.") and k != "kafka.bootstrap.servers"
+    }
