@@ -108,6 +108,17 @@ async def dispatch(
     return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
 
 
+# A closed connection's tasks are referenced only by the connection; without a strong
+# reference the garbage collector could destroy them while they still wind down.
+_RUNNING: set[asyncio.Task[Any]] = set()
+
+
+def _keep(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+    _RUNNING.add(task)
+    task.add_done_callback(_RUNNING.discard)
+    return task
+
+
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
         self.broker = broker
@@ -129,7 +140,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         self.connections.add(self)
-        self.worker = asyncio.create_task(self._work(), name=f"kafka-conn-{self.peer}")
+        self.worker = _keep(asyncio.create_task(self._work(), name=f"kafka-conn-{self.peer}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
@@ -188,7 +199,7 @@ class KafkaConnection(asyncio.Protocol):
         request waits until everything before it finished, as on a Kafka broker.
         Responses are written in request order by _write."""
         responses: asyncio.Queue[asyncio.Task[bytes | None] | str] = asyncio.Queue()
-        writer = asyncio.create_task(self._write(responses))
+        writer = _keep(asyncio.create_task(self._write(responses)))
         order = AppendOrder()
         running: list[tuple[asyncio.Task[bytes | None], bool]] = []
         try:
