@@ -590,9 +590,7 @@ class GroupCoordinator:
             return "NON_EMPTY_GROUP", {}
         if deletable:
             try:
-                await self.store.forget(
-                    group_id, self.cluster.token, [f"{t}/{p}".encode() for t, p in deletable]
-                )
+                await self.store.forget(group_id, self.cluster.token, deletable)
             except Fenced:
                 self._drop(group_id)
                 return "NOT_COORDINATOR", {}
@@ -745,7 +743,7 @@ class GroupCoordinator:
                     await self.store.forget(
                         group.group_id,
                         self.cluster.token,
-                        [f"{t}/{p}".encode() for t, p in expired],
+                        expired,
                     )
                 except Fenced:
                     self._drop(group.group_id)

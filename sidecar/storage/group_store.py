@@ -4,6 +4,7 @@ offsets. Every write goes through lua/group_write.lua, fenced by the lease."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -94,7 +95,11 @@ class GroupStore:
             await self._write(group_id, token, "commit", *pairs[i : i + 2 * CHUNK_PAIRS])
         await self._list(group_id)
 
-    async def forget(self, group_id: str, token: str, fields: list[bytes]) -> None:
+    async def forget(
+        self, group_id: str, token: str, partitions: Iterable[tuple[str, int]]
+    ) -> None:
+        """Delete the committed offsets of (topic, partition)s."""
+        fields = [keys.offset_field(t, p) for t, p in partitions]
         for i in range(0, len(fields), CHUNK_PAIRS):
             await self._write(group_id, token, "forget", *fields[i : i + CHUNK_PAIRS])
 

@@ -283,8 +283,7 @@ class RedisStore:
                     # Appended, but fewer Redis replicas have it than acks=-1 asks for.
                     raise StoreError(
                         "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-                        f"{acked} of {wait[0]} Redis replicas acknowledged within "
-                        f"{wait[1]} ms",
+                        f"{acked} of {wait[0]} Redis replicas acknowledged within {wait[1]} ms",
                     )
                 return AppendResult(base, lso, append_time, bool(dup))
             except ResponseError as exc:
