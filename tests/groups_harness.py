@@ -466,6 +466,8 @@ class Member:
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches pytest only; teardown stops us
+                # librdkafka members log their group state machine, shown on failure
+                env={"SKIFF_TEST_RDKAFKA_DEBUG": "cgrp", **os.environ},
             )
         self.started = time.monotonic()
         assert self.proc.stdout is not None
@@ -569,7 +571,7 @@ class Member:
         assigned = self.assignment()
         kinds = Counter(e.kind for e in self.events())
         last = [e.data for e in self.events()[-4:]]
-        stderr = tail(self.stderr_path, 12)
+        stderr = tail(self.stderr_path, 30)
         return (
             f"  {self.name} ({self.client}, {state}): assignment "
             f"{sorted(assigned) if assigned is not None else 'none yet'}, events {dict(kinds)}\n"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -135,6 +136,9 @@ def run_confluent(args: argparse.Namespace, out: Output, stop: threading.Event) 
         "partition.assignment.strategy": args.assignor,  # librdkafka uses the same names
         "client.id": args.client_id or "group-member-confluent",
     }
+    if os.environ.get("SKIFF_TEST_RDKAFKA_DEBUG"):
+        # librdkafka's group state machine on stderr: the harness shows its tail on failure
+        config["debug"] = os.environ["SKIFF_TEST_RDKAFKA_DEBUG"]
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     if args.session_timeout_ms:
