@@ -568,10 +568,13 @@ class Member:
 
     def describe(self) -> str:
         state = "alive" if self.alive() else f"exited {self.proc.returncode}"
+        if self.alive() and self.client != "java":
+            os.kill(self.proc.pid, signal.SIGUSR1)  # group_member.py dumps its stacks
+            time.sleep(0.3)
         assigned = self.assignment()
         kinds = Counter(e.kind for e in self.events())
         last = [e.data for e in self.events()[-4:]]
-        stderr = tail(self.stderr_path, 30)
+        stderr = tail(self.stderr_path, 60)
         return (
             f"  {self.name} ({self.client}, {state}): assignment "
             f"{sorted(assigned) if assigned is not None else 'none yet'}, events {dict(kinds)}\n"

@@ -30,6 +30,7 @@ exits 0. SIGKILL is the crash case. The Java client's equivalent is
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -265,6 +266,8 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, Output, threading.Event], None]
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = Output()
+    # The harness sends SIGUSR1 to a member that seems stuck: every thread's stack to stderr.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = threading.Event()
     # SIGTERM only asks the loop to stop: the batch in hand is finished and committed, then
     # the consumer is closed. The handler runs on the main thread between (short) polls.
