@@ -206,6 +206,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
     )
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
+    _flag(
+        serve,
+        "udp-listen",
+        None,
+        "HOST:PORT to receive UDP datagrams on, each one a record of --udp-topic (docs/udp.md)",
+        type=_hostport,
+    )
+    _flag(serve, "udp-topic", None, "the topic UDP datagrams are appended to")
+    _flag(
+        serve,
+        "udp-stats-interval-ms",
+        "60000",
+        "how often the UDP ingest counters are logged while they change",
+        type=_at_least(1),
+    )
     groups_cli.add_parser(sub)
     return parser
 
@@ -281,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         min_insync_replicas=args.min_insync_replicas,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
+        udp_listen=args.udp_listen,
+        udp_topic=args.udp_topic,
+        udp_stats_interval_ms=args.udp_stats_interval_ms,
     )
+    if (args.udp_listen is None) != (args.udp_topic is None):
+        parser.error("--udp-listen and --udp-topic go together")
     from .app import serve
 
     try:
