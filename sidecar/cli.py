@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import groups_cli, server_properties
+from . import groups_cli, server_properties, topics_cli
 from .settings import HostPort, Settings
 
 
@@ -222,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_at_least(1),
     )
     groups_cli.add_parser(sub)
+    topics_cli.add_parser(sub)
     return parser
 
 
@@ -268,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("skiff").log(level, "%s", line)
     if args.command == "groups":
         return groups_cli.run(args)
+    if args.command in ("topics", "records"):
+        return topics_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(
