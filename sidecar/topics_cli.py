@@ -234,6 +234,11 @@ def _hint(exc: AdminError, args: argparse.Namespace) -> str | None:
         )
     if not isinstance(exc, KafkaError):
         return None
+    if exc.name == "POLICY_VIOLATION" and getattr(args, "records_command", None):
+        return (
+            "Kafka refuses to delete records of a topic whose cleanup.policy is compact only; "
+            "add delete (`skiff topics alter TOPIC --append-config cleanup.policy=delete`)."
+        )
     return {
         "TOPIC_ALREADY_EXISTS": "Use --if-not-exists to accept an existing topic, or "
         "`skiff topics alter` to change it.",
@@ -494,7 +499,7 @@ def _print_topic(topic: dict[str, Any], all_configs: bool) -> None:
     hidden = len(configs) - len(shown)
     if hidden:
         print(
-            f"{'' if not shown else chr(10)}{hidden} more config(s) at Kafka's defaults: "
+            f"{'' if not shown else chr(10)}{hidden} more config(s) at their defaults: "
             "--all-configs lists them."
         )
 
