@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,10 +18,10 @@ from pathlib import Path
 import pytest
 import redis
 from confluent_kafka import Consumer, TopicPartition
-from conftest import RedisServer, Skiff, start_skiff, stop_process
+from conftest import ROOT, RedisServer, Skiff, start_skiff, stop_process
 from kafka.partitioner.default import murmur2  # kafka-python's, to check Skiff's choice
 
-from sidecar.udp_ingest import frame
+from sidecar.udp_ingest import frame, parse
 
 PARTITIONS = 3
 STATS = re.compile(
@@ -245,3 +247,52 @@ def test_flood_while_redis_stalls_drops_instead_of_growing(
     assert stats["received"] == stats["appended"] + stats["dropped_overload"]
     assert stats["malformed"] == stats["oversized"] == stats["failed"] == 0
     assert ingest.stored() == stats["appended"]
+
+
+def test_documented_frame_bytes() -> None:
+    """The by-hand example in docs/udp.md: key k1, header a=b, value v."""
+    raw = bytes.fromhex("ff 01 00 04 6b 31 02 02 61 02 62 76")
+    assert frame(b"v", key=b"k1", headers=[("a", b"b")]) == raw
+    parsed = parse(raw, 123)
+    assert (parsed.key, parsed.value, parsed.headers) == (b"k1", b"v", b"\x02\x02a\x02b")
+    plain = parse(b"\xfe not framed", 123)  # only 0xFF starts a frame
+    assert (plain.key, plain.value, plain.headers) == (None, b"\xfe not framed", b"")
+
+
+def test_missing_topic_without_auto_creation_stops_start_up(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    log = tmp_path / "skiff.log"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sidecar.cli",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--redis-url",
+            own_redis.url,
+            "--auto-create-topics",
+            "false",
+            "--udp-listen",
+            f"127.0.0.1:{free_udp_port()}",
+            "--udp-topic",
+            "not-there",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    log.write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 1
+    assert "--udp-topic 'not-there' does not exist and topic auto-creation is off" in proc.stderr
+    lone = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli", "serve", "--udp-topic", "t"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert lone.returncode == 2 and "--udp-listen and --udp-topic go together" in lone.stderr
