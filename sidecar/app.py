@@ -20,6 +20,7 @@ from .settings import Settings
 from .storage.group_store import GroupStore
 from .storage.registry import Registry
 from .storage.store import RedisStore
+from .udp_ingest import UdpIngest
 
 log = logging.getLogger("skiff")
 
@@ -64,6 +65,12 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         server = KafkaServer(broker)
         await server.start()
+        udp = None
+        if settings.udp_listen is not None and settings.udp_topic is not None:
+            udp = UdpIngest(
+                broker, settings.udp_listen, settings.udp_topic, settings.udp_stats_interval_ms
+            )
+            await udp.start()
         log.info(
             "Skiff node %d listening on %s (advertised as %s), Redis %s: %s",
             cluster.node_id,
@@ -80,6 +87,8 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
             ready.set()
         await stop.wait()
         log.info("shutting down")
+        if udp is not None:
+            await udp.stop()
         await server.stop()
         await groups.stop()
         await cluster.stop()

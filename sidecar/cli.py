@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import groups_cli
+from . import groups_cli, server_properties, topics_cli
 from .settings import HostPort, Settings
 
 
@@ -45,6 +45,10 @@ def _at_least(low: int) -> Any:
     return parse
 
 
+# Defaults from `serve --config FILE` (server_properties), below SKIFF_* variables.
+_FILE_VALUES: dict[str, str] = {}
+
+
 def _flag(
     parser: argparse.ArgumentParser, name: str, default: str | None, help: str, **kwargs: Any
 ) -> None:
@@ -53,7 +57,7 @@ def _flag(
     env = "SKIFF_" + name.upper().replace("-", "_")
     parser.add_argument(
         f"--{name}",
-        default=os.environ.get(env, default),
+        default=os.environ.get(env, _FILE_VALUES.get(name, default)),
         help=f"{help} (${env}; default {default})",
         **kwargs,
     )
@@ -63,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skiff", description="Kafka protocol on Redis Streams")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the Kafka listener (every flag also reads SKIFF_*)")
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        default=os.environ.get(server_properties.ENV),
+        help="defaults in Kafka's server.properties syntax: Kafka broker configs "
+        "(num.partitions, listeners, ...) or these flags' names; flags and SKIFF_* "
+        f"variables override it (${server_properties.ENV})",
+    )
     _flag(serve, "listen", "127.0.0.1:9092", "HOST:PORT to listen on", type=_hostport)
     _flag(
         serve,
@@ -194,19 +206,71 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
     )
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
+    _flag(
+        serve,
+        "udp-listen",
+        None,
+        "HOST:PORT to receive UDP datagrams on, each one a record of --udp-topic (docs/udp.md)",
+        type=_hostport,
+    )
+    _flag(serve, "udp-topic", None, "the topic UDP datagrams are appended to")
+    _flag(
+        serve,
+        "udp-stats-interval-ms",
+        "60000",
+        "how often the UDP ingest counters are logged while they change",
+        type=_at_least(1),
+    )
     groups_cli.add_parser(sub)
+    topics_cli.add_parser(sub)
     return parser
 
 
+def _serve_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """`skiff serve`'s flags by name (without the dashes)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        opt[2:]: action
+        for action in sub.choices["serve"]._actions
+        for opt in action.option_strings
+        if opt.startswith("--") and opt != "--help"
+    }
+
+
+def _load_config(argv: list[str]) -> server_properties.ServerProperties | None:
+    """The `serve --config` file's values, installed as flag defaults."""
+    _FILE_VALUES.clear()
+    if not argv or argv[0] != "serve":
+        return None
+    path = server_properties.config_path(argv[1:], os.environ)
+    if path is None:
+        return None
+    actions = _serve_actions(build_parser())
+    loaded = server_properties.load(path, actions)
+    server_properties.check(loaded.values, actions)
+    _FILE_VALUES.update({flag: v.value for flag, v in loaded.values.items()})
+    return loaded
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        config = _load_config(argv)
+    except server_properties.ConfigFileError as exc:
+        print(f"skiff: error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for level, line in config.log_lines() if config else ():
+        logging.getLogger("skiff").log(level, "%s", line)
     if args.command == "groups":
         return groups_cli.run(args)
+    if args.command in ("topics", "records"):
+        return topics_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(
@@ -235,7 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         min_insync_replicas=args.min_insync_replicas,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
+        udp_listen=args.udp_listen,
+        udp_topic=args.udp_topic,
+        udp_stats_interval_ms=args.udp_stats_interval_ms,
     )
+    if (args.udp_listen is None) != (args.udp_topic is None):
+        parser.error("--udp-listen and --udp-topic go together")
     from .app import serve
 
     try:

@@ -94,8 +94,8 @@ def _offset(text: str) -> int:
     return value
 
 
-def add_parser(subparsers: Any) -> None:
-    """Add `groups` and its subcommands to the `skiff` parser's subparsers."""
+def common_arguments() -> argparse.ArgumentParser:
+    """--bootstrap, --json and --timeout, shared by the admin commands."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--bootstrap",
@@ -112,6 +112,12 @@ def add_parser(subparsers: Any) -> None:
         default=30.0,
         help="seconds to wait for the cluster, retries included (default 30)",
     )
+    return common
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add `groups` and its subcommands to the `skiff` parser's subparsers."""
+    common = common_arguments()
     groups = subparsers.add_parser(
         "groups",
         help="list, describe, delete consumer groups or reset their offsets",

@@ -56,6 +56,10 @@ class Settings:
     # Idempotent and transactional producer state, with Kafka's names and defaults.
     producer_id_expiration_ms: int = 86_400_000
     transactional_id_expiration_ms: int = 604_800_000
+    # UDP ingest (sidecar/udp_ingest.py): datagrams on udp_listen become records of udp_topic.
+    udp_listen: HostPort | None = None
+    udp_topic: str | None = None
+    udp_stats_interval_ms: int = 60_000
 
     @property
     def advertised(self) -> HostPort:

@@ -1,24 +1,35 @@
-"""A small asyncio Kafka admin client (kio codec), used by `skiff groups`: `wire` (API keys,
-errors, request and response codec), `connection` (one broker connection) and `client`
-(AdminClient and its results)."""
+"""A small asyncio Kafka admin client (kio codec), used by `skiff groups`, `skiff topics` and
+`skiff records`: `wire` (API keys, errors, request and response codec), `connection` (one
+broker connection) and `client` (AdminClient and its results)."""
 
 from .client import (
     AdminClient,
     Broker,
     ClusterMetadata,
     CommittedOffset,
+    ConfigEntry,
+    CreatedTopic,
     GroupDescription,
     GroupListing,
     MemberDescription,
+    PartitionMetadata,
+    TopicMetadata,
 )
 from .wire import (
     EARLIEST,
     LATEST,
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
     AdminError,
     BrokerUnavailable,
     KafkaError,
     NoBrokerReachable,
     TopicPartition,
+    UnsupportedApi,
     decode_assignment,
     parse_bootstrap,
 )
@@ -26,6 +37,17 @@ from .wire import (
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "OP_APPEND",
+    "OP_DELETE",
+    "OP_SET",
+    "OP_SUBTRACT",
+    "RESOURCE_BROKER",
+    "RESOURCE_TOPIC",
+    "ConfigEntry",
+    "CreatedTopic",
+    "PartitionMetadata",
+    "TopicMetadata",
+    "UnsupportedApi",
     "AdminClient",
     "AdminError",
     "Broker",

@@ -20,17 +20,25 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ..settings import HostPort
 from .connection import Connection
 from .wire import (
+    CONFIG_SOURCES,
+    CONTROLLER_ERRORS,
     COORDINATOR_ERRORS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
     DELETE_GROUPS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     FIND_COORDINATOR,
     GROUP_ID_NOT_FOUND,
+    INCREMENTAL_ALTER_CONFIGS,
     LEADER_ERRORS,
     LEADER_NOT_AVAILABLE,
     LIST_GROUPS,
@@ -39,6 +47,7 @@ from .wire import (
     NO_ERROR,
     OFFSET_COMMIT,
     OFFSET_FETCH,
+    RESOURCE_BROKER,
     UNKNOWN_TOPIC,
     AdminError,
     BrokerUnavailable,
@@ -71,10 +80,22 @@ class Broker:
 
 
 @dataclass(frozen=True)
+class PartitionMetadata:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
 class TopicMetadata:
     name: str
     error_code: int
     leaders: dict[int, int]  # partition -> leader node id
+    topic_id: uuid.UUID | None = None
+    internal: bool = False
+    partitions: dict[int, PartitionMetadata] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,7 @@ class ClusterMetadata:
     cluster_id: str | None
     brokers: dict[int, Broker]
     topics: dict[str, TopicMetadata]
+    controller_id: int = -1
 
 
 @dataclass(frozen=True)
@@ -108,6 +130,26 @@ class GroupDescription:
     protocol: str  # the assignor, for consumer groups
     members: list[MemberDescription]
     coordinator: Broker
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: str  # Kafka's ConfigSource name, e.g. DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
+    read_only: bool
+    sensitive: bool
+    synonyms: list[tuple[str, str | None, str]] = field(default_factory=list)
+    documentation: str | None = None
+
+
+@dataclass(frozen=True)
+class CreatedTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: int
+    replication_factor: int
+    configs: list[ConfigEntry] | None  # CreateTopics v5+ answers them
 
 
 @dataclass(frozen=True)
@@ -254,10 +296,23 @@ class AdminClient:
                         t.name,
                         int(t.error_code),
                         {int(p.partition_index): int(p.leader_id) for p in t.partitions},
+                        _topic_id(getattr(t, "topic_id", None)),
+                        bool(getattr(t, "is_internal", False)),
+                        {
+                            int(p.partition_index): PartitionMetadata(
+                                int(p.partition_index),
+                                int(p.leader_id),
+                                tuple(int(r) for r in p.replica_nodes),
+                                tuple(int(r) for r in p.isr_nodes),
+                                int(p.error_code),
+                            )
+                            for p in t.partitions
+                        },
                     )
                     for t in resp.topics
                     if t.name is not None
                 },
+                controller_id=int(getattr(resp, "controller_id", -1)),
             )
 
         return await self._retry(once, frozenset(), deadline)
@@ -513,3 +568,269 @@ class AdminClient:
                     raise KafkaError(p.error_code, f"ListOffsets for {tp} on {broker.address}")
                 offsets[tp] = int(p.offset)
         return offsets
+
+    # topics
+
+    async def _on_controller(
+        self, call: Callable[[Connection, float], Awaitable[T]], deadline: float | None = None
+    ) -> T:
+        """call(connection, deadline) on the controller Metadata names (any broker when it
+        names none: KRaft brokers forward), again after NOT_CONTROLLER."""
+
+        async def once(deadline: float) -> T:
+            meta = await self.metadata([], deadline)
+            broker = meta.brokers.get(meta.controller_id)
+            if broker is None:
+                conn = await self._any_broker(deadline)
+            else:
+                conn = await self._connect(broker.host, broker.port, deadline)
+            return await call(conn, deadline)
+
+        return await self._retry(once, CONTROLLER_ERRORS, deadline)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> CreatedTopic:
+        """CreateTopics for one topic (-1: the broker's defaults); raises its KafkaError
+        (TOPIC_ALREADY_EXISTS, INVALID_CONFIG, ...) with the broker's message."""
+
+        async def call(conn: Connection, deadline: float) -> CreatedTopic:
+            body = {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                    }
+                ],
+                "timeout": int(self._left(deadline) * 1000),
+                "validate_only": validate_only,
+            }
+            version, resp = await conn.request(CREATE_TOPICS, body, self._left(deadline))
+            [t] = resp.topics
+            if t.error_code:
+                raise KafkaError(
+                    t.error_code, f"CreateTopics for {name!r}", getattr(t, "error_message", None)
+                )
+            return CreatedTopic(
+                name,
+                _topic_id(getattr(t, "topic_id", None)),
+                int(getattr(t, "num_partitions", partitions)),
+                int(getattr(t, "replication_factor", replication_factor)),
+                None
+                if version < 5
+                else [
+                    ConfigEntry(
+                        c.name,
+                        c.value,
+                        CONFIG_SOURCES.get(int(c.config_source), str(c.config_source)),
+                        bool(c.read_only),
+                        bool(c.is_sensitive),
+                    )
+                    for c in t.configs
+                ],
+            )
+
+        return await self._on_controller(call)
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, KafkaError | None]:
+        """Per topic: None when deleted, else its error (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+
+        async def call(conn: Connection, deadline: float) -> dict[str, KafkaError | None]:
+            body = {
+                "topic_names": list(names),
+                "topics": [{"name": n, "topic_id": uuid.UUID(int=0)} for n in names],
+                "timeout": int(self._left(deadline) * 1000),
+            }
+            _, resp = await conn.request(DELETE_TOPICS, body, self._left(deadline))
+            out: dict[str, KafkaError | None] = {}
+            for r in resp.responses:
+                error = None
+                if r.error_code:
+                    error = KafkaError(
+                        r.error_code,
+                        f"DeleteTopics for {r.name!r}",
+                        getattr(r, "error_message", None),
+                    )
+                    if error.code in CONTROLLER_ERRORS:
+                        raise error
+                out[r.name] = error
+            return out
+
+        return await self._on_controller(call)
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        """Grow a topic to `count` partitions; raises INVALID_PARTITIONS and the like."""
+
+        async def call(conn: Connection, deadline: float) -> None:
+            body = {
+                "topics": [{"name": name, "count": count, "assignments": None}],
+                "timeout": int(self._left(deadline) * 1000),
+                "validate_only": validate_only,
+            }
+            _, resp = await conn.request(CREATE_PARTITIONS, body, self._left(deadline))
+            [r] = resp.results
+            if r.error_code:
+                raise KafkaError(r.error_code, f"CreatePartitions for {name!r}", r.error_message)
+
+        await self._on_controller(call)
+
+    async def describe_configs(
+        self, resource_type: int, name: str, *, synonyms: bool = False, documentation: bool = False
+    ) -> list[ConfigEntry]:
+        """Every config of a topic (RESOURCE_TOPIC) or broker (RESOURCE_BROKER, name = its
+        node id, asked of that broker)."""
+
+        async def once(deadline: float) -> list[ConfigEntry]:
+            if resource_type == RESOURCE_BROKER:
+                meta = await self.metadata([], deadline)
+                broker = meta.brokers.get(int(name))
+                if broker is None:
+                    raise AdminError(f"no broker with node id {name} in Metadata")
+                conn = await self._connect(broker.host, broker.port, deadline)
+            else:
+                conn = await self._any_broker(deadline)
+            body = {
+                "resources": [
+                    {
+                        "resource_type": resource_type,
+                        "resource_name": name,
+                        "configuration_keys": None,
+                    }
+                ],
+                "include_synonyms": synonyms,
+                "include_documentation": documentation,
+            }
+            version, resp = await conn.request(DESCRIBE_CONFIGS, body, self._left(deadline))
+            [r] = resp.results
+            if r.error_code:
+                raise KafkaError(r.error_code, f"DescribeConfigs for {name!r}", r.error_message)
+            return sorted(
+                (
+                    ConfigEntry(
+                        c.name,
+                        c.value,
+                        CONFIG_SOURCES.get(int(c.config_source), str(c.config_source)),
+                        bool(c.read_only),
+                        bool(c.is_sensitive),
+                        [
+                            (s.name, s.value, CONFIG_SOURCES.get(int(s.source), str(s.source)))
+                            for s in getattr(c, "synonyms", ())
+                        ],
+                        getattr(c, "documentation", None),
+                    )
+                    for c in r.configs
+                ),
+                key=lambda e: e.name,
+            )
+
+        return await self._retry(once, frozenset(), None)
+
+    async def alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        ops: Sequence[tuple[str, int, str | None]],
+        validate_only: bool = False,
+    ) -> None:
+        """IncrementalAlterConfigs: (config name, OP_SET/OP_DELETE/OP_APPEND/OP_SUBTRACT,
+        value) for one resource; raises INVALID_CONFIG and the like with the message."""
+
+        async def call(conn: Connection, deadline: float) -> None:
+            body = {
+                "resources": [
+                    {
+                        "resource_type": resource_type,
+                        "resource_name": name,
+                        "configs": [
+                            {"name": n, "config_operation": op, "value": v} for n, op, v in ops
+                        ],
+                    }
+                ],
+                "validate_only": validate_only,
+            }
+            _, resp = await conn.request(INCREMENTAL_ALTER_CONFIGS, body, self._left(deadline))
+            [r] = resp.responses
+            if r.error_code:
+                raise KafkaError(
+                    r.error_code, f"IncrementalAlterConfigs for {name!r}", r.error_message
+                )
+
+        await self._on_controller(call)
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | KafkaError]:
+        """DeleteRecords on each partition's leader: records before the offset (-1: the
+        high watermark) go. Per partition the new log start offset, or its error."""
+        wanted = dict(offsets)
+
+        async def once(deadline: float) -> dict[TopicPartition, int | KafkaError]:
+            meta = await self.metadata(sorted({tp.topic for tp in wanted}), deadline)
+            out: dict[TopicPartition, int | KafkaError] = {}
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in wanted:
+                topic = meta.topics.get(tp.topic)
+                leader = None if topic is None else topic.leaders.get(tp.partition)
+                if leader is None:
+                    out[tp] = KafkaError(UNKNOWN_TOPIC, f"Metadata for {tp}")
+                elif leader not in meta.brokers:
+                    raise KafkaError(LEADER_NOT_AVAILABLE, f"Metadata for {tp}")
+                else:
+                    by_leader.setdefault(leader, []).append(tp)
+            answers = await asyncio.gather(
+                *(
+                    self._delete_records_on(meta.brokers[leader], tps, wanted, deadline)
+                    for leader, tps in by_leader.items()
+                )
+            )
+            for answer in answers:
+                out.update(answer)
+            retry = [
+                e for e in out.values() if isinstance(e, KafkaError) and e.code in LEADER_ERRORS
+            ]
+            if retry:
+                raise retry[0]
+            return out
+
+        return await self._retry(once, LEADER_ERRORS)
+
+    async def _delete_records_on(
+        self,
+        broker: Broker,
+        partitions: list[TopicPartition],
+        offsets: Mapping[TopicPartition, int],
+        deadline: float,
+    ) -> dict[TopicPartition, int | KafkaError]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "offset": offsets[tp]}
+            )
+        body = {
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            "timeout": int(self._left(deadline) * 1000),
+        }
+        conn = await self._connect(broker.host, broker.port, deadline)
+        _, resp = await conn.request(DELETE_RECORDS, body, self._left(deadline))
+        out: dict[TopicPartition, int | KafkaError] = {}
+        for topic in resp.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, int(p.partition_index))
+                out[tp] = (
+                    KafkaError(p.error_code, f"DeleteRecords for {tp} on {broker.address}")
+                    if p.error_code
+                    else int(p.low_watermark)
+                )
+        return out
+
+
+def _topic_id(value: uuid.UUID | None) -> uuid.UUID | None:
+    return None if value is None or value.int == 0 else value

@@ -17,6 +17,7 @@ from .wire import (
     AdminError,
     BrokerUnavailable,
     KafkaError,
+    UnsupportedApi,
     decode_response,
     encode_request,
 )
@@ -82,13 +83,14 @@ class Connection:
         name = API_NAMES.get(api_key, str(api_key))
         lo, hi = CLIENT_VERSIONS[api_key]
         if api_key not in self.versions:
-            raise AdminError(f"{self.address} does not serve {name} requests")
+            raise UnsupportedApi(name, f"{self.address} does not serve {name} requests")
         broker_lo, broker_hi = self.versions[api_key]
         version = min(hi, broker_hi)
         if version < max(lo, broker_lo):
-            raise AdminError(
+            raise UnsupportedApi(
+                name,
                 f"{self.address} serves {name} v{broker_lo}-{broker_hi}; "
-                f"this client speaks v{lo}-{hi}"
+                f"this client speaks v{lo}-{hi}",
             )
         return version
 

@@ -26,6 +26,8 @@ from ..settings import HostPort
 
 LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
+CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS = 19, 20, 21, 32
+CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 37, 44
 API_NAMES = {
     LIST_OFFSETS: "ListOffsets",
     METADATA: "Metadata",
@@ -36,6 +38,12 @@ API_NAMES = {
     LIST_GROUPS: "ListGroups",
     API_VERSIONS: "ApiVersions",
     DELETE_GROUPS: "DeleteGroups",
+    CREATE_TOPICS: "CreateTopics",
+    DELETE_TOPICS: "DeleteTopics",
+    DELETE_RECORDS: "DeleteRecords",
+    DESCRIBE_CONFIGS: "DescribeConfigs",
+    CREATE_PARTITIONS: "CreatePartitions",
+    INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
 }
 
 # The versions this client builds and reads. OffsetCommit/OffsetFetch stop at v9 and
@@ -51,6 +59,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
+    # kio's ranges: CreateTopics from v2, DeleteTopics from v1, DescribeConfigs from v1.
+    CREATE_TOPICS: (2, 7),
+    DELETE_TOPICS: (1, 6),
+    DELETE_RECORDS: (0, 2),
+    DESCRIBE_CONFIGS: (1, 4),
+    CREATE_PARTITIONS: (0, 3),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
 }
 
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
@@ -68,6 +83,24 @@ COORDINATOR_ERRORS = frozenset(
         ErrorCode.coordinator_not_available,
     )
 )
+# Topic changes go to the controller (KRaft brokers forward them): retry elsewhere.
+CONTROLLER_ERRORS = frozenset({int(ErrorCode.not_controller)})
+# Config resource types (DescribeConfigs, IncrementalAlterConfigs) and sources.
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+# IncrementalAlterConfigs operations
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
 # Partition leadership moving (or not settled yet): ask Metadata again and retry.
 LEADER_ERRORS = frozenset(
     int(e)
@@ -98,6 +131,14 @@ class BrokerUnavailable(AdminError):
 class NoBrokerReachable(BrokerUnavailable):
     """None of the bootstrap (or known) brokers accepts a connection: not retried, so a
     command fails at once when nothing is running there."""
+
+
+class UnsupportedApi(AdminError):
+    """The broker does not serve an API (or no version this client speaks)."""
+
+    def __init__(self, api: str, message: str) -> None:
+        self.api = api
+        super().__init__(message)
 
 
 class KafkaError(AdminError):

@@ -1,0 +1,358 @@
+"""`skiff serve --config FILE` ($SKIFF_CONFIG): server defaults from a file in Kafka's
+`server.properties` syntax (java.util.Properties), so an operator can reuse a Kafka
+broker's file.
+
+A key is either a Kafka broker config (`num.partitions`, `listeners`, ...) that maps to a
+`skiff serve` flag, or a flag's own name (`redis-url`, `num-partitions`). The file only
+supplies defaults: a command-line flag beats its SKIFF_* variable, which beats the file,
+which beats the built-in default. Kafka broker configs Skiff has no use for (`log.dirs`,
+`num.network.threads`, ...) are noted once and ignored; any other key is an error naming
+its line. The mapping is by flag name, so a config whose flag this build lacks is
+reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .kafka_broker_configs import KAFKA_BROKER_CONFIGS
+
+ENV = "SKIFF_CONFIG"
+
+
+class ConfigFileError(ValueError):
+    """A file that cannot be used; the message names the file and line."""
+
+
+# -- java.util.Properties syntax -------------------------------------------------------------
+
+_WHITESPACE = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Property:
+    key: str
+    value: str
+    line: int  # where its logical line starts, 1-based
+
+
+def _continues(line: str) -> bool:
+    """An odd number of trailing backslashes joins the next natural line."""
+    stripped = line.rstrip("\\")
+    return (len(line) - len(stripped)) % 2 == 1
+
+
+def _unescape(text: str, where: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):  # a lone trailing backslash is dropped, as Java
+            if c != "\\":
+                out.append(c)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                raise ConfigFileError(f"{where}: malformed \\uxxxx escape {text[i : i + 6]!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(nxt, nxt))  # any other escaped char stands for itself
+            i += 2
+    return "".join(out)
+
+
+def _split(logical: str) -> tuple[str, str]:
+    """Key and value (still escaped): the key ends at the first unescaped '=', ':' or
+    whitespace; then whitespace, at most one '=' or ':', whitespace."""
+    i = 0
+    while i < len(logical):
+        c = logical[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=:" or c in _WHITESPACE:
+            break
+        i += 1
+    key = logical[:i]
+    rest = logical[i:].lstrip(_WHITESPACE)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_WHITESPACE)
+    return key, rest
+
+
+def parse(text: str, source: str = "<text>") -> list[Property]:
+    """Properties in file order, as java.util.Properties.load reads them: `#`/`!` comment
+    lines, `key=value`, `key: value`, `key value`, backslash continuations (the next
+    line's leading whitespace dropped), `\\uXXXX`, `\\t` `\\n` `\\r` `\\f` and `\\x` = x."""
+    out: list[Property] = []
+    lines = _NATURAL_LINES.split(text.removeprefix("\ufeff"))
+    i = 0
+    while i < len(lines):
+        start = i
+        line = lines[i].lstrip(_WHITESPACE)
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        parts = []
+        while _continues(line) and i < len(lines):
+            parts.append(line[:-1])
+            line = lines[i].lstrip(_WHITESPACE)
+            i += 1
+        if _continues(line):  # a continuation at the end of the file
+            line = line[:-1]
+        parts.append(line)
+        raw_key, raw_value = _split("".join(parts))
+        where = f"{source}:{start + 1}"
+        out.append(Property(_unescape(raw_key, where), _unescape(raw_value, where), start + 1))
+    return out
+
+
+# -- Kafka broker configs to skiff serve flags --------------------------------------------
+
+
+def _same(value: str) -> str:
+    return value.strip()
+
+
+def _minutes_to_ms(value: str) -> str:
+    return _scaled(value, 60_000)
+
+
+def _hours_to_ms(value: str) -> str:
+    return _scaled(value, 3_600_000)
+
+
+def _scaled(value: str, factor: int) -> str:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {value.strip()!r}") from None
+    return "-1" if number < 0 else str(number * factor)  # negative: unlimited, as Kafka
+
+
+@dataclass(frozen=True, slots=True)
+class FlagMapping:
+    flag: str
+    convert: Callable[[str], str] = _same
+    rank: int = 0  # among Kafka configs for one flag, the lowest rank wins (Kafka's order)
+
+
+# Kafka broker config -> skiff serve flag. `listeners` and `advertised.listeners` are
+# handled by `_listener` (they need the listener list as a whole).
+KAFKA_TO_FLAG: dict[str, FlagMapping] = {
+    "node.id": FlagMapping("node-id"),
+    "broker.id": FlagMapping("node-id", rank=1),
+    "num.partitions": FlagMapping("num-partitions"),
+    "auto.create.topics.enable": FlagMapping("auto-create-topics"),
+    "message.max.bytes": FlagMapping("message-max-bytes"),
+    "socket.request.max.bytes": FlagMapping("max-request-bytes"),
+    "log.message.timestamp.type": FlagMapping("message-timestamp-type"),
+    "log.message.timestamp.before.max.ms": FlagMapping("log-message-timestamp-before-max-ms"),
+    "log.message.timestamp.after.max.ms": FlagMapping("log-message-timestamp-after-max-ms"),
+    "compression.type": FlagMapping("compression-type"),
+    "min.insync.replicas": FlagMapping("min-insync-replicas"),
+    "log.retention.ms": FlagMapping("log-retention-ms"),
+    "log.retention.minutes": FlagMapping("log-retention-ms", _minutes_to_ms, rank=1),
+    "log.retention.hours": FlagMapping("log-retention-ms", _hours_to_ms, rank=2),
+    "log.retention.bytes": FlagMapping("log-retention-bytes"),
+    "log.cleanup.policy": FlagMapping("log-cleanup-policy"),
+    "log.retention.check.interval.ms": FlagMapping("log-retention-check-interval-ms"),
+    "log.cleaner.backoff.ms": FlagMapping("log-cleaner-backoff-ms"),
+    "offsets.retention.minutes": FlagMapping("offsets-retention-minutes"),
+    "offsets.retention.check.interval.ms": FlagMapping("offsets-retention-check-interval-ms"),
+    "offset.metadata.max.bytes": FlagMapping("offset-metadata-max-bytes"),
+    "group.initial.rebalance.delay.ms": FlagMapping("group-initial-rebalance-delay-ms"),
+    "group.min.session.timeout.ms": FlagMapping("group-min-session-timeout-ms"),
+    "group.max.session.timeout.ms": FlagMapping("group-max-session-timeout-ms"),
+    "producer.id.expiration.ms": FlagMapping("producer-id-expiration-ms"),
+    "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
+}
+LISTENER_KEYS = {"listeners": "listen", "advertised.listeners": "advertise"}
+# Read by the listener mapping, not settings of their own.
+LISTENER_CONTEXT = ("listener.security.protocol.map", "controller.listener.names")
+NOT_IN_FILE = frozenset({"config"})  # flags the file itself cannot set
+
+
+@dataclass(frozen=True, slots=True)
+class FlagValue:
+    value: str  # as it would be typed on the command line
+    where: str  # FILE:LINE key, for messages
+
+
+@dataclass(slots=True)
+class ServerProperties:
+    path: Path
+    values: dict[str, FlagValue] = field(default_factory=dict)  # flag name -> value
+    ignored: list[str] = field(default_factory=list)  # Kafka configs without use here
+    unsupported: list[str] = field(default_factory=list)  # mapped to flags this build lacks
+    notes: list[str] = field(default_factory=list)
+
+    def log_lines(self) -> list[tuple[int, str]]:
+        """(logging level, text) to log once at start-up."""
+        lines = [(logging.WARNING, note) for note in self.notes]
+        if self.ignored:
+            lines.append(
+                (
+                    logging.INFO,
+                    f"{self.path}: ignoring Kafka broker settings that do not apply to "
+                    "Skiff: " + ", ".join(self.ignored),
+                )
+            )
+        lines += [(logging.WARNING, f"{self.path}: {text}") for text in self.unsupported]
+        return lines
+
+
+def _listener(
+    key: str, prop: Property, props: Mapping[str, Property], where: str
+) -> tuple[str, str | None]:
+    """(HOST:PORT of the PLAINTEXT listener, a note or None). Skiff serves one plaintext
+    listener: controller listeners are skipped, other security protocols refused."""
+    protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT"}
+    protocols["SASL_SSL"] = "SASL_SSL"
+    if "listener.security.protocol.map" in props:
+        for pair in props["listener.security.protocol.map"].value.split(","):
+            name, _, proto = pair.strip().partition(":")
+            if name:
+                protocols[name.strip().upper()] = proto.strip().upper()
+    controllers = {"CONTROLLER"}
+    if "controller.listener.names" in props:
+        controllers = {
+            n.strip().upper() for n in props["controller.listener.names"].value.split(",")
+        }
+    chosen: list[tuple[str, str]] = []
+    for entry in prop.value.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name, sep, address = entry.partition("://")
+        if not sep:
+            raise ConfigFileError(f"{where}: expected NAME://HOST:PORT, got {entry!r}")
+        name = name.upper()
+        if name in controllers:
+            continue
+        if protocols.get(name, name) != "PLAINTEXT":
+            raise ConfigFileError(
+                f"{where}: listener {entry!r} uses {protocols.get(name, name)}; Skiff serves "
+                "PLAINTEXT only (terminate TLS/SASL in front of it)"
+            )
+        host, colon, port = address.rpartition(":")
+        if not colon or not port.isdigit():
+            raise ConfigFileError(f"{where}: expected NAME://HOST:PORT, got {entry!r}")
+        chosen.append((name, f"{host or '0.0.0.0'}:{port}"))
+    if not chosen:
+        raise ConfigFileError(f"{where}: {key} has no PLAINTEXT listener for Skiff to use")
+    note = None
+    if len(chosen) > 1:
+        note = f"{where}: Skiff has one listener; using {chosen[0][1]}, ignoring the others"
+    return chosen[0][1], note
+
+
+def resolve(
+    props: Iterable[Property],
+    path: Path,
+    known_flags: Iterable[str],
+) -> ServerProperties:
+    """Map parsed properties to flag values. `known_flags` are the `skiff serve` flags of
+    this build (without dashes in front)."""
+    flags = set(known_flags)
+    by_key: dict[str, Property] = {}
+    for prop in props:  # a repeated key: the last one counts, as in java.util.Properties
+        by_key[prop.key] = prop
+    out = ServerProperties(path)
+    own: dict[str, FlagValue] = {}  # set by flag name
+    kafka: dict[str, tuple[int, FlagValue]] = {}  # set through a Kafka config, with its rank
+    for key, prop in sorted(by_key.items(), key=lambda kv: kv[1].line):
+        where = f"{path}:{prop.line}"
+        if key in flags and key not in NOT_IN_FILE:
+            own[key] = FlagValue(prop.value.strip(), f"{where} {key}")
+        elif key in NOT_IN_FILE:
+            raise ConfigFileError(f"{where}: {key!r} cannot be set in the config file itself")
+        elif key in LISTENER_KEYS:
+            value, note = _listener(key, prop, by_key, where)
+            if note:
+                out.notes.append(note)
+            kafka[LISTENER_KEYS[key]] = (0, FlagValue(value, f"{where} {key}"))
+        elif key in KAFKA_TO_FLAG:
+            mapping = KAFKA_TO_FLAG[key]
+            try:
+                value = mapping.convert(prop.value)
+            except ValueError as exc:
+                raise ConfigFileError(f"{where}: {key}: {exc}") from None
+            if mapping.flag not in flags:
+                out.unsupported.append(
+                    f"line {prop.line}: {key} maps to --{mapping.flag}, which this skiff does "
+                    "not have yet: ignored"
+                )
+                continue
+            previous = kafka.get(mapping.flag)
+            if previous is None or mapping.rank < previous[0]:
+                kafka[mapping.flag] = (mapping.rank, FlagValue(value, f"{where} {key}"))
+        elif key in KAFKA_BROKER_CONFIGS or key.startswith("listener.name."):
+            if key not in LISTENER_CONTEXT:
+                out.ignored.append(key)
+        else:
+            raise ConfigFileError(
+                f"{where}: {key!r} is neither a Kafka broker config nor a `skiff serve` "
+                "setting (see `skiff serve --help`; Kafka's names, e.g. num.partitions, "
+                "or the flag names, e.g. num-partitions)"
+            )
+    node = [by_key[k] for k in ("node.id", "broker.id") if k in by_key]
+    if len(node) == 2 and node[0].value.strip() != node[1].value.strip():
+        raise ConfigFileError(
+            f"{path}:{node[1].line}: broker.id {node[1].value.strip()} differs from node.id "
+            f"{node[0].value.strip()} (line {node[0].line}); Kafka requires them equal"
+        )
+    out.values = {flag: value for flag, (_, value) in kafka.items()}
+    out.values.update(own)  # a flag's own name beats its Kafka synonym
+    return out
+
+
+def load(path: Path, known_flags: Iterable[str]) -> ServerProperties:
+    """Read and resolve a file. Kafka reads it as ISO 8859-1 (Properties.load of a stream);
+    a file that is valid UTF-8 is read as UTF-8, which only differs for non-ASCII text."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    return resolve(parse(text, str(path)), path, known_flags)
+
+
+def check(values: Mapping[str, FlagValue], actions: Mapping[str, argparse.Action]) -> None:
+    """Convert each value as its flag would (type, choices), so a bad value is reported
+    with its file and line instead of as a flag error."""
+    for flag, fv in values.items():
+        action = actions[flag]
+        try:
+            converted = action.type(fv.value) if callable(action.type) else fv.value
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise ConfigFileError(f"{fv.where}={fv.value}: {exc}") from None
+        if action.choices is not None and converted not in action.choices:
+            raise ConfigFileError(
+                f"{fv.where}={fv.value}: expected one of {', '.join(map(str, action.choices))}"
+            )
+
+
+def config_path(argv: list[str], environ: Mapping[str, str]) -> Path | None:
+    """--config FILE / --config=FILE from argv, else $SKIFF_CONFIG."""
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return Path(argv[i + 1])
+        if arg.startswith("--config="):
+            return Path(arg.split("=", 1)[1])
+    value = environ.get(ENV)
+    return Path(value) if value else None
