@@ -123,14 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         "log-message-timestamp-before-max-ms",
         str(2**63 - 1),
-        "log.message.timestamp.before.max.ms: how far in the past a CreateTime timestamp may be",
+        "log.message.timestamp.before.max.ms: how far in the past a CreateTime timestamp "
+        "may be",
         type=_at_least(0),
     )
     _flag(
         serve,
         "log-message-timestamp-after-max-ms",
         str(2**63 - 1),
-        "log.message.timestamp.after.max.ms: how far in the future a CreateTime timestamp may be",
+        "log.message.timestamp.after.max.ms: how far in the future a CreateTime timestamp "
+        "may be",
         type=_at_least(0),
     )
     _flag(serve, "node-id", "-1", "broker node id; -1 picks the lowest free one", type=int)
@@ -181,7 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
         "min.insync.replicas: acks=-1 waits (Redis WAIT) for this many - 1 Redis replicas",
         type=_at_least(1),
     )
-    _flag(serve, "producer-id-expiration-ms", "86400000", "producer.id.expiration.ms", type=int)
+    _flag(
+        serve, "producer-id-expiration-ms", "86400000", "producer.id.expiration.ms", type=int
+    )
     _flag(
         serve,
         "transactional-id-expiration-ms",
