@@ -2976,7 +2976,9 @@ def unmask(side: Side, text: Any) -> Any:
     where a message names it ("expected 1")."""
     if not isinstance(text, str):
         return text
-    return _strip_run(text).replace(f"expected {node_of(side)}", "expected <node>")
+    node = node_of(side)
+    text = _strip_run(text).replace(f"expected {node}", "expected <node>")
+    return text.replace(f"the broker {node} ", "the broker <node> ")
 
 
 def errors_of(side: Side, answer: Any, items: str) -> Any:
