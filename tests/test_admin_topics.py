@@ -347,3 +347,68 @@ def test_delete_topics_v0(skiff: Skiff, redis_server: RedisServer) -> None:
     assert pos == len(frame)
     assert got == [(topic, 0), (f"{topic}-missing", 3)]
     assert redis_keys(redis_server, topic) == []
+
+
+# -- the Java AdminClient ---------------------------------------------------------------------
+
+
+def test_java_admin_client_like_kafka(kafka: str, skiff: Skiff, redis_server: RedisServer) -> None:
+    topic = name("java")
+    ops: list[dict[str, Any]] = [
+        {"op": "create", "name": topic, "partitions": 2, "configs": {"retention.ms": "1000"}},
+        {"op": "create", "name": topic, "partitions": 2},
+        {"op": "create", "name": f"{topic}.bad/name"},
+        {"op": "create", "name": f"{topic}-rf", "replication": 3},
+        {"op": "create", "name": f"{topic}-cfg", "configs": {"cleanup.policy": "sometimes"}},
+        {"op": "create", "name": f"{topic}-vo", "validate_only": True},
+        {"op": "grow", "name": topic, "count": 4},
+        {"op": "grow", "name": topic, "count": 3},
+        {"op": "grow", "name": topic, "count": 9, "validate_only": True},
+        {"op": "grow", "name": f"{topic}-missing", "count": 9},
+        {"op": "describe_topic", "name": topic},
+        {
+            "op": "alter",
+            "name": topic,
+            "ops": [["cleanup.policy", "APPEND", "compact"], ["retention.ms", "DELETE", None]],
+        },
+        {"op": "alter", "name": topic, "ops": [["segment.bytes", "SET", "1"]]},
+        {
+            "op": "alter",
+            "name": topic,
+            "ops": [["max.message.bytes", "SET", "9"]],
+            "validate_only": True,
+        },
+        {"op": "describe_configs", "name": topic},
+        {"op": "cluster"},
+        {"op": "delete", "name": topic},
+        {"op": "delete", "name": topic},
+    ]
+    got = {
+        side: java_client.admin(bootstrap, ops)
+        for side, bootstrap in (("kafka", kafka), ("skiff", skiff.bootstrap))
+    }
+    assert got["skiff"] == got["kafka"]
+    results = got["skiff"]
+    assert [r.get("error") for r in results[:6]] == [
+        None,
+        "TopicExistsException",
+        "InvalidTopicException",
+        "InvalidReplicationFactorException",
+        "InvalidConfigurationException",
+        None,
+    ]
+    assert results[7]["error"] == "InvalidPartitionsException"
+    assert results[9]["error"] == "UnknownTopicOrPartitionException"
+    assert (results[10]["partitions"], results[10]["replicas"]) == (4, 1)
+    assert results[12]["message"] == (
+        "Invalid value 1 for configuration segment.bytes: Value must be at least 14"
+    )
+    configs = results[14]["configs"]
+    assert len(configs) == 36
+    assert configs["cleanup.policy"]["value"] == "delete,compact"
+    assert configs["cleanup.policy"]["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["max.message.bytes"]["value"] == "1048588"  # validate_only changed nothing
+    assert configs["retention.ms"]["source"] == "DEFAULT_CONFIG"
+    assert results[17]["error"] == "UnknownTopicOrPartitionException"
+    for suffix in ("", "-rf", "-cfg", "-vo"):
+        assert redis_keys(redis_server, topic + suffix) == []
