@@ -9,6 +9,7 @@ sidecars altering one topic at once lose no update.
 from __future__ import annotations
 
 import json
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -350,3 +351,40 @@ def test_describe_configs_broker_resources(skiff: Skiff) -> None:
     assert other.error_message == (
         f"Unexpected broker id, expected {node} or empty string, but received 77"
     )
+
+
+def test_describe_configs_v0(skiff: Skiff) -> None:
+    """v0 (hand-decoded, no kio schema): name, value, read_only, is_default (false on
+    every entry, as Kafka 3.9 answers), is_sensitive."""
+    topic = name("v0")
+    _create(skiff.bootstrap, topic, {"retention.ms": "1000"})
+    keys = [b"retention.ms", b"segment.ms"]
+    body = struct.pack(">ibh", 1, 2, len(topic)) + topic.encode() + struct.pack(">i", len(keys))
+    for k in keys:
+        body += struct.pack(">h", len(k)) + k
+    with RawKafka("127.0.0.1", skiff.port) as client:
+        client.send(DESCRIBE_CONFIGS, 0, body)
+        frame = client.recv_raw()
+    pos = 8  # correlation id, throttle time
+
+    def take(fmt: str) -> Any:
+        nonlocal pos
+        (value,) = struct.unpack_from(fmt, frame, pos)
+        pos += struct.calcsize(fmt)
+        return value
+
+    def text() -> str | None:
+        nonlocal pos
+        n = take(">h")
+        value = None if n < 0 else frame[pos : pos + n].decode()
+        pos += max(n, 0)
+        return value
+
+    assert take(">i") == 1
+    assert (take(">h"), text(), take(">b"), text()) == (0, "", 2, topic)
+    entries = [(text(), text(), take(">?"), take(">?"), take(">?")) for _ in range(take(">i"))]
+    assert pos == len(frame)
+    assert entries == [  # in Kafka's order
+        ("retention.ms", "1000", False, False, False),
+        ("segment.ms", "604800000", False, False, False),
+    ]

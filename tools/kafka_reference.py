@@ -3111,6 +3111,66 @@ def describe_configs_scenarios() -> None:
         add(f"describe_configs.v4.{label}", resources(label))
 
 
+def describe_configs_v0_scenarios() -> None:
+    """DescribeConfigs v0 (kio has no schema): raw request and answer."""
+
+    def body(resources: list[tuple[int, str, list[str] | None]]) -> bytes:
+        out = struct.pack(">i", len(resources))
+        for kind, name, keys in resources:
+            out += struct.pack(">bh", kind, len(name.encode())) + name.encode()
+            if keys is None:
+                out += struct.pack(">i", -1)
+            else:
+                out += struct.pack(">i", len(keys))
+                for k in keys:
+                    out += struct.pack(">h", len(k.encode())) + k.encode()
+        return out
+
+    def read(frame: bytes) -> Any:
+        pos = 8  # correlation id, throttle time
+
+        def take(fmt: str) -> Any:
+            nonlocal pos
+            (value,) = struct.unpack_from(fmt, frame, pos)
+            pos += struct.calcsize(fmt)
+            return value
+
+        def text() -> str | None:
+            nonlocal pos
+            n = take(">h")
+            if n < 0:
+                return None
+            value = frame[pos : pos + n].decode()
+            pos += n
+            return value
+
+        results = []
+        for _ in range(take(">i")):
+            code, message, kind, name = take(">h"), text(), take(">b"), text()
+            configs = {}
+            for _ in range(take(">i")):
+                cname, value = text(), text()
+                configs[cname] = [value, take(">?"), take(">?"), take(">?")]
+            results.append([code, message, kind, _strip_run(name or ""), configs])
+        return {"results": results, "trailing_bytes": len(frame) - pos}
+
+    def run(side: Side) -> Any:
+        name = topic("dc-v0")
+        topic_with_configs(side, name, {"retention.ms": "1000"})
+        resources = [
+            (TOPIC_RESOURCE, name, None),
+            (TOPIC_RESOURCE, name, ["retention.ms", "cleanup.policy"]),
+            (TOPIC_RESOURCE, topic("dc-v0-missing"), None),
+        ]
+        return ask_raw(side, DESCRIBE_CONFIGS, 0, body(resources), read)
+
+    add(
+        "describe_configs.v0.topic",
+        run,
+        "[value, read_only, is_default, is_sensitive] per config; hand-encoded v0",
+    )
+
+
 def alter_configs_scenarios() -> None:
     """AlterConfigs (whole-set replace) and IncrementalAlterConfigs: the answer, then the
     topic's overrides as DescribeConfigs shows them."""
@@ -3491,6 +3551,7 @@ for _family in (
     delete_topics_scenarios,
     *GROUP_FAMILIES,
     describe_configs_scenarios,
+    describe_configs_v0_scenarios,
     alter_configs_scenarios,
     create_partitions_scenarios,
     describe_cluster_scenarios,

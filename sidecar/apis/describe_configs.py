@@ -1,10 +1,13 @@
-"""DescribeConfigs (key 32), v1-v4: topic resources (every topic config with its value,
+"""DescribeConfigs (key 32), v0-v4: topic resources (every topic config with its value,
 source, synonyms, type and documentation, as Kafka 3.9 answers) and broker resources
 (this sidecar's flags under Kafka's names; see broker_config.py). Broker loggers are
-answered with no entries."""
+answered with no entries. kio has no v0 schema: v0 is decoded and encoded here (its
+entries carry is_default, always false as from Kafka 3.9, instead of a source)."""
 
 from __future__ import annotations
 
+import struct
+from dataclasses import dataclass
 from typing import Any
 
 from ..broker import Broker
@@ -12,10 +15,11 @@ from ..broker_config import describe_broker
 from ..config_admin import describe_topic
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..protocol.primitives import Reader, array_len, pack_i16, pack_i32, string
 from ..topics import invalid_name_reason
 
 API_KEY = 32
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 4
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -72,6 +76,61 @@ async def _describe(broker: Broker, resource: Any, synonyms: bool, docs: bool) -
     return _result(resource)  # BROKER_LOGGER: Skiff has no run-time log levels to list
 
 
+# -- v0 ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceV0:
+    resource_type: int
+    resource_name: str
+    configuration_keys: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsV0Request:
+    resources: tuple[ResourceV0, ...]
+    include_synonyms: bool = False
+
+
+def decode_v0(buf: bytes, pos: int) -> DescribeConfigsV0Request:
+    r = Reader(buf, pos)
+
+    def resource() -> ResourceV0:
+        (kind,) = struct.unpack_from(">b", r.buf, r.pos)
+        r.pos += 1
+        name = r.string()
+        (n,) = struct.unpack_from(">i", r.buf, r.pos)
+        keys = None if n < 0 else r.array(r.string)
+        if keys is None:
+            r.pos += 4
+        return ResourceV0(kind, name, keys)
+
+    return DescribeConfigsV0Request(r.array(resource))
+
+
+DECODERS = {0: decode_v0}
+
+
+def _bool(value: bool) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def encode_v0(results: list[dict[str, Any]]) -> bytes:
+    """v0: throttle time, then per resource its error, type, name and entries of
+    name, value, read_only, is_default, is_sensitive. Kafka 3.9 leaves is_default false
+    on every entry (checked with tools/kafka_reference.py), and so does Skiff."""
+    parts = [pack_i32(0), array_len(len(results), False)]
+    for r in results:
+        parts.append(pack_i16(r["error_code"]) + string(r["error_message"], False))
+        parts.append(struct.pack(">b", r["resource_type"]) + string(r["resource_name"], False))
+        parts.append(array_len(len(r["configs"]), False))
+        for c in r["configs"]:
+            parts.append(string(c["name"], False) + string(c["value"], False))
+            parts.append(_bool(c["read_only"]) + _bool(False))
+            parts.append(_bool(c["is_sensitive"]))
+    return b"".join(parts)
+
+
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     resources = body.resources
@@ -80,6 +139,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
     else:
         docs = getattr(body, "include_documentation", False)  # v3+
         results = [await _describe(broker, r, body.include_synonyms, docs) for r in resources]
+    if request.header.api_version == 0:
+        return encode_v0(results)
     return encode_response(
         API_KEY, request.header.api_version, {"throttle_time": 0, "results": results}
     )
