@@ -259,7 +259,6 @@ def test_half_close_after_a_request_closes(skiff: Skiff) -> None:
         (-1, 0, "unsupported API key -1 version 0"),
         (4, 0, "unsupported API key 4 version 0"),  # LeaderAndIsr: a real but unserved API
         (CREATE_TOPICS, 1, "unsupported API key 19 version 1"),
-        (DELETE_TOPICS, 0, "unsupported API key 20 version 0"),
         (DELETE_TOPICS, 7, "unsupported API key 20 version 7"),
         # Newer than served: Kafka 3.9 closes the connection for these too, whether or
         # not the response has a top-level error code.

@@ -56,7 +56,7 @@ ADVERTISED = {
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (2, 7),
-    DELETE_TOPICS: (1, 6),
+    DELETE_TOPICS: (0, 6),
     INIT_PRODUCER_ID: (0, 4),
     8: (2, 9),  # OffsetCommit
     9: (1, 9),  # OffsetFetch
@@ -69,8 +69,22 @@ ADVERTISED = {
     16: (0, 5),  # ListGroups
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    32: (0, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 1),  # DescribeCluster
 }
-SERVED = {**ADVERTISED, PRODUCE: (3, 11), FETCH: (4, 15), LIST_OFFSETS: (1, 8)}
+# DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
+# and test_admin_configs.py send them by hand.
+SERVED = {
+    **ADVERTISED,
+    PRODUCE: (3, 11),
+    FETCH: (4, 15),
+    LIST_OFFSETS: (1, 8),
+    DELETE_TOPICS: (1, 6),
+    32: (1, 4),
+}
 
 
 def versions(api_key: int) -> range:

@@ -8,14 +8,19 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import (
+    alter_configs,
     api_versions,
+    create_partitions,
     create_topics,
     delete_groups,
     delete_topics,
+    describe_cluster,
+    describe_configs,
     describe_groups,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -51,5 +56,10 @@ HANDLERS: dict[int, ModuleType] = {
         list_groups,
         delete_groups,
         offset_delete,
+        describe_configs,
+        alter_configs,
+        incremental_alter_configs,
+        create_partitions,
+        describe_cluster,
     )
 }

@@ -1,6 +1,9 @@
-"""CreateTopics (key 19), v2-v7: names, partition counts and topic configs (validated as
-Kafka does, stored with the topic; v5+ answers list every config of the new topic);
-replication factor -1 or 1, anything else is refused since Redis holds the copies."""
+"""CreateTopics (key 19), v2-v7: names, partition counts, manual assignments and topic
+configs, checked in Kafka 3.9's order with its codes and messages (checked with
+tools/kafka_reference.py): too many partitions in the request, duplicate names, illegal
+names, names colliding with an existing topic ('.' versus '_'), existing topics, configs,
+then assignments, replication factor and partition count. v5+ answers list every
+config of the new topic. Replication factor -1 or 1: Redis holds the one copy."""
 
 from __future__ import annotations
 
@@ -8,21 +11,111 @@ import uuid
 from typing import Any
 
 from ..broker import Broker
+from ..config_admin import AdminError
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..storage.topic_admin import topic_names
 from ..topic_config import ConfigError, describe, validate
-from ..topics import invalid_name_reason
+from ..topics import collision_key, invalid_name_reason
 
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
 
+MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's controller: MAX_PARTITIONS_PER_BATCH
+INVALID_REPLICA_ASSIGNMENT = errors.code("INVALID_REPLICA_ASSIGNMENT")
+POLICY_VIOLATION = errors.code("POLICY_VIOLATION")
 
-async def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+
+def _check_assignments(broker: Broker, topic: Any) -> int:
+    """Manual assignments as Kafka's ReplicationControlManager checks them; the number
+    of partitions they create."""
+    if topic.replication_factor != -1:
+        raise AdminError(
+            errors.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not "
+            "set to -1.",
+        )
+    if topic.num_partitions != -1:
+        raise AdminError(
+            errors.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    live = {b.node_id for b in broker.cluster.brokers()}
+    seen: set[int] = set()
+    for a in topic.assignments:
+        if a.partition_index in seen:
+            raise AdminError(
+                INVALID_REPLICA_ASSIGNMENT,
+                f"Found multiple manual partition assignments for partition {a.partition_index}",
+            )
+        seen.add(a.partition_index)
+        ids = list(a.broker_ids)
+        if not ids:
+            raise AdminError(
+                INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        for node in ids:
+            if ids.count(node) > 1:
+                raise AdminError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {node} more than once.",
+                )
+            if node not in live:
+                raise AdminError(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {node}, but no such "
+                    "broker is registered.",
+                )
+        if len(ids) > 1:
+            raise AdminError(errors.INVALID_REPLICATION_FACTOR, _one_copy(len(ids)))
+    if seen != set(range(len(seen))):
+        raise AdminError(
+            INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return len(seen)
+
+
+def _one_copy(factor: int) -> str:
+    return (
+        f"Unable to replicate the partition {factor} time(s): Skiff keeps one copy of each "
+        "partition in Redis (replicate Redis instead), so the replication factor must be 1 "
+        "or -1."
+    )
+
+
+def _partitions(broker: Broker, topic: Any) -> int:
+    """The partition count of a topic without assignments (Kafka's checks and order)."""
+    rf, partitions = topic.replication_factor, topic.num_partitions
+    if rf < -1 or rf == 0:
+        raise AdminError(
+            errors.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if partitions < -1 or partitions == 0:
+        raise AdminError(
+            errors.INVALID_PARTITIONS,
+            "Number of partitions was set to an invalid non-positive value.",
+        )
+    if rf > 1:
+        live = len(broker.cluster.brokers())
+        if rf > live:
+            raise AdminError(
+                errors.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): The target replication "
+                f"factor of {rf} cannot be reached because only {live} broker(s) are "
+                "registered.",
+            )
+        raise AdminError(errors.INVALID_REPLICATION_FACTOR, _one_copy(rf))
+    return broker.settings.num_partitions if partitions == -1 else partitions
+
+
+async def _create(
+    broker: Broker, topic: Any, validate_only: bool, existing: dict[str, set[str]]
+) -> dict[str, Any]:
     name = topic.name
-    partitions = topic.num_partitions
-    if partitions == -1:
-        partitions = broker.settings.num_partitions
     result: dict[str, Any] = {
         "name": name,
         "topic_id": None,
@@ -31,47 +124,36 @@ async def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, 
         "replication_factor": -1,
         "configs": [],
     }
-    reason = invalid_name_reason(name)
-    if reason:
-        return {**result, "error_code": errors.INVALID_TOPIC_EXCEPTION, "error_message": reason}
     try:
-        configs = validate((c.name, c.value) for c in topic.configs)
-    except ConfigError as exc:
-        # Kafka reports a topic that exists before looking at its configs.
-        if await broker.store.get_topic(name, fresh=True):
-            return {
-                **result,
-                "error_code": errors.TOPIC_ALREADY_EXISTS,
-                "error_message": f"Topic '{name}' already exists.",
-            }
-        return {**result, "error_code": errors.INVALID_CONFIG, "error_message": str(exc)}
-    if topic.assignments:
-        partitions = len(topic.assignments)
-    if partitions < 1:
-        return {
-            **result,
-            "error_code": errors.INVALID_PARTITIONS,
-            "error_message": "Number of partitions must be larger than 0.",
-        }
-    if topic.replication_factor not in (-1, 1):
-        return {
-            **result,
-            "error_code": errors.INVALID_REPLICATION_FACTOR,
-            "error_message": "Skiff keeps one copy per partition in Redis (replicate "
-            "Redis instead): replication factor must be 1 or -1.",
-        }
-    if validate_only:
-        exists = await broker.store.get_topic(name, fresh=True)
-        info = None
-    else:
-        info = await broker.store.create_topic(name, partitions, configs)
-        exists = info is None
-    if exists:
-        return {
-            **result,
-            "error_code": errors.TOPIC_ALREADY_EXISTS,
-            "error_message": f"Topic '{name}' already exists.",
-        }
+        reason = invalid_name_reason(name)
+        if reason:
+            raise AdminError(errors.INVALID_TOPIC_EXCEPTION, reason)
+        others = sorted(existing.get(collision_key(name), set()) - {name})
+        if others:
+            raise AdminError(
+                errors.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {others[0]}",
+            )
+        if name in existing.get(collision_key(name), set()):
+            raise AdminError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        try:
+            configs = validate((c.name, c.value) for c in topic.configs)
+        except ConfigError as exc:
+            raise AdminError(errors.INVALID_CONFIG, str(exc)) from None
+        if topic.assignments:
+            partitions = _check_assignments(broker, topic)
+        else:
+            partitions = _partitions(broker, topic)
+        if validate_only:
+            info = None
+            if await broker.store.get_topic(name, fresh=True):
+                raise AdminError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        else:
+            info = await broker.store.create_topic(name, partitions, configs)
+            if info is None:  # created meanwhile by another client
+                raise AdminError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    except AdminError as exc:
+        return {**result, "error_code": exc.code, "error_message": exc.message}
     return {
         **result,
         "error_code": errors.NONE,
@@ -92,9 +174,40 @@ async def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, 
     }
 
 
+def _refused(topic: Any, code: int, message: str) -> dict[str, Any]:
+    return {
+        "name": topic.name,
+        "topic_id": None,
+        "error_code": code,
+        "error_message": message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+    }
+
+
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
-    results = [await _create(broker, t, body.validate_only) for t in body.topics]
+    topics = body.topics
+    asked = sum(len(t.assignments) or max(t.num_partitions, 0) for t in topics)
+    results = []
+    if asked > MAX_PARTITIONS_PER_REQUEST:
+        message = "Excessively large number of partitions per request."
+        results = [_refused(t, POLICY_VIOLATION, message) for t in topics]
+    else:
+        existing: dict[str, set[str]] = {}
+        for name in await topic_names(broker.store):
+            existing.setdefault(collision_key(name), set()).add(name)
+        names = [t.name for t in topics]
+        done: set[str] = set()
+        for t in topics:
+            if t.name in done:
+                continue  # Kafka answers a duplicated name once
+            done.add(t.name)
+            if names.count(t.name) > 1:
+                results.append(_refused(t, errors.INVALID_REQUEST, "Duplicate topic name."))
+            else:
+                results.append(await _create(broker, t, body.validate_only, existing))
     return encode_response(
         API_KEY, request.header.api_version, {"throttle_time": 0, "topics": results}
     )

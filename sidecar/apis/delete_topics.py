@@ -1,19 +1,42 @@
-"""DeleteTopics (key 20), v1-v6: by name, or by topic id from v6; every key of every
-partition is removed."""
+"""DeleteTopics (key 20), v0-v6: by name, or by topic id from v6; every key of every
+partition is removed. kio has no v0 schema (Kafka 4 dropped v0, KIP-896; 3.9 still
+serves it), so v0 is decoded and encoded here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..broker import Broker
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..protocol.primitives import Reader, array_len, pack_i16, string
 
 API_KEY = 20
-# v0 is gone from Kafka 4 (KIP-896) and from kio's schemas: advertising it made
-# v0 requests fail with an internal error.
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 6
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsV0Request:
+    topic_names: tuple[str, ...]
+    timeout_ms: int
+
+
+def decode_v0(buf: bytes, pos: int) -> DeleteTopicsV0Request:
+    r = Reader(buf, pos)
+    return DeleteTopicsV0Request(r.array(r.string), r.i32())
+
+
+DECODERS = {0: decode_v0}
+
+
+def encode_v0(results: list[dict[str, Any]]) -> bytes:
+    """v0 answers [name, error_code] per topic, without throttle time or messages."""
+    parts = [array_len(len(results), False)]
+    for r in results:
+        parts.append(string(r["name"], False) + pack_i16(r["error_code"]))
+    return b"".join(parts)
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
@@ -52,4 +75,6 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 else "This server does not host this topic-partition.",  # Kafka's words
             }
         )
+    if version == 0:
+        return encode_v0(results)
     return encode_response(API_KEY, version, {"throttle_time": 0, "responses": results})

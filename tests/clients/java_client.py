@@ -20,9 +20,12 @@ group-less KafkaConsumer (assign + seek). list_offsets is AdminClient.listOffset
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from clients.cli_tool import Bytesish as Bytesish
 from clients.cli_tool import CliTool, CliToolError
@@ -112,3 +115,17 @@ def group_member_cmd(
         if value is not None:
             args += [f"--{name}", str(value)]
     return [*_TOOL.command(), *args]
+
+
+def admin(bootstrap: str, ops: list[dict[str, Any]], timeout_s: float = 300.0) -> list[Any]:
+    """Run Java AdminClient operations (``ClientTool admin``, see tests/java's
+    AdminOps.java) in one JVM; one result dict per operation: ``{"op", "ok": True, ...}``
+    or ``{"op", "error": "<exception class>", "message": ...}``."""
+    with tempfile.TemporaryDirectory(prefix="skiff-java-admin-") as tmp:
+        inp, outp = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
+        inp.write_text("".join(json.dumps(op) + "\n" for op in ops))
+        _TOOL.run(
+            ["admin", "--bootstrap", bootstrap, "--input", str(inp), "--output", str(outp)],
+            timeout_s,
+        )
+        return [json.loads(line) for line in outp.read_text().splitlines() if line.strip()]

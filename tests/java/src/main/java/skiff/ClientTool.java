@@ -87,6 +87,9 @@ public final class ClientTool {
       "      assigned (whole assignment after each change), record, committed (after each",
       "      batch's commitSync), commit_failed, closed",
       "",
+      "  admin    --bootstrap H:P --input FILE --output FILE",
+      "      Java AdminClient operations, one JSON line each (see AdminOps.java)",
+      "",
       "every command also accepts repeated --property key=value (extra client config)",
       "");
 
@@ -116,6 +119,7 @@ public final class ClientTool {
         case "offsets" -> offsets(args);
         case "group-consume" -> GroupConsume.run(args);
         case "lag" -> lag(args);
+        case "admin" -> AdminOps.run(args);
         default -> throw new IllegalArgumentException("unknown command: " + cmd);
       }
       status = 0;

@@ -1,0 +1,35 @@
+"""AlterConfigs (key 33), v0-v2: the given configs replace a topic's whole override
+set (a config not named goes back to the server default), validated as Kafka does.
+Broker configs are not dynamically updatable in Skiff and are refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..config_admin import legacy_alter
+from ..protocol.kio_codec import encode_response
+from .config_alteration import alter
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        pairs = [(c.name, c.value) for c in resource.configs]
+        responses.append(
+            await alter(
+                broker,
+                resource,
+                [n for n, _ in pairs],
+                lambda pairs=pairs: legacy_alter(pairs),
+                body.validate_only,
+            )
+        )
+    return encode_response(
+        API_KEY, request.header.api_version, {"throttle_time": 0, "responses": responses}
+    )

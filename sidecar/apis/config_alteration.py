@@ -1,0 +1,87 @@
+"""What AlterConfigs and IncrementalAlterConfigs share: one resource's alteration with
+Kafka's checks in Kafka's order (duplicate or null values, the resource's name, the
+topic's existence, then the new configs), and the answer entry. Not an API module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..broker import Broker
+from ..config_admin import AdminError
+from ..protocol import errors
+from ..storage import topic_admin
+from ..topics import invalid_name_reason
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+def _answer(resource: Any, code: int = errors.NONE, message: str | None = None) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+    }
+
+
+def _refuse_broker(broker: Broker, name: str, config_names: list[str]) -> None:
+    """Skiff has no dynamic broker configs (a sidecar's settings are its flags), so every
+    broker config is refused as Kafka refuses its read-only ones."""
+    if name != "":
+        try:
+            wanted = int(name)
+        except ValueError:
+            raise AdminError(
+                errors.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+            ) from None
+        node_id = broker.cluster.node_id
+        if wanted != node_id:
+            raise AdminError(
+                errors.INVALID_REQUEST,
+                f"Unexpected broker id, expected {node_id}, but received {name}",
+            )
+    if config_names:
+        raise AdminError(
+            errors.INVALID_REQUEST,
+            "Cannot update these configs dynamically: Set(" + ", ".join(config_names) + ")",
+        )
+
+
+async def alter(
+    broker: Broker,
+    resource: Any,
+    config_names: list[str],
+    prepare: Callable[[], Callable[[dict[str, str]], dict[str, str]]],
+    validate_only: bool,
+) -> dict[str, Any]:
+    """`prepare()` checks the request itself (raising AdminError) and returns the change
+    to apply to the topic's current overrides."""
+    try:
+        change = prepare()
+        name = resource.resource_name
+        if resource.resource_type == TOPIC:
+            reason = invalid_name_reason(name)
+            if reason:
+                raise AdminError(errors.INVALID_TOPIC_EXCEPTION, reason)
+            try:
+                await topic_admin.alter_configs(broker.store, name, change, validate_only)
+            except topic_admin.TopicGone:
+                change({})  # Kafka reports bad configs before a missing topic
+                raise AdminError(
+                    errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+                ) from None
+        elif resource.resource_type == BROKER:
+            _refuse_broker(broker, name, config_names)
+        elif resource.resource_type == BROKER_LOGGER:
+            if config_names:
+                raise AdminError(
+                    errors.INVALID_REQUEST, "Skiff has no log levels to change at run time."
+                )
+        else:
+            raise AdminError(
+                errors.INVALID_REQUEST, f"Unexpected resource type {resource.resource_type}"
+            )
+    except AdminError as exc:
+        return _answer(resource, exc.code, exc.message)
+    return _answer(resource)

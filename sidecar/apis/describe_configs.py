@@ -1,0 +1,146 @@
+"""DescribeConfigs (key 32), v0-v4: topic resources (every topic config with its value,
+source, synonyms, type and documentation, as Kafka 3.9 answers) and broker resources
+(this sidecar's flags under Kafka's names; see broker_config.py). Broker loggers are
+answered with no entries. kio has no v0 schema: v0 is decoded and encoded here (its
+entries carry is_default, always false as from Kafka 3.9, instead of a source)."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..broker import Broker
+from ..broker_config import describe_broker
+from ..config_admin import describe_topic
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+from ..protocol.primitives import Reader, array_len, pack_i16, pack_i32, string
+from ..topics import invalid_name_reason
+
+API_KEY = 32
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# What Kafka answers for every resource when one has an unknown type.
+MALFORMED = (
+    "This most likely occurs because of a request being malformed by the client library or "
+    "the message was sent to an incompatible broker. See the broker logs for more details."
+)
+
+
+def _result(resource: Any, code: int = errors.NONE, message: str = "") -> dict[str, Any]:
+    # Kafka's generated classes default error_message to "", also on success.
+    return {
+        "error_code": code,
+        "error_message": message,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "configs": [],
+    }
+
+
+async def _describe(broker: Broker, resource: Any, synonyms: bool, docs: bool) -> dict[str, Any]:
+    name = resource.resource_name
+    keys = resource.configuration_keys
+    if resource.resource_type == TOPIC:
+        reason = invalid_name_reason(name)
+        if reason:
+            return _result(resource, errors.INVALID_TOPIC_EXCEPTION, reason)
+        info = await broker.store.get_topic(name)
+        if info is None:
+            return _result(resource, errors.UNKNOWN_TOPIC_OR_PARTITION)
+        configs = describe_topic(info.configs, broker.store.topic_defaults, keys, synonyms, docs)
+        return {**_result(resource), "configs": configs}
+    if resource.resource_type == BROKER:
+        if name == "":
+            return _result(resource)  # no dynamic cluster defaults
+        node_id = broker.cluster.node_id
+        try:
+            wanted = int(name)
+        except ValueError:
+            return _result(
+                resource, errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            )
+        if wanted != node_id:
+            return _result(
+                resource,
+                errors.INVALID_REQUEST,
+                f"Unexpected broker id, expected {node_id} or empty string, but received {name}",
+            )
+        configs = describe_broker(
+            broker.settings, node_id, broker.store.topic_defaults, keys, synonyms, docs
+        )
+        return {**_result(resource), "configs": configs}
+    return _result(resource)  # BROKER_LOGGER: Skiff has no run-time log levels to list
+
+
+# -- v0 ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceV0:
+    resource_type: int
+    resource_name: str
+    configuration_keys: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsV0Request:
+    resources: tuple[ResourceV0, ...]
+    include_synonyms: bool = False
+
+
+def decode_v0(buf: bytes, pos: int) -> DescribeConfigsV0Request:
+    r = Reader(buf, pos)
+
+    def resource() -> ResourceV0:
+        (kind,) = struct.unpack_from(">b", r.buf, r.pos)
+        r.pos += 1
+        name = r.string()
+        (n,) = struct.unpack_from(">i", r.buf, r.pos)
+        keys = None if n < 0 else r.array(r.string)
+        if keys is None:
+            r.pos += 4
+        return ResourceV0(kind, name, keys)
+
+    return DescribeConfigsV0Request(r.array(resource))
+
+
+DECODERS = {0: decode_v0}
+
+
+def _bool(value: bool) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def encode_v0(results: list[dict[str, Any]]) -> bytes:
+    """v0: throttle time, then per resource its error, type, name and entries of
+    name, value, read_only, is_default, is_sensitive. Kafka 3.9 leaves is_default false
+    on every entry (checked with tools/kafka_reference.py), and so does Skiff."""
+    parts = [pack_i32(0), array_len(len(results), False)]
+    for r in results:
+        parts.append(pack_i16(r["error_code"]) + string(r["error_message"], False))
+        parts.append(struct.pack(">b", r["resource_type"]) + string(r["resource_name"], False))
+        parts.append(array_len(len(r["configs"]), False))
+        for c in r["configs"]:
+            parts.append(string(c["name"], False) + string(c["value"], False))
+            parts.append(_bool(c["read_only"]) + _bool(False))
+            parts.append(_bool(c["is_sensitive"]))
+    return b"".join(parts)
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    resources = body.resources
+    if any(r.resource_type not in (TOPIC, BROKER, BROKER_LOGGER) for r in resources):
+        results = [_result(r, errors.INVALID_REQUEST, MALFORMED) for r in resources]
+    else:
+        docs = getattr(body, "include_documentation", False)  # v3+
+        results = [await _describe(broker, r, body.include_synonyms, docs) for r in resources]
+    if request.header.api_version == 0:
+        return encode_v0(results)
+    return encode_response(
+        API_KEY, request.header.api_version, {"throttle_time": 0, "results": results}
+    )

@@ -1,0 +1,37 @@
+"""IncrementalAlterConfigs (key 44), v0-v1: SET, DELETE, APPEND and SUBTRACT (the last
+two on list configs such as cleanup.policy) on a topic's overrides, validated as Kafka
+does, with validate_only. Broker configs are not dynamically updatable in Skiff and are
+refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..config_admin import incremental_alter
+from ..protocol.kio_codec import encode_response
+from .config_alteration import alter
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    defaults = broker.store.topic_defaults
+    responses = []
+    for resource in body.resources:
+        ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        responses.append(
+            await alter(
+                broker,
+                resource,
+                [n for n, _, _ in ops],
+                lambda ops=ops: incremental_alter(ops, defaults),
+                body.validate_only,
+            )
+        )
+    return encode_response(
+        API_KEY, request.header.api_version, {"throttle_time": 0, "responses": responses}
+    )

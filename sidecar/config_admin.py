@@ -1,0 +1,185 @@
+"""What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs compute for topics,
+as a Kafka 3.9 broker answers them (checked with tools/kafka_reference.py): each topic
+config with its value, source, synonyms, type and documentation, and the new override
+set an alteration asks for, validated with Kafka's error codes and messages.
+
+The storage side (the compare-and-set of the topic's registry entry) is in
+storage/topic_admin.py; the broker configs are in broker_config.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import topic_config
+from .config_docs import TOPIC_DOCS, TOPIC_ORDER
+from .protocol import errors
+from .topic_config import KEYS, ConfigError, ConfigKey
+
+# ConfigSource ids (DescribeConfigsResponse)
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+# ConfigType ids (DescribeConfigs v3+)
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+# IncrementalAlterConfigs operations
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# Broker synonyms Kafka has no default for (log.retention.ms and friends fall back to
+# their *.hours / *.minutes forms), so Kafka lists no synonym for these topic configs
+# unless a server setting names the value.
+NO_BROKER_DEFAULT = {"retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"}
+
+NOT_APPLIED_NOTE = (
+    " (Skiff: accepted, stored and reported like Kafka, but not applied: Redis Streams "
+    "have no segments, flushes or replicas of their own.)"
+)
+
+
+class AdminError(Exception):
+    """A refused resource: the Kafka error code and message to answer with."""
+
+    def __init__(self, code: int, message: str | None) -> None:
+        super().__init__(message or "")
+        self.code = code
+        self.message = message
+
+
+def documentation(key: ConfigKey) -> str:
+    doc = TOPIC_DOCS.get(key.name, "")
+    return doc if key.applies else doc + NOT_APPLIED_NOTE
+
+
+def _shown(key: ConfigKey, raw: str) -> str:
+    """An override as Kafka shows it: parsed and printed again ("a, b" -> "a,b")."""
+    try:
+        return key.format(key.parse(raw))
+    except ConfigError:
+        return raw  # written by hand into Redis: show it as it is
+
+
+def topic_entry(
+    key: ConfigKey,
+    overrides: Mapping[str, str],
+    defaults: Mapping[str, Any],
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> dict[str, Any]:
+    """One DescribeConfigs entry of a topic config (Kafka's createTopicConfigEntry)."""
+    synonyms: list[dict[str, Any]] = []
+    if key.name in overrides:
+        value = _shown(key, overrides[key.name])
+        synonyms.append({"name": key.name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+    server = defaults.get(key.name, key.default)
+    if key.synonym is not None:
+        if server != key.default:
+            synonyms.append(
+                {"name": key.synonym, "value": key.format(server), "source": STATIC_BROKER_CONFIG}
+            )
+        if key.name not in NO_BROKER_DEFAULT:
+            synonyms.append(
+                {"name": key.synonym, "value": key.format(key.default), "source": DEFAULT_CONFIG}
+            )
+    value = synonyms[0]["value"] if key.name in overrides else key.format(server)
+    return {
+        "name": key.name,
+        "value": value,
+        "read_only": False,
+        "config_source": synonyms[0]["source"] if synonyms else DEFAULT_CONFIG,
+        "is_sensitive": False,
+        "synonyms": synonyms if include_synonyms else [],
+        "config_type": CONFIG_TYPES[key.kind],
+        "documentation": documentation(key) if include_documentation else None,
+    }
+
+
+def describe_topic(
+    overrides: Mapping[str, str],
+    defaults: Mapping[str, Any],
+    names: Iterable[str] | None,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> list[dict[str, Any]]:
+    """Every topic config (or those named in `names`; unknown names are left out, as
+    Kafka does), in the order a Kafka broker lists them."""
+    wanted = set(names) if names else None
+    return [
+        topic_entry(KEYS[n], overrides, defaults, include_synonyms, include_documentation)
+        for n in TOPIC_ORDER
+        if wanted is None or n in wanted
+    ]
+
+
+# -- alterations ------------------------------------------------------------------------------
+
+
+def check_duplicates_and_nulls(pairs: list[tuple[str, str | None]], null_ok: set[str]) -> None:
+    """What Kafka checks before looking at the resource: a name given twice, and a null
+    value (except where the operation takes none)."""
+    names = [n for n, _ in pairs]
+    if len(set(names)) != len(names):
+        raise AdminError(errors.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [n for n, v in pairs if v is None and n not in null_ok]
+    if nulls:
+        raise AdminError(
+            errors.INVALID_REQUEST, "Null value not supported for : " + ",".join(nulls)
+        )
+
+
+def _validated(overrides: dict[str, str]) -> dict[str, str]:
+    try:
+        return topic_config.validate(overrides.items())
+    except ConfigError as exc:
+        raise AdminError(errors.INVALID_CONFIG, str(exc)) from None
+
+
+def legacy_alter(configs: list[tuple[str, str | None]]) -> Any:
+    """AlterConfigs: the given set replaces every override (a name left out is removed).
+    Returns change(current overrides) -> new overrides, for topic_admin.alter_configs."""
+    check_duplicates_and_nulls(configs, set())
+    wanted = {n: v for n, v in configs if v is not None}
+
+    def change(current: dict[str, str]) -> dict[str, str]:
+        return _validated(dict(wanted))
+
+    return change
+
+
+def incremental_alter(ops: list[tuple[str, int, str | None]], defaults: Mapping[str, Any]) -> Any:
+    """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on the current
+    overrides (APPEND/SUBTRACT start from the server default when there is no override,
+    and only on LIST configs, as Kafka's ConfigurationControlManager does)."""
+    for _, op, _ in ops:
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            raise AdminError(errors.UNKNOWN_SERVER_ERROR, None)  # what Kafka 3.9 answers
+    check_duplicates_and_nulls([(n, v) for n, _, v in ops], {n for n, op, _ in ops if op == DELETE})
+    for name, op, _ in ops:
+        if op in OP_NAMES and (name not in KEYS or KEYS[name].kind != "list"):
+            raise AdminError(
+                errors.INVALID_CONFIG,
+                f"Can't {OP_NAMES[op]} to key {name} because its type is not LIST.",
+            )
+
+    def change(current: dict[str, str]) -> dict[str, str]:
+        new = dict(current)
+        for name, op, value in ops:
+            if op == SET:
+                new[name] = value or ""
+            elif op == DELETE:
+                new.pop(name, None)
+            else:
+                old = new.get(name)
+                if old is None:
+                    key = KEYS[name]
+                    old = key.format(defaults.get(name, key.default))
+                parts = [p for p in old.split(",") if p]
+                for item in (value or "").split(","):
+                    if op == APPEND and item not in parts:
+                        parts.append(item)
+                    elif op == SUBTRACT and item in parts:
+                        parts.remove(item)
+                new[name] = ",".join(parts)
+        return _validated(new)
+
+    return change
