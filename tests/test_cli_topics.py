@@ -26,9 +26,6 @@ from conftest import ROOT, start_redis, start_skiff, stop_process
 
 KAFKA_VERSION = "3.9.1"
 MISSING_IN_SKIFF = {
-    "DescribeConfigs": "DescribeConfigs is not in this branch (helper B's config APIs)",
-    "IncrementalAlterConfigs": "IncrementalAlterConfigs is not in this branch (helper B)",
-    "CreatePartitions": "CreatePartitions is not in this branch (helper B)",
     "DeleteRecords": "DeleteRecords is not in this branch (helper A's retention work)",
 }
 
