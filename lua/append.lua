@@ -6,20 +6,25 @@
 -- KEYS[4] producers    skiff:{t/p}:producers   (pid -> cjson {e=epoch, t=last append ms,
 --                                               b={{first seq, last seq, base offset},..}})
 -- KEYS[5] tokens       skiff:{t/p}:tokens      (score base offset, member append token)
+-- KEYS[6] byte index   skiff:{t/p}:bytes       (score bytes appended before the batch,
+--                                               member base offset)
 -- ARGV[1] n records          ARGV[2] timestamp type (0 CreateTime, 1 LogAppendTime)
 -- ARGV[3] batch max ts       ARGV[4] offset delta of the record with the max ts
 -- ARGV[5] producer id (-1)   ARGV[6] producer epoch   ARGV[7] base sequence
 -- ARGV[8] wake-up channel    ARGV[9] append token (unique per prepared append)
 -- ARGV[10] producer.id.expiration.ms
--- ARGV[11..] per record: t (ms), k, v, h (Kafka header encoding), f (flags)
+-- ARGV[11] the batch's size in bytes (docs/architecture.md, "Byte accounting")
+-- ARGV[12] retention.bytes (-1: no size retention)
+-- ARGV[13..] per record: t (ms), k, v, h (Kafka header encoding), f (flags)
 -- Reply: {base offset, log start offset, append time or -1, 1 if duplicate else 0}
 -- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD,
 -- INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-local FIXED = 10
+local FIXED = 12
+local PRUNE = 16  -- index members pruned per append at most
 local KEEP_TOKENS = 64
 local n = tonumber(ARGV[1])
-local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts')
+local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes')
 if not meta[1] then
   return redis.error_reply('UNKNOWN_TOPIC_OR_PARTITION')
 end
@@ -34,6 +39,20 @@ local token = ARGV[9]
 local seen = redis.call('ZSCORE', KEYS[5], token)
 if seen then
   return {tonumber(seen), lso, -1, 1}
+end
+
+-- Remove index members below the log start, keeping the greatest one at or below it
+-- (the batch holding lso), at most k per call; true when more may remain.
+local function prune(key, start, k)
+  local head = redis.call('ZRANGE', key, 0, k)
+  local n = 0
+  for i, m in ipairs(head) do
+    if tonumber(m) <= start then n = i else break end
+  end
+  if n > 1 then
+    redis.call('ZREMRANGEBYRANK', key, 0, n - 2)
+  end
+  return n == k + 1
 end
 
 local function now_ms()
@@ -114,7 +133,12 @@ end
 -- Stream IDs are 0-<offset+1>, so offset = sequence - 1.
 local base = tonumber(string.sub(first, 3)) - 1
 local hw = tonumber(string.sub(last, 3))
-redis.call('HSET', KEYS[2], 'hw', hw)
+-- Byte accounting: the index maps cumulative bytes to batch base offsets, so size
+-- retention finds the new log start with one O(log n) lookup.
+local before = tonumber(meta[4] or '0')
+local total = before + tonumber(ARGV[11])
+redis.call('ZADD', KEYS[6], before, base)
+redis.call('HSET', KEYS[2], 'hw', hw, 'bytes', total)
 
 local max_ts = tonumber(ARGV[3])
 if append_time >= 0 then
@@ -134,6 +158,33 @@ if pstate then
   end
   pstate.t = now
   redis.call('HSET', KEYS[4], pid, cjson.encode(pstate))
+end
+
+-- Size retention, as Kafka's deleteRetentionSizeBreachedSegments with batches for
+-- segments: drop the oldest batches while what remains is still >= retention.bytes.
+local retention = tonumber(ARGV[12])
+if retention >= 0 then
+  local new_lso = lso
+  if retention == 0 then
+    new_lso = hw
+  else
+    local limit = total - retention - tonumber(meta[5] or '0')
+    local hit = redis.call('ZREVRANGEBYSCORE', KEYS[6], limit, '-inf', 'LIMIT', 0, 1)
+    if hit[1] and tonumber(hit[1]) > new_lso then
+      new_lso = tonumber(hit[1])
+    end
+  end
+  if new_lso > lso then
+    lso = new_lso
+    redis.call('HSET', KEYS[2], 'lso', lso)
+    -- LIMIT 0: `~` trims are not capped; whole stream nodes below lso may stay (lso in
+    -- meta is what reads go by).
+    redis.call('XTRIM', log, 'MINID', '~', '0-' .. (lso + 1), 'LIMIT', 0)
+    -- Index members below the log start, a bounded number per append (the retention
+    -- sweeper's lua/trim.lua finishes a larger jump).
+    prune(KEYS[3], lso, PRUNE)
+    prune(KEYS[6], lso, PRUNE)
+  end
 end
 
 redis.call('ZADD', KEYS[5], base, token)

@@ -11,8 +11,10 @@ from . import (
     api_versions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
@@ -51,5 +53,7 @@ HANDLERS: dict[int, ModuleType] = {
         list_groups,
         delete_groups,
         offset_delete,
+        delete_records,
+        describe_log_dirs,
     )
 }
