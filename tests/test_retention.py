@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from clients import java_client
 from confluent_kafka import Consumer, TopicPartition
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from log_helpers import (
@@ -31,8 +32,6 @@ from log_helpers import (
     wait_for,
 )
 from rawkafka import RawKafka, Rec, build_batch
-
-from clients import java_client
 
 DESCRIBE_LOG_DIRS = 35
 
