@@ -20,9 +20,11 @@ group-less KafkaConsumer (assign + seek). list_offsets is AdminClient.listOffset
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from clients.cli_tool import Bytesish as Bytesish
 from clients.cli_tool import CliTool, CliToolError
@@ -112,3 +114,21 @@ def group_member_cmd(
         if value is not None:
             args += [f"--{name}", str(value)]
     return [*_TOOL.command(), *args]
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    """AdminClient.deleteRecords: {"low_watermark": n} or {"error": class, "message": m}."""
+    args = ["delete-records", "--bootstrap", bootstrap, "--topic", topic]
+    args += ["--partition", str(partition), "--offset", str(offset)]
+    return _json_line(_TOOL.run(args, 60 + JVM_SLACK_S).stdout)
+
+
+def log_dirs(bootstrap: str) -> dict[str, Any]:
+    """AdminClient.describeLogDirs on every broker (see LogAdmin.java for the shape)."""
+    return _json_line(_TOOL.run(["log-dirs", "--bootstrap", bootstrap], 60 + JVM_SLACK_S).stdout)
+
+
+def _json_line(stdout: str) -> dict[str, Any]:
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result

@@ -87,6 +87,9 @@ public final class ClientTool {
       "      assigned (whole assignment after each change), record, committed (after each",
       "      batch's commitSync), commit_failed, closed",
       "",
+      "  delete-records --bootstrap H:P --topic T --partition P --offset O (LogAdmin.java)",
+      "  log-dirs --bootstrap H:P (LogAdmin.java)",
+      "",
       "every command also accepts repeated --property key=value (extra client config)",
       "");
 
@@ -116,6 +119,8 @@ public final class ClientTool {
         case "offsets" -> offsets(args);
         case "group-consume" -> GroupConsume.run(args);
         case "lag" -> lag(args);
+        case "delete-records" -> LogAdmin.deleteRecords(args);
+        case "log-dirs" -> LogAdmin.logDirs(args);
         default -> throw new IllegalArgumentException("unknown command: " + cmd);
       }
       status = 0;
