@@ -62,11 +62,15 @@ class Compactor:
         self.backoff = backoff_ms / 1000
         self.token = secrets.token_hex(8)
         self._task: asyncio.Task[None] | None = None
+        # Also checked by the loop: a cancellation may land in redis-py, which can turn
+        # it into a connection error the loop catches.
+        self._stopping = False
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task:
             self._task.cancel()
             try:
@@ -75,7 +79,7 @@ class Compactor:
                 pass
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 worked = await self.run_once()
             except asyncio.CancelledError:
@@ -83,7 +87,7 @@ class Compactor:
             except Exception as exc:  # Redis away: back off and try again
                 log.warning("compaction failed: %s", exc)
                 worked = False
-            await asyncio.sleep(0 if worked else self.backoff)
+            await asyncio.sleep(0.01 if worked else self.backoff)
 
     async def run_once(self) -> bool:
         """Compact every partition this sidecar leads that needs it; True if any did."""
@@ -174,14 +178,18 @@ class Compactor:
                     continue
                 kept += 1
                 kept_bytes += record_bytes(key, f[5], f[7])
-                if tombstone and (oldest_tomb < 0 or int(f[1]) < oldest_tomb):
+                # Kept tombstones that a later pass will remove (not the last record,
+                # which stays whatever its age: it must not trigger passes forever).
+                if tombstone and offset != last and (oldest_tomb < 0 or int(f[1]) < oldest_tomb):
                     oldest_tomb = int(f[1])
             if len(entries) < CHUNK:
                 pos = max(pos, end)
             while len(doomed) >= DELETE_BATCH:
                 await store.delete_entries(name, partition, doomed[:DELETE_BATCH])
                 del doomed[:DELETE_BATCH]
-            if not await store.cleaner_lease(name, partition, "renew", self.token, LEASE_MS):
+            if self._stopping or not await store.cleaner_lease(
+                name, partition, "renew", self.token, LEASE_MS
+            ):
                 return None
         if doomed:
             await store.delete_entries(name, partition, doomed)

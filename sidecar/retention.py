@@ -25,11 +25,15 @@ class RetentionSweeper:
         self.cluster = cluster
         self.interval = interval_ms / 1000
         self._task: asyncio.Task[None] | None = None
+        # Also checked by the loop: a cancellation may land in redis-py, which can turn
+        # it into a connection error the loop catches.
+        self._stopping = False
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task:
             self._task.cancel()
             try:
@@ -38,7 +42,7 @@ class RetentionSweeper:
                 pass
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self.interval)
             try:
                 await self.sweep()
