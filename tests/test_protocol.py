@@ -69,6 +69,8 @@ ADVERTISED = {
     16: (0, 5),  # ListGroups
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    21: (0, 2),  # DeleteRecords
+    35: (0, 4),  # DescribeLogDirs
 }
 SERVED = {**ADVERTISED, PRODUCE: (3, 11), FETCH: (4, 15), LIST_OFFSETS: (1, 8)}
 
