@@ -20,6 +20,12 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Tests produce records with fixed timestamps years old; Kafka's default retention.ms
+# (7 days) would let a sidecar's retention sweep remove them in the middle of a test.
+# Sidecars started by tests keep records forever unless a test sets retention itself
+# (a flag or a topic config overrides this).
+os.environ.setdefault("SKIFF_LOG_RETENTION_MS", "-1")
+
 
 def free_port() -> int:
     with socket.socket() as s:
