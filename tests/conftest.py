@@ -20,11 +20,10 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Tests produce records with fixed timestamps years old; Kafka's default retention.ms
-# (7 days) would let a sidecar's retention sweep remove them in the middle of a test.
-# Sidecars started by tests keep records forever unless a test sets retention itself
-# (a flag or a topic config overrides this).
-os.environ.setdefault("SKIFF_LOG_RETENTION_MS", "-1")
+# Tests produce records with fixed timestamps years old; with Kafka's default retention.ms
+# (7 days) a sidecar's time-retention sweep would remove them in the middle of a test. Sidecars
+# started by tests sweep only when a test asks (--log-retention-check-interval-ms).
+os.environ.setdefault("SKIFF_LOG_RETENTION_CHECK_INTERVAL_MS", str(10**12))
 
 
 def free_port() -> int:
