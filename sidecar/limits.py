@@ -37,7 +37,7 @@ def check_keys(batch: DecodedBatch, config: Mapping[str, Any], topic: str, parti
         return
     why = (
         "Compacted topic cannot accept message without key in topic partition "
-        f"{topic}-{partition}."
+        f"{topic}-{partition}"
     )
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
     raise InvalidBatch(
