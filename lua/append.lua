@@ -21,7 +21,8 @@
 -- INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 local FIXED = 12
-local PRUNE = 16  -- index members pruned per append at most
+local PRUNE = 128  -- index members pruned per append at most (as FREE_STEP)
+local FREE_STEP = 128  -- offsets: see size retention below
 local KEEP_TOKENS = 64
 local n = tonumber(ARGV[1])
 local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes')
@@ -41,18 +42,13 @@ if seen then
   return {tonumber(seen), lso, -1, 1}
 end
 
--- Remove index members below the log start, keeping the greatest one at or below it
--- (the batch holding lso), at most k per call; true when more may remain.
+-- Index members below the log start go in steps of k (amortised: one O(log n) look per
+-- append), keeping the greatest one at or below lso (the batch holding it).
 local function prune(key, start, k)
-  local head = redis.call('ZRANGE', key, 0, k)
-  local n = 0
-  for i, m in ipairs(head) do
-    if tonumber(m) <= start then n = i else break end
+  local probe = redis.call('ZRANGE', key, k, k)
+  if probe[1] and tonumber(probe[1]) <= start then
+    redis.call('ZREMRANGEBYRANK', key, 0, k - 1)
   end
-  if n > 1 then
-    redis.call('ZREMRANGEBYRANK', key, 0, n - 2)
-  end
-  return n == k + 1
 end
 
 local function now_ms()
@@ -164,26 +160,30 @@ end
 -- segments: drop the oldest batches while what remains is still >= retention.bytes.
 local retention = tonumber(ARGV[12])
 if retention >= 0 then
-  local new_lso = lso
+  local new_lso, new_lsob = lso, nil
   if retention == 0 then
-    new_lso = hw
+    new_lso, new_lsob = hw, total
   else
     local limit = total - retention - tonumber(meta[5] or '0')
-    local hit = redis.call('ZREVRANGEBYSCORE', KEYS[6], limit, '-inf', 'LIMIT', 0, 1)
+    local hit = redis.call('ZREVRANGEBYSCORE', KEYS[6], limit, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if hit[1] and tonumber(hit[1]) > new_lso then
-      new_lso = tonumber(hit[1])
+      new_lso, new_lsob = tonumber(hit[1]), hit[2]
     end
   end
   if new_lso > lso then
+    local crossed = math.floor(new_lso / FREE_STEP) > math.floor(lso / FREE_STEP)
     lso = new_lso
-    redis.call('HSET', KEYS[2], 'lso', lso)
-    -- LIMIT 0: `~` trims are not capped; whole stream nodes below lso may stay (lso in
-    -- meta is what reads go by).
-    redis.call('XTRIM', log, 'MINID', '~', '0-' .. (lso + 1), 'LIMIT', 0)
-    -- Index members below the log start, a bounded number per append (the retention
-    -- sweeper's lua/trim.lua finishes a larger jump).
-    prune(KEYS[3], lso, PRUNE)
-    prune(KEYS[6], lso, PRUNE)
+    -- lsob: the bytes appended before the batch holding lso (sizes are bytes - lsob).
+    redis.call('HSET', KEYS[2], 'lso', lso, 'lsob', new_lsob)
+    -- Memory below the log start is freed once lso crosses a multiple of FREE_STEP
+    -- offsets (small batches then skip it on most appends). LIMIT 0: `~` trims are not
+    -- capped; whole stream nodes below lso may stay (lso in meta is what reads go by).
+    -- Index members go a bounded number per append (lua/trim.lua removes the rest).
+    if crossed then
+      redis.call('XTRIM', log, 'MINID', '~', '0-' .. (lso + 1), 'LIMIT', 0)
+      prune(KEYS[3], lso, PRUNE)
+      prune(KEYS[6], lso, PRUNE)
+    end
   end
 end
 

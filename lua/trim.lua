@@ -89,6 +89,13 @@ local function prune(key)
 end
 local more = prune(KEYS[3])
 more = prune(KEYS[4]) or more
+-- lsob: the bytes appended before the batch holding lso (exact once pruning is done).
+local head = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+if lso == hw then
+  redis.call('HSET', KEYS[2], 'lsob', meta[3] or 0)
+elseif head[2] then
+  redis.call('HSET', KEYS[2], 'lsob', head[2])
+end
 if removed > 0 then
   more = true
 end

@@ -62,22 +62,19 @@ class PartitionLogOps:
 
     async def partition_sizes(self, topic: str, partitions: list[int]) -> list[PartitionSize]:
         """Watermarks and byte size of each partition (missing ones are left out): the
-        bytes appended since the batch holding the log start, less what compaction
-        removed."""
+        bytes appended since the batch holding the log start (`bytes` - `lsob`), less
+        what compaction removed (`cbytes`)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in partitions:
-                pipe.hmget(keys.partition_keys(topic, p)[1], "hw", "lso", "bytes", "cbytes")
-                pipe.zrange(keys.bytes_key(topic, p), 0, 0, withscores=True)
+                meta = keys.partition_keys(topic, p)[1]
+                pipe.hmget(meta, "hw", "lso", "bytes", "lsob", "cbytes")
             replies = await pipe.execute()
         out = []
-        for i in range(0, len(replies), 2):
-            hw, lso, total, removed = replies[i]
+        for hw, lso, total, before, removed in replies:
             if hw is None:
                 continue
-            head = replies[i + 1]
-            first = int(head[0][1]) if head else 0
-            size = 0 if int(hw) == int(lso) else int(total or 0) - first - int(removed or 0)
-            out.append(PartitionSize(int(lso), int(hw), max(size, 0)))
+            size = int(total or 0) - int(before or 0) - int(removed or 0)
+            out.append(PartitionSize(int(lso), int(hw), 0 if hw == lso else max(size, 0)))
         return out
 
     async def read_entries(self, topic: str, partition: int, start: int, count: int) -> list[Any]:
@@ -102,14 +99,13 @@ class PartitionLogOps:
         return int(hits[0]) if hits else None
 
     async def byte_scores(self, topic: str, partition: int, offset: int) -> tuple[int, int | None]:
-        """(bytes before the first indexed batch, bytes before the batch at `offset` or
-        None when no batch starts there)."""
-        key = keys.bytes_key(topic, partition)
+        """(bytes appended before the batch holding the log start, bytes appended before
+        the batch at `offset` or None when no batch starts there)."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zrange(key, 0, 0, withscores=True)
-            pipe.zscore(key, offset)
-            head, at = await pipe.execute()
-        return (int(head[0][1]) if head else 0), (None if at is None else int(at))
+            pipe.hget(keys.partition_keys(topic, partition)[1], "lsob")
+            pipe.zscore(keys.bytes_key(topic, partition), offset)
+            before, at = await pipe.execute()
+        return int(before or 0), (None if at is None else int(at))
 
     async def cleaner_lease(
         self, topic: str, partition: int, op: str, token: str, lease_ms: int, *done: Any
