@@ -18,6 +18,7 @@ from log_helpers import (
     DELETE_TOPICS,
     EARLIEST,
     LATEST,
+    MAX_TIMESTAMP,
     NONE,
     OFFSET_OUT_OF_RANGE,
     POLICY_VIOLATION,
@@ -37,9 +38,14 @@ from rawkafka import RawKafka, Rec, build_batch
 DESCRIBE_LOG_DIRS = 35
 
 
+BASE_TS = 1_700_000_000_000
+
+
 def fill(kafka: RawKafka, topic: str, n: int, partition: int = 0, key: bool = True) -> None:
+    """n records v0.. with timestamps BASE_TS + index."""
     recs = [Rec(value=f"v{i}".encode(), key=f"k{i}".encode() if key else None) for i in range(n)]
-    assert produce(kafka, topic, build_batch(recs), partition).error_code == NONE
+    batch = build_batch(recs, base_timestamp=BASE_TS)
+    assert produce(kafka, topic, batch, partition).error_code == NONE
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -59,6 +65,10 @@ def test_delete_records_moves_log_start(skiff: Skiff, version: int) -> None:
             5: (UNKNOWN_TOPIC_OR_PARTITION, -1)
         }
         assert list_offset(kafka, topic, EARLIEST) == (6, -1)
+        # ListOffsets by time starts at the log start; max timestamp is still there.
+        assert list_offset(kafka, topic, BASE_TS) == (6, BASE_TS + 6)
+        assert list_offset(kafka, topic, BASE_TS + 8) == (8, BASE_TS + 8)
+        assert list_offset(kafka, topic, MAX_TIMESTAMP) == (9, BASE_TS + 9)
         assert [r.value for r in read_from(kafka, topic, 6)] == [b"v6", b"v7", b"v8", b"v9"]
         assert fetch(kafka, topic, 5).error_code == OFFSET_OUT_OF_RANGE
         assert list_offset(kafka, topic, EARLIEST, 1) == (4, -1)
