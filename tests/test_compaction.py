@@ -171,3 +171,50 @@ def test_records_without_key_refused(sidecar: Skiff) -> None:
             "One or more records have been rejected due to 2 record errors in total"
         )
         assert read_from(kafka, topic, 0) == []
+
+
+def test_two_sidecars_share_the_work(own_redis: RedisServer, tmp_path: Path) -> None:
+    """Sidecars sharing a Redis compact (and sweep) the partitions each leads (the lease
+    keeps two from compacting one partition while their views of the live sidecars
+    differ): every partition is done."""
+    servers = [
+        start_skiff(
+            tmp_path / f"skiff{i}.log",
+            "--redis-url",
+            own_redis.url,
+            "--log-cleaner-backoff-ms",
+            "100",
+            "--log-retention-check-interval-ms",
+            "100",
+        )
+        for i in range(2)
+    ]
+    try:
+        old = int(time.time() * 1000) - 3_600_000
+        with RawKafka("127.0.0.1", servers[0].port) as kafka:
+            compacted, expiring = new_topic("shared-c"), new_topic("shared-r")
+            create(kafka, compacted, {"cleanup.policy": "compact"}, partitions=4)
+            create(kafka, expiring, {"retention.ms": "1000"}, partitions=4)
+            for p in range(4):
+                batch = keyed([("a", "1"), ("a", "2"), ("b", "1")])
+                assert produce(kafka, compacted, batch, p).error_code == NONE
+                assert produce(kafka, expiring, keyed([("x", "1")], ts=old), p).error_code == 0
+            client = own_redis.client()
+
+            def meta(topic: str, p: int, name: str) -> int:
+                return int(client.hget(f"skiff:{{{topic}/{p}}}:meta", name) or 0)
+
+            wait_for(
+                lambda: all(meta(compacted, p, "cleaned") == 3 for p in range(4)),
+                what="every partition compacted",
+            )
+            wait_for(
+                lambda: all(meta(expiring, p, "lso") == 1 for p in range(4)),
+                what="every partition swept",
+            )
+            for p in range(4):
+                got = [(r.offset, r.key, r.value) for r in read_from(kafka, compacted, 0, p)]
+                assert got == [(1, b"a", b"2"), (2, b"b", b"1")]
+    finally:
+        for s in servers:
+            stop_process(s.proc)
