@@ -174,7 +174,8 @@ if retention >= 0 then
     local crossed = math.floor(new_lso / FREE_STEP) > math.floor(lso / FREE_STEP)
     lso = new_lso
     -- lsob: the bytes appended before the batch holding lso (sizes are bytes - lsob).
-    redis.call('HSET', KEYS[2], 'lso', lso, 'lsob', new_lsob)
+    -- rlso: the log start retention set (ListOffsets' max timestamp, see store.py).
+    redis.call('HSET', KEYS[2], 'lso', lso, 'lsob', new_lsob, 'rlso', lso)
     -- Memory below the log start is freed once lso crosses a multiple of FREE_STEP
     -- offsets (small batches then skip it on most appends). LIMIT 0: `~` trims are not
     -- capped; whole stream nodes below lso may stay (lso in meta is what reads go by).

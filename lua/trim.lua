@@ -66,6 +66,12 @@ end
 if new_lso > lso then
   lso = new_lso
   redis.call('HSET', KEYS[2], 'lso', lso)
+  if ARGV[1] ~= 'offset' then
+    -- rlso: the log start retention set. Retention removes the records below it, as
+    -- Kafka deletes segments; DeleteRecords only moves the log start, as in Kafka,
+    -- whose segment (and max timestamp) stays.
+    redis.call('HSET', KEYS[2], 'rlso', lso)
+  end
 end
 
 -- Free what lies below the log start, bounded. `~` removes whole stream nodes only.

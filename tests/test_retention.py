@@ -237,3 +237,22 @@ def test_server_default_retention_flags(own_redis: RedisServer, tmp_path: Path) 
             assert_log(kafka, topic, 30, 50)
     finally:
         stop_process(server.proc)
+
+
+def test_max_timestamp_after_retention_removed_it(sidecar: Skiff) -> None:
+    """ListOffsets' max timestamp (v7+): after DeleteRecords Kafka still reports the
+    record (its segment stays); once retention removed it, the largest one left."""
+    now = int(time.time() * 1000)
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("maxts")
+        create(kafka, topic, {"retention.bytes": str(int(len(batch_of(0)) * 1.5))})
+        produce(kafka, topic, batch_of(0, ts=now + 60_000))  # the max, in the future
+        assert list_offset(kafka, topic, MAX_TIMESTAMP) == (9, now + 60_009)
+        produce(kafka, topic, batch_of(10, ts=now))
+        assert list_offset(kafka, topic, EARLIEST)[0] == 0
+        produce(kafka, topic, batch_of(20, ts=now + 100))
+        assert list_offset(kafka, topic, EARLIEST)[0] == 10  # the max's batch is gone
+        assert list_offset(kafka, topic, MAX_TIMESTAMP) == (29, now + 109)
+        # By time: the first record at or after the log start with a timestamp >= T.
+        assert list_offset(kafka, topic, now + 60_000) == (-1, -1)
+        assert list_offset(kafka, topic, now + 5) == (15, now + 5)

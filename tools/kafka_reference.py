@@ -3022,6 +3022,30 @@ def log_scenarios() -> None:
 
     add("delete_records.compact_only", compact_only, "cleanup.policy=compact")
 
+    def list_offsets_after(side: Side) -> Any:
+        name = topic("delrec-lo")
+        make_topic(side, name)
+        produce_ok(side, name, records(5, BASE_TS, "a"))
+        produce_ok(side, name, records(3, BASE_TS + 5, "b"))
+        specs = {"earliest": -2, "latest": -1, "max": -3, "ts0": BASE_TS, "ts6": BASE_TS + 6}
+        out: dict[str, Any] = {}
+        for label, offset in (("to_3", 3), ("to_6", 6), ("to_hw", -1)):
+            out[label] = ask(side, DELETE_RECORDS, 2, delete_body(name, {0: offset}))
+            for spec, ts in specs.items():
+                answer = ask(side, LIST_OFFSETS, 7, list_offsets_request(name, {0: ts}))
+                if isinstance(answer, dict):
+                    part = answer["topics"][0]["partitions"][0]
+                    part.pop("leader_epoch")
+                    answer = part
+                out[f"{label}.{spec}"] = answer
+        return out
+
+    add(
+        "delete_records.list_offsets_after",
+        list_offsets_after,
+        "offsets 0-7 (timestamps BASE_TS+0..7); ListOffsets after DeleteRecords to 3, 6, hw",
+    )
+
     def log_dirs(version: int) -> Callable[[Side], Any]:
         def run(side: Side) -> Any:
             name = topic(f"logdirs-v{version}")

@@ -77,6 +77,36 @@ class PartitionLogOps:
             out.append(PartitionSize(int(lso), int(hw), 0 if hw == lso else max(size, 0)))
         return out
 
+    async def max_timestamp(self, topic: str, partition: int) -> tuple[int, int]:
+        """ListOffsets' max timestamp: (offset, timestamp) of the record with the largest
+        timestamp, or (-1, -1). As in Kafka, DeleteRecords does not remove it (Kafka's
+        segment stays); when retention removed it (as Kafka deletes segments), the
+        largest of the records left, found by a chunked scan (rare: records arrived
+        with timestamps below an earlier one)."""
+        hw, lso, maxts, maxtsoff, rlso = await self.meta(
+            topic, partition, "hw", "lso", "maxts", "maxtsoff", "rlso"
+        )
+        if hw is None:
+            from .store import StoreError  # store.py imports this module
+
+            raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
+        if maxts is None or maxtsoff is None or maxts < 0:
+            return -1, -1
+        if maxtsoff >= (rlso or 0):
+            return maxtsoff, maxts
+        best = (-1, -1)
+        pos = lso or 0
+        while pos < hw:
+            entries = await self.read_entries(topic, partition, pos, 1000)
+            for entry_id, f in entries:
+                t = int(f[1])
+                if t > best[1]:
+                    best = (int(entry_id[2:]) - 1, t)
+            if len(entries) < 1000:
+                break
+            pos = int(entries[-1][0][2:])
+        return best
+
     async def read_entries(self, topic: str, partition: int, start: int, count: int) -> list[Any]:
         """Raw stream entries from offset `start` on (no watermark checks)."""
         log_key = keys.partition_keys(topic, partition)[0]
