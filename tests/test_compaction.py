@@ -250,3 +250,43 @@ def test_compacted_log_read_with_compression(
         assert got == [9, 10, 11]
     finally:
         consumer.close()
+
+
+def test_cleanup_policy_server_default(own_redis: RedisServer, tmp_path: Path) -> None:
+    """--log-cleanup-policy (here from $SKIFF_LOG_CLEANUP_POLICY) is the default of
+    cleanup.policy: topics created without it are compacted."""
+    server = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--log-cleaner-backoff-ms",
+        "100",
+        env={"SKIFF_LOG_CLEANUP_POLICY": "compact,delete"},
+    )
+    try:
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            topic = new_topic("default-policy")
+            body = {
+                "topics": [
+                    {
+                        "name": topic,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout": 10000,
+                "validate_only": False,
+            }
+            [result] = kafka.request(19, 7, body).topics
+            listed = {c.name: (c.value, c.config_source) for c in result.configs}
+            assert listed["cleanup.policy"] == ("compact,delete", 4)  # STATIC_BROKER_CONFIG
+            assert produce(kafka, topic, build_batch([Rec(value=b"x")])).error_code == (
+                INVALID_RECORD
+            )
+            produce(kafka, topic, keyed([("a", "1"), ("a", "2")]))
+            wait_for(lambda: cleaned(own_redis, topic) == 2, what="a compaction pass")
+            assert log_view(kafka, topic) == [(1, b"a", b"2")]
+    finally:
+        stop_process(server.proc)
