@@ -48,6 +48,16 @@ MAX_KEYS = 1_000_000  # keys in one pass's map (Kafka: log.cleaner.dedupe.buffer
 LEASE_MS = 30_000
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    hw: int
+    lso: int
+    start: int  # the dirty part is [start, end)
+    end: int
+    horizon: int  # tombstones older than this go
+    total: int  # bytes appended (meta)
+
+
 @dataclass(slots=True)
 class PassResult:
     cleaned_to: int
@@ -108,6 +118,9 @@ class Compactor:
     async def compact(self, info: TopicInfo, partition: int) -> PassResult | None:
         """One pass over a partition if it is due and its lease is free; else None."""
         store, name = self.store, info.name
+        # Not due: no lease taken (no write to Redis for a partition with nothing to do).
+        if await self._plan(info, partition) is None:
+            return None
         if not await store.cleaner_lease(name, partition, "acquire", self.token, LEASE_MS):
             return None
         try:
@@ -115,7 +128,8 @@ class Compactor:
         finally:
             await store.cleaner_lease(name, partition, "release", self.token, LEASE_MS)
 
-    async def _pass(self, info: TopicInfo, partition: int) -> PassResult | None:
+    async def _plan(self, info: TopicInfo, partition: int) -> Plan | None:
+        """What a pass would clean now, or None when the partition is not due."""
         store, name, config = self.store, info.name, info.config
         hw, lso, cleaned, kept_before, tomb_ts, total = await store.meta(
             name, partition, "hw", "lso", "cleaned", "ckept", "ctombts", "bytes"
@@ -130,8 +144,7 @@ class Compactor:
             young = await store.first_offset_at_or_after(name, partition, now - lag)
             if young is not None:
                 end = min(end, young)
-        delete_retention = config["delete.retention.ms"]
-        horizon = now - delete_retention
+        horizon = now - config["delete.retention.ms"]
         dirty = max(end - start, 0)
         due = (
             dirty > 0
@@ -145,7 +158,21 @@ class Compactor:
             due = True  # a kept tombstone has outlived delete.retention.ms
         if not due:
             return None
+        return Plan(hw, lso, start, end, horizon, total or 0)
 
+    async def _pass(self, info: TopicInfo, partition: int) -> PassResult | None:
+        store, name = self.store, info.name
+        plan = await self._plan(info, partition)  # again, now under the lease
+        if plan is None:
+            return None
+        hw, lso, start, end, horizon, total = (
+            plan.hw,
+            plan.lso,
+            plan.start,
+            plan.end,
+            plan.horizon,
+            plan.total,
+        )
         latest, end = await self._latest_offsets(name, partition, start, end)
         if latest is None:
             return None  # lease lost
@@ -198,7 +225,7 @@ class Compactor:
         # Bytes compaction removed from the live log (DescribeLogDirs, retention.bytes):
         # what was appended from the batch holding lso to `end`, less the kept records.
         first_score, end_score = await store.byte_scores(name, partition, end)
-        appended_to_end = (total or 0) if end == hw else end_score
+        appended_to_end = total if end == hw else end_score
         if appended_to_end is not None:
             fields += ["cbytes", max(appended_to_end - first_score - kept_bytes, 0)]
         await store.cleaner_lease(name, partition, "done", self.token, LEASE_MS, end, *fields)
