@@ -233,6 +233,9 @@ def kafka_properties(port: int, controller_port: int, log_dir: Path) -> str:
         "transaction.state.log.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",  # Skiff gets the same (SKIFF_ENV)
         "offsets.retention.check.interval.ms": "1000",
+        # Records carry fixed 2020 timestamps: no time retention on either side, so that
+        # neither removes them in the middle of a run (Skiff gets the same, SKIFF_ENV).
+        "log.retention.ms": "-1",
         "num.network.threads": "2",
         "num.io.threads": "2",
     }
@@ -243,6 +246,7 @@ def kafka_properties(port: int, controller_port: int, log_dir: Path) -> str:
 SKIFF_ENV = {
     "SKIFF_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
     "SKIFF_OFFSETS_RETENTION_CHECK_INTERVAL_MS": "1000",
+    "SKIFF_LOG_RETENTION_MS": "-1",
 }
 
 
