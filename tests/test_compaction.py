@@ -161,7 +161,7 @@ def test_records_without_key_refused(sidecar: Skiff) -> None:
         create(kafka, topic, {"cleanup.policy": "compact"})
         batch = build_batch([Rec(key=b"a", value=b"1"), Rec(value=b"2"), Rec(value=b"3")])
         p = produce(kafka, topic, batch)
-        assert (p.error_code, p.base_offset) == (INVALID_RECORD, -1)
+        assert (p.error_code, p.base_offset, p.log_start_offset) == (INVALID_RECORD, -1, 0)
         why = f"Compacted topic cannot accept message without key in topic partition {topic}-0"
         assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [
             (1, why),

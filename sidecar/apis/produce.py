@@ -196,6 +196,8 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             for item in items
         )
     )
+    if any(r.record_errors for r in results):
+        await _record_error_log_starts(broker, work, results)
     if acks == 0:
         failed = [r for r in results if r.error]
         if failed:
@@ -206,6 +208,24 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             )
         return None
     return _encode(version, [(name, len(items)) for name, items in work], results)
+
+
+async def _record_error_log_starts(
+    broker: Broker,
+    work: list[tuple[str, list[PartitionResult | tuple[int, PreparedAppend]]]],
+    results: list[PartitionResult],
+) -> None:
+    """A batch refused for its records' errors (Kafka's RecordValidationException)
+    answers with the partition's log start, as Kafka does; other refusals answer -1."""
+    it = iter(results)
+    for name, items in work:
+        for _ in items:
+            r = next(it)
+            if r.record_errors:
+                try:
+                    r.log_start = (await broker.store.watermarks(name, r.index))[0]
+                except StoreError:
+                    pass
 
 
 async def _replication(
