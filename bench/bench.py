@@ -12,6 +12,7 @@ free ports, both killed by pid at the end. Progress goes to stderr; the summary 
 stdout (with --json: one JSON object on stdout, the summary on stderr).
 
   .venv/bin/python bench/bench.py [--records N] [--record-bytes 100] [--redis-url URL]
+                                  [--retention-bytes N]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import redis  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from sidecar.log_bytes import estimate  # noqa: E402
 from sidecar.storage.store import RedisStore  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -247,10 +249,11 @@ class Phase:
 
 
 async def raw_append(url: str, topic: str, records: int, value: bytes, batch: int,
-                     probe: RedisProbe) -> dict[str, Any]:
+                     probe: RedisProbe, retention_bytes: int = -1) -> dict[str, Any]:
     store = await RedisStore.connect(url, "bench")  # SCRIPT LOADs lua/append.lua
+    configs = {"retention.bytes": str(retention_bytes)} if retention_bytes >= 0 else {}
     try:
-        if await store.create_topic(topic, 1) is None:
+        if await store.create_topic(topic, 1, configs) is None:
             raise BenchError(f"topic {topic} exists already")
         step = max(records // 10, batch)
         next_report = step
@@ -263,7 +266,9 @@ async def raw_append(url: str, topic: str, records: int, value: bytes, batch: in
                 # ARGV as Produce builds it: count, timestamp type, max ts, its delta,
                 # producer id, epoch, base sequence, then the flat records.
                 args: list[Any] = [n, 0, ts, 0, -1, -1, -1, *flat]
-                result = await store.append(store.prepare_append(topic, 0, args))
+                size = estimate(flat)  # the batch's bytes, as Produce measures them
+                result = await store.append(
+                    store.prepare_append(topic, 0, args, size, retention_bytes))
                 if result.base_offset != done:
                     raise BenchError(f"raw append returned base offset {result.base_offset}, "
                                      f"expected {done}")
@@ -295,9 +300,11 @@ def check_alive(skiff: subprocess.Popen[bytes] | None, log: Path) -> None:
         raise BenchError(f"Skiff exited with {skiff.returncode}" + _log_tail(log))
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+def create_topic(bootstrap: str, topic: str, retention_bytes: int = -1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+    config = {"retention.bytes": str(retention_bytes)} if retention_bytes >= 0 else {}
+    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
+                                            config=config)],
                                   operation_timeout=10, request_timeout=15)
     try:
         futures[topic].result(timeout=30)
@@ -518,7 +525,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress(f"(a) raw EVALSHA append.lua: {args.records:,} records, "
                  f"{args.batch:,} per call")
         raw = asyncio.run(raw_append(url, f"bench-raw-{run_id}", args.records, value,
-                                     args.batch, probe))
+                                     args.batch, probe, args.retention_bytes))
         progress(f"(a) done: {raw['records_per_s']:,.0f} records/s")
 
         skiff_proc, bootstrap = start_skiff(url, skiff_log, args.cprofile)
@@ -526,16 +533,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         warm_up(bootstrap, f"bench-warmup-{run_id}", value, args.batch)
         progress("warm-up done (one batch produced and read back through Skiff, untimed)")
         topic = f"bench-{run_id}"
-        create_topic(bootstrap, topic)
+        create_topic(bootstrap, topic, args.retention_bytes)
         progress(f"(b) produce through Skiff to {topic}: {args.records:,} records")
         prod = produce(bootstrap, topic, args.records, value, args.batch, probe, skiff_proc,
                        skiff_log, args.py_spy and args.py_spy / "produce.txt")
         progress(f"(b) done: {prod['records_per_s']:,.0f} records/s")
 
-        progress(f"(c) consume through Skiff from {topic}, offset 0")
-        cons = consume(bootstrap, topic, args.records, value, probe, skiff_proc, skiff_log,
-                       args.py_spy and args.py_spy / "fetch.txt")
-        progress(f"(c) done: {cons['records_per_s']:,.0f} records/s")
+        cons: dict[str, Any] | None = None
+        if args.retention_bytes < 0:
+            progress(f"(c) consume through Skiff from {topic}, offset 0")
+            cons = consume(bootstrap, topic, args.records, value, probe, skiff_proc, skiff_log,
+                           args.py_spy and args.py_spy / "fetch.txt")
+            progress(f"(c) done: {cons['records_per_s']:,.0f} records/s")
+        else:
+            progress("(c) skipped: retention.bytes removed the start of the log")
         if args.redis_url:
             delete_topic(bootstrap, topic)
             delete_topic(bootstrap, f"bench-warmup-{run_id}")
@@ -570,7 +581,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "produce": prod,
         "consume": cons,
         "ratio_produce_to_raw": round(prod["records_per_s"] / raw["records_per_s"], 3),
-        "ratio_consume_to_raw": round(cons["records_per_s"] / raw["records_per_s"], 3),
+        "ratio_consume_to_raw": (round(cons["records_per_s"] / raw["records_per_s"], 3)
+                                 if cons else None),
+        "retention_bytes": args.retention_bytes,
     }
 
 
@@ -614,9 +627,12 @@ def summary(r: dict[str, Any]) -> str:
     if extra:
         lines.append(f"      {extra.lstrip(', ')}")
     lines.append(f"      {_cpu(prod)}")
-    lines.append(f"(c) consume via Skiff       {cons['records_per_s']:>12,.0f} records/s "
-                 f"{cons['mb_per_s']:>8.2f} MB/s   (c)/(a) = {r['ratio_consume_to_raw']:.2f}")
-    lines.append(f"      {_cpu(cons)}")
+    if cons is None:
+        lines.append(f"(c) consume skipped: retention.bytes={r['retention_bytes']} on (a) and (b)")
+    else:
+        lines.append(f"(c) consume via Skiff       {cons['records_per_s']:>12,.0f} records/s "
+                     f"{cons['mb_per_s']:>8.2f} MB/s   (c)/(a) = {r['ratio_consume_to_raw']:.2f}")
+        lines.append(f"      {_cpu(cons)}")
     lines.append("MB/s counts record values only (records x record bytes / 1e6).")
     return "\n".join(lines)
 
@@ -635,6 +651,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unix-socket", action="store_true",
                         help="connect the bench and Skiff to the started redis-server over a "
                         "Unix socket instead of TCP (ignored with --redis-url)")
+    parser.add_argument("--retention-bytes", type=int, default=-1,
+                        help="retention.bytes of the topics of (a) and (b), so every append "
+                        "also trims (size retention); skips (c). Default -1: off")
     parser.add_argument("--json", action="store_true",
                         help="print the results as one JSON object on stdout")
     parser.add_argument("--keep-logs", action="store_true",

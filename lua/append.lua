@@ -6,20 +6,26 @@
 -- KEYS[4] producers    skiff:{t/p}:producers   (pid -> cjson {e=epoch, t=last append ms,
 --                                               b={{first seq, last seq, base offset},..}})
 -- KEYS[5] tokens       skiff:{t/p}:tokens      (score base offset, member append token)
+-- KEYS[6] byte index   skiff:{t/p}:bytes       (score bytes appended before the batch,
+--                                               member base offset)
 -- ARGV[1] n records          ARGV[2] timestamp type (0 CreateTime, 1 LogAppendTime)
 -- ARGV[3] batch max ts       ARGV[4] offset delta of the record with the max ts
 -- ARGV[5] producer id (-1)   ARGV[6] producer epoch   ARGV[7] base sequence
 -- ARGV[8] wake-up channel    ARGV[9] append token (unique per prepared append)
 -- ARGV[10] producer.id.expiration.ms
--- ARGV[11..] per record: t (ms), k, v, h (Kafka header encoding), f (flags)
+-- ARGV[11] the batch's size in bytes (docs/architecture.md, "Byte accounting")
+-- ARGV[12] retention.bytes (-1: no size retention)
+-- ARGV[13..] per record: t (ms), k, v, h (Kafka header encoding), f (flags)
 -- Reply: {base offset, log start offset, append time or -1, 1 if duplicate else 0}
 -- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD,
 -- INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-local FIXED = 10
+local FIXED = 12
+local PRUNE = 128  -- index members pruned per append at most (as FREE_STEP)
+local FREE_STEP = 128  -- offsets: see size retention below
 local KEEP_TOKENS = 64
 local n = tonumber(ARGV[1])
-local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts')
+local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes')
 if not meta[1] then
   return redis.error_reply('UNKNOWN_TOPIC_OR_PARTITION')
 end
@@ -34,6 +40,15 @@ local token = ARGV[9]
 local seen = redis.call('ZSCORE', KEYS[5], token)
 if seen then
   return {tonumber(seen), lso, -1, 1}
+end
+
+-- Index members below the log start go in steps of k (amortised: one O(log n) look per
+-- append), keeping the greatest one at or below lso (the batch holding it).
+local function prune(key, start, k)
+  local probe = redis.call('ZRANGE', key, k, k)
+  if probe[1] and tonumber(probe[1]) <= start then
+    redis.call('ZREMRANGEBYRANK', key, 0, k - 1)
+  end
 end
 
 local function now_ms()
@@ -114,7 +129,12 @@ end
 -- Stream IDs are 0-<offset+1>, so offset = sequence - 1.
 local base = tonumber(string.sub(first, 3)) - 1
 local hw = tonumber(string.sub(last, 3))
-redis.call('HSET', KEYS[2], 'hw', hw)
+-- Byte accounting: the index maps cumulative bytes to batch base offsets, so size
+-- retention finds the new log start with one O(log n) lookup.
+local before = tonumber(meta[4] or '0')
+local total = before + tonumber(ARGV[11])
+redis.call('ZADD', KEYS[6], before, base)
+redis.call('HSET', KEYS[2], 'hw', hw, 'bytes', total)
 
 local max_ts = tonumber(ARGV[3])
 if append_time >= 0 then
@@ -134,6 +154,38 @@ if pstate then
   end
   pstate.t = now
   redis.call('HSET', KEYS[4], pid, cjson.encode(pstate))
+end
+
+-- Size retention, as Kafka's deleteRetentionSizeBreachedSegments with batches for
+-- segments: drop the oldest batches while what remains is still >= retention.bytes.
+local retention = tonumber(ARGV[12])
+if retention >= 0 then
+  local new_lso, new_lsob = lso, nil
+  if retention == 0 then
+    new_lso, new_lsob = hw, total
+  else
+    local limit = total - retention - tonumber(meta[5] or '0')
+    local hit = redis.call('ZREVRANGEBYSCORE', KEYS[6], limit, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if hit[1] and tonumber(hit[1]) > new_lso then
+      new_lso, new_lsob = tonumber(hit[1]), hit[2]
+    end
+  end
+  if new_lso > lso then
+    local crossed = math.floor(new_lso / FREE_STEP) > math.floor(lso / FREE_STEP)
+    lso = new_lso
+    -- lsob: the bytes appended before the batch holding lso (sizes are bytes - lsob).
+    -- rlso: the log start retention set (ListOffsets' max timestamp, see store.py).
+    redis.call('HSET', KEYS[2], 'lso', lso, 'lsob', new_lsob, 'rlso', lso)
+    -- Memory below the log start is freed once lso crosses a multiple of FREE_STEP
+    -- offsets (small batches then skip it on most appends). LIMIT 0: `~` trims are not
+    -- capped; whole stream nodes below lso may stay (lso in meta is what reads go by).
+    -- Index members go a bounded number per append (lua/trim.lua removes the rest).
+    if crossed then
+      redis.call('XTRIM', log, 'MINID', '~', '0-' .. (lso + 1), 'LIMIT', 0)
+      prune(KEYS[3], lso, PRUNE)
+      prune(KEYS[6], lso, PRUNE)
+    end
+  end
 end
 
 redis.call('ZADD', KEYS[5], base, token)

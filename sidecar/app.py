@@ -12,9 +12,11 @@ from redis.exceptions import BusyLoadingError, ConnectionError
 from . import topic_config
 from .broker import Broker
 from .cluster import Cluster
+from .compactor import Compactor
 from .embedded_redis import EmbeddedRedis
 from .groups.coordinator import GroupCoordinator
 from .longpoll import Wakeups
+from .retention import RetentionSweeper
 from .server import KafkaServer
 from .settings import Settings
 from .storage.group_store import GroupStore
@@ -62,6 +64,10 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         await cluster.start()
         groups = GroupCoordinator(settings, GroupStore(store.redis), cluster)
         await groups.start()
+        sweeper = RetentionSweeper(store, cluster, settings.log_retention_check_interval_ms)
+        await sweeper.start()
+        compactor = Compactor(store, cluster, settings.log_cleaner_backoff_ms)
+        await compactor.start()
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         server = KafkaServer(broker)
         await server.start()
@@ -90,6 +96,8 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         if udp is not None:
             await udp.stop()
         await server.stop()
+        await compactor.stop()
+        await sweeper.stop()
         await groups.stop()
         await cluster.stop()
         await wakeups.stop()

@@ -49,6 +49,14 @@ def _at_least(low: int) -> Any:
 _FILE_VALUES: dict[str, str] = {}
 
 
+def _cleanup_policy(text: str) -> str:
+    """log.cleanup.policy: a comma-separated list of delete and compact."""
+    items = [p.strip() for p in text.split(",") if p.strip()]
+    if not items or any(p not in ("delete", "compact") for p in items):
+        raise argparse.ArgumentTypeError(f"expected delete, compact or both, got {text!r}")
+    return ",".join(items)
+
+
 def _flag(
     parser: argparse.ArgumentParser, name: str, default: str | None, help: str, **kwargs: Any
 ) -> None:
@@ -205,6 +213,43 @@ def build_parser() -> argparse.ArgumentParser:
         "transactional.id.expiration.ms",
         type=int,
     )
+    _flag(
+        serve,
+        "log-retention-ms",
+        "604800000",
+        "log.retention.ms: default of the topic config retention.ms (-1: keep forever)",
+        type=_at_least(-1),
+    )
+    _flag(
+        serve,
+        "log-retention-bytes",
+        "-1",
+        "log.retention.bytes: default of the topic config retention.bytes, per partition "
+        "(-1: no size limit)",
+        type=int,
+    )
+    _flag(
+        serve,
+        "log-cleanup-policy",
+        "delete",
+        "log.cleanup.policy: default of the topic config cleanup.policy (delete, compact or "
+        "compact,delete)",
+        type=_cleanup_policy,
+    )
+    _flag(
+        serve,
+        "log-retention-check-interval-ms",
+        "300000",
+        "log.retention.check.interval.ms: how often time retention runs",
+        type=_at_least(1),
+    )
+    _flag(
+        serve,
+        "log-cleaner-backoff-ms",
+        "15000",
+        "log.cleaner.backoff.ms: how long the compactor sleeps when it has nothing to clean",
+        type=_at_least(0),
+    )
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
     _flag(
         serve,
@@ -302,6 +347,11 @@ def main(argv: list[str] | None = None) -> int:
         udp_listen=args.udp_listen,
         udp_topic=args.udp_topic,
         udp_stats_interval_ms=args.udp_stats_interval_ms,
+        log_retention_ms=args.log_retention_ms,
+        log_retention_bytes=args.log_retention_bytes,
+        log_cleanup_policy=args.log_cleanup_policy,
+        log_retention_check_interval_ms=args.log_retention_check_interval_ms,
+        log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .protocol.record_batch import DecodedBatch, InvalidBatch
+from .protocol.record_batch import FLAG_KEY_NULL, DecodedBatch, InvalidBatch
 from .topic_config import timestamp_bounds
 
 NO_TIMESTAMP = -1
@@ -26,6 +26,26 @@ def check_size(size: int, config: Mapping[str, Any], topic: str, partition: int)
             f"The record batch size in the append to {topic}-{partition} is {size} bytes "
             f"which exceeds the maximum configured value of {limit}.",
         )
+
+
+def check_keys(batch: DecodedBatch, config: Mapping[str, Any], topic: str, partition: int) -> None:
+    """A compacted topic refuses records without a key (Kafka's LogValidator.validateKey)."""
+    if "compact" not in config["cleanup.policy"]:
+        return
+    keyless = [i for i, f in enumerate(batch.records[4::5]) if f & FLAG_KEY_NULL]  # type: ignore[operator]
+    if not keyless:
+        return
+    why = (
+        "Compacted topic cannot accept message without key in topic partition "
+        f"{topic}-{partition}"
+    )
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
+    raise InvalidBatch(
+        "INVALID_RECORD",
+        f"One or more records have been rejected due to {len(keyless)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        [(i, why) for i in keyless],
+    )
 
 
 def check_batch(

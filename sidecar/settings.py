@@ -60,6 +60,14 @@ class Settings:
     udp_listen: HostPort | None = None
     udp_topic: str | None = None
     udp_stats_interval_ms: int = 60_000
+    # Retention and compaction (sidecar/retention.py, sidecar/compactor.py), with Kafka's
+    # names and defaults: log.retention.ms, log.retention.bytes, log.cleanup.policy
+    # (comma-separated), log.retention.check.interval.ms, log.cleaner.backoff.ms.
+    log_retention_ms: int = 604_800_000
+    log_retention_bytes: int = -1
+    log_cleanup_policy: str = "delete"
+    log_retention_check_interval_ms: int = 300_000
+    log_cleaner_backoff_ms: int = 15_000
 
     @property
     def advertised(self) -> HostPort:

@@ -209,7 +209,13 @@ KEYS: dict[str, ConfigKey] = {
     k.name: k
     for k in (
         _key(
-            "cleanup.policy", "list", ["delete"], one_of("compact", "delete"), "log.cleanup.policy"
+            "cleanup.policy",
+            "list",
+            ["delete"],
+            one_of("compact", "delete"),
+            "log.cleanup.policy",
+            "log_cleanup_policy",
+            applies=True,
         ),
         _key(
             "compression.gzip.level", "int", -1, _gzip_level, "compression.gzip.level", applies=True
@@ -240,6 +246,7 @@ KEYS: dict[str, ConfigKey] = {
             86_400_000,
             at_least(0),
             "log.cleaner.delete.retention.ms",
+            applies=True,
         ),
         _key("file.delete.delay.ms", "long", 60_000, at_least(0), "log.segment.delete.delay.ms"),
         _key("flush.messages", "long", LONG_MAX, at_least(1), "log.flush.interval.messages"),
@@ -255,6 +262,7 @@ KEYS: dict[str, ConfigKey] = {
             LONG_MAX,
             at_least(1),
             "log.cleaner.max.compaction.lag.ms",
+            applies=True,
         ),
         _key(
             "max.message.bytes",
@@ -320,8 +328,16 @@ KEYS: dict[str, ConfigKey] = {
             0.5,
             between(0, 1),
             "log.cleaner.min.cleanable.ratio",
+            applies=True,
         ),
-        _key("min.compaction.lag.ms", "long", 0, at_least(0), "log.cleaner.min.compaction.lag.ms"),
+        _key(
+            "min.compaction.lag.ms",
+            "long",
+            0,
+            at_least(0),
+            "log.cleaner.min.compaction.lag.ms",
+            applies=True,
+        ),
         _key(
             "min.insync.replicas",
             "int",
@@ -335,8 +351,24 @@ KEYS: dict[str, ConfigKey] = {
         _key("remote.log.copy.disable", "boolean", False),
         _key("remote.log.delete.on.disable", "boolean", False),
         _key("remote.storage.enable", "boolean", False),
-        _key("retention.bytes", "long", -1, None, "log.retention.bytes"),
-        _key("retention.ms", "long", 604_800_000, at_least(-1), "log.retention.ms"),
+        _key(
+            "retention.bytes",
+            "long",
+            -1,
+            None,
+            "log.retention.bytes",
+            "log_retention_bytes",
+            applies=True,
+        ),
+        _key(
+            "retention.ms",
+            "long",
+            604_800_000,
+            at_least(-1),
+            "log.retention.ms",
+            "log_retention_ms",
+            applies=True,
+        ),
         _key(
             "segment.bytes", "int", 1_073_741_824, at_least(14), "log.segment.bytes", applies=True
         ),
@@ -376,7 +408,9 @@ def server_defaults(settings: Settings) -> dict[str, Any]:
     out = dict(KAFKA_DEFAULTS)
     for name, key in KEYS.items():
         if key.setting is not None:
-            out[name] = getattr(settings, key.setting)
+            value = getattr(settings, key.setting)
+            # A list config's flag is its comma-separated text (log.cleanup.policy).
+            out[name] = key.parse(value) if key.kind == "list" and isinstance(value, str) else value
     return out
 
 

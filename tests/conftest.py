@@ -20,6 +20,11 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Tests produce records with fixed timestamps years old; with Kafka's default retention.ms
+# (7 days) a sidecar's time-retention sweep would remove them in the middle of a test. Sidecars
+# started by tests sweep only when a test asks (--log-retention-check-interval-ms).
+os.environ.setdefault("SKIFF_LOG_RETENTION_CHECK_INTERVAL_MS", str(10**12))
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -2,9 +2,6 @@
 (sidecar/topics_cli.py) run as a subprocess, each test against Skiff and against a real
 Apache Kafka broker (started from the jars tools/kafka_reference.py caches), so the
 commands and their answers are checked to be the same on both.
-
-Skiff cases of APIs this branch does not serve yet are skipped through MISSING_IN_SKIFF,
-whose reasons name the API: remove an entry once the API is merged.
 """
 
 from __future__ import annotations
@@ -25,22 +22,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import ROOT, start_redis, start_skiff, stop_process
 
 KAFKA_VERSION = "3.9.1"
-MISSING_IN_SKIFF = {
-    "DeleteRecords": "DeleteRecords is not in this branch (helper A's retention work)",
-}
-
 
 @dataclass(frozen=True)
 class Target:
     name: str  # "skiff" or "kafka"
     bootstrap: str
-
-    def need(self, *apis: str) -> None:
-        """Skip a Skiff case whose API this branch lacks."""
-        if self.name == "skiff":
-            for api in apis:
-                if api in MISSING_IN_SKIFF:
-                    pytest.skip(MISSING_IN_SKIFF[api])
 
 
 def _kafka(tmp: Path) -> Iterator[Target]:
@@ -242,7 +228,6 @@ def test_unreachable_broker_says_what_to_do() -> None:
 
 
 def test_describe_configs(target: Target, name: str) -> None:
-    target.need("DescribeConfigs")
     skiff(target, "topics", "create", name, "--config", "retention.ms=3600000")
     found = configs(target, name)
     assert found["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
@@ -261,7 +246,6 @@ def test_describe_configs(target: Target, name: str) -> None:
 
 
 def test_alter_configs(target: Target, name: str) -> None:
-    target.need("IncrementalAlterConfigs", "DescribeConfigs")
     skiff(target, "topics", "create", name)
     out = skiff(
         target,
@@ -302,7 +286,6 @@ def test_alter_configs(target: Target, name: str) -> None:
 
 
 def test_alter_partitions(target: Target, name: str) -> None:
-    target.need("CreatePartitions")
     skiff(target, "topics", "create", name, "--partitions", "2")
     out = skiff(target, "topics", "alter", name, "--partitions", "4").stdout
     assert out == f"Altered: topic {name!r}: partitions: 4\n"
@@ -320,7 +303,6 @@ def test_alter_partitions(target: Target, name: str) -> None:
 
 
 def test_records_delete_before(target: Target, name: str) -> None:
-    target.need("DeleteRecords")
     skiff(target, "topics", "create", name, "--partitions", "2")
     produce(target, name, {0: 10, 1: 4})
     result = skiff_json(

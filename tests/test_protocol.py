@@ -74,6 +74,8 @@ ADVERTISED = {
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 1),  # DescribeCluster
+    21: (0, 2),  # DeleteRecords
+    35: (0, 4),  # DescribeLogDirs
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.

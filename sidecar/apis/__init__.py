@@ -13,10 +13,12 @@ from . import (
     create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     fetch,
     find_coordinator,
     heartbeat,
@@ -61,5 +63,7 @@ HANDLERS: dict[int, ModuleType] = {
         incremental_alter_configs,
         create_partitions,
         describe_cluster,
+        delete_records,
+        describe_log_dirs,
     )
 }

@@ -30,13 +30,13 @@ async def _lookup(broker: Broker, topic: str, partition: int, ts: int) -> tuple[
     store = broker.store
     if ts >= 0:
         return await store.offset_for_time(topic, partition, ts)
-    lso, hw, maxts, maxtsoff = await store.watermarks(topic, partition)
+    lso, hw, _, _ = await store.watermarks(topic, partition)
     if ts == LATEST:
         return hw, -1
     if ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
         return lso, -1
     if ts == MAX_TIMESTAMP:
-        return (maxtsoff, maxts) if maxtsoff >= lso else (-1, -1)
+        return await store.max_timestamp(topic, partition)
     raise StoreError("INVALID_REQUEST", f"unknown timestamp spec {ts}")
 
 

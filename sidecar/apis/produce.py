@@ -14,6 +14,7 @@ from typing import Any
 from .. import limits
 from ..append_order import AppendOrder, Ticket
 from ..broker import Broker
+from ..log_bytes import batch_bytes
 from ..protocol import errors
 from ..protocol.framing import CloseConnection
 from ..protocol.kio_codec import ms
@@ -84,6 +85,7 @@ def _prepare(
     limit: nothing of a refused batch is stored."""
     config = info.config if info is not None else broker.store.topic_defaults
     log_append = config["message.timestamp.type"] == "LogAppendTime"
+    view: memoryview | None = None
     try:
         if records is None:
             raise InvalidBatch("INVALID_RECORD", "null records")
@@ -98,6 +100,7 @@ def _prepare(
             view = single_batch(records)
             limits.check_size(len(view), config, topic, index)
             batch = decode_batch(view, log_append)
+        limits.check_keys(batch, config, topic, index)
         limits.check_batch(batch, len(records), config, topic, index)
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
@@ -114,7 +117,13 @@ def _prepare(
         batch.base_sequence,
     ]
     args += batch.records
-    return broker.store.prepare_append(topic, index, args)
+    return broker.store.prepare_append(
+        topic,
+        index,
+        args,
+        batch_bytes(view, batch.records),
+        config["retention.bytes"] if "delete" in config["cleanup.policy"] else -1,
+    )
 
 
 async def _append(
@@ -187,6 +196,8 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             for item in items
         )
     )
+    if any(r.record_errors for r in results):
+        await _record_error_log_starts(broker, work, results)
     if acks == 0:
         failed = [r for r in results if r.error]
         if failed:
@@ -197,6 +208,24 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             )
         return None
     return _encode(version, [(name, len(items)) for name, items in work], results)
+
+
+async def _record_error_log_starts(
+    broker: Broker,
+    work: list[tuple[str, list[PartitionResult | tuple[int, PreparedAppend]]]],
+    results: list[PartitionResult],
+) -> None:
+    """A batch refused for its records' errors (Kafka's RecordValidationException)
+    answers with the partition's log start, as Kafka does; other refusals answer -1."""
+    it = iter(results)
+    for name, items in work:
+        for _ in items:
+            r = next(it)
+            if r.record_errors:
+                try:
+                    r.log_start = (await broker.store.watermarks(name, r.index))[0]
+                except StoreError:
+                    pass
 
 
 async def _replication(

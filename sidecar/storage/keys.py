@@ -26,9 +26,36 @@ def tokens_key(topic: str, partition: int) -> str:
     return f"{partition_tag(topic, partition)}:tokens"
 
 
+def bytes_key(topic: str, partition: int) -> str:
+    """Sorted set, the byte index: one member per appended batch, score = bytes appended
+    before the batch (cumulative), member = its base offset (lua/append.lua, lua/trim.lua)."""
+    return f"{partition_tag(topic, partition)}:bytes"
+
+
+def cleaner_key(topic: str, partition: int) -> str:
+    """String with a PX expiry: the token of the sidecar compacting the partition."""
+    return f"{partition_tag(topic, partition)}:cleaner"
+
+
 def append_keys(topic: str, partition: int) -> list[str]:
-    """KEYS of lua/append.lua: the partition's keys and its tokens."""
-    return [*partition_keys(topic, partition), tokens_key(topic, partition)]
+    """KEYS of lua/append.lua: the partition's keys, its tokens and its byte index."""
+    return [
+        *partition_keys(topic, partition),
+        tokens_key(topic, partition),
+        bytes_key(topic, partition),
+    ]
+
+
+def trim_keys(topic: str, partition: int) -> list[str]:
+    """KEYS of lua/trim.lua: log, meta, time index, byte index."""
+    log, meta, time, _ = partition_keys(topic, partition)
+    return [log, meta, time, bytes_key(topic, partition)]
+
+
+def all_partition_keys(topic: str, partition: int) -> list[str]:
+    """Every key a partition may have: what deleting its topic removes. A new
+    per-partition key must be listed here."""
+    return [*append_keys(topic, partition), cleaner_key(topic, partition)]
 
 
 def wake_channel(topic: str, partition: int) -> str:

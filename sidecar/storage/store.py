@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .. import topic_config
 from . import keys, scripts
 from .connection import connection_class_for
+from .log_ops import PartitionLogOps
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def _raw(response: Any, **_: Any) -> Any:
     return response
 
 
-class RedisStore:
+class RedisStore(PartitionLogOps):
     def __init__(self, redis: Redis, description: str) -> None:
         self.redis = redis
         self.description = description
@@ -213,7 +214,7 @@ class RedisStore:
             # Partition metas go first: the append script refuses a partition
             # without meta, so no produce recreates a half-deleted partition.
             for p in range(info.partitions):
-                pipe.delete(*keys.append_keys(name, p))
+                pipe.delete(*keys.all_partition_keys(name, p))
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
             pipe.hdel(keys.TOPICS, name)
             await pipe.execute()
@@ -253,15 +254,25 @@ class RedisStore:
 
     # -- partitions -------------------------------------------------------------
 
-    def prepare_append(self, topic: str, partition: int, args: list[Any]) -> PreparedAppend:
-        """args: ARGV of lua/append.lua without the wake-up channel, the append token
-        and the producer expiry (inserted here). The token makes a resent append (after
-        a lost reply) a no-op that returns the first one's offset."""
+    def prepare_append(
+        self,
+        topic: str,
+        partition: int,
+        args: list[Any],
+        batch_bytes: int = 0,
+        retention_bytes: int = -1,
+    ) -> PreparedAppend:
+        """args: ARGV of lua/append.lua without the wake-up channel, the append token,
+        the producer expiry, the batch's byte size and retention.bytes (inserted here).
+        The token makes a resent append (after a lost reply) a no-op that returns the
+        first one's offset."""
         argv = [
             *args[:7],
             keys.wake_channel(topic, partition),
             secrets.token_hex(8),
             self.producer_id_expiration_ms,
+            batch_bytes,
+            retention_bytes,
             *args[7:],
         ]
         script_keys = keys.append_keys(topic, partition)

@@ -129,3 +129,19 @@ def admin(bootstrap: str, ops: list[dict[str, Any]], timeout_s: float = 300.0) -
             timeout_s,
         )
         return [json.loads(line) for line in outp.read_text().splitlines() if line.strip()]
+def delete_records(bootstrap: str, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    """AdminClient.deleteRecords: {"low_watermark": n} or {"error": class, "message": m}."""
+    args = ["delete-records", "--bootstrap", bootstrap, "--topic", topic]
+    args += ["--partition", str(partition), "--offset", str(offset)]
+    return _json_line(_TOOL.run(args, 60 + JVM_SLACK_S).stdout)
+
+
+def log_dirs(bootstrap: str) -> dict[str, Any]:
+    """AdminClient.describeLogDirs on every broker (see LogAdmin.java for the shape)."""
+    return _json_line(_TOOL.run(["log-dirs", "--bootstrap", bootstrap], 60 + JVM_SLACK_S).stdout)
+
+
+def _json_line(stdout: str) -> dict[str, Any]:
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result

@@ -89,6 +89,8 @@ public final class ClientTool {
       "",
       "  admin    --bootstrap H:P --input FILE --output FILE",
       "      Java AdminClient operations, one JSON line each (see AdminOps.java)",
+      "  delete-records --bootstrap H:P --topic T --partition P --offset O (LogAdmin.java)",
+      "  log-dirs --bootstrap H:P (LogAdmin.java)",
       "",
       "every command also accepts repeated --property key=value (extra client config)",
       "");
@@ -120,6 +122,8 @@ public final class ClientTool {
         case "group-consume" -> GroupConsume.run(args);
         case "lag" -> lag(args);
         case "admin" -> AdminOps.run(args);
+        case "delete-records" -> LogAdmin.deleteRecords(args);
+        case "log-dirs" -> LogAdmin.logDirs(args);
         default -> throw new IllegalArgumentException("unknown command: " + cmd);
       }
       status = 0;

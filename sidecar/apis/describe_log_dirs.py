@@ -1,0 +1,113 @@
+"""DescribeLogDirs (key 35), v0-v4: one log dir, named after the Redis URL (without
+credentials), holding the partitions this sidecar leads (Metadata's replicas), each with
+its size from Skiff's byte accounting (docs/architecture.md, "Byte accounting"),
+offset_lag 0 and is_future_key false. As Kafka's ReplicaManager.describeLogDirs, every
+hosted topic is listed and only the requested partitions (all with a null topic list)
+carry entries. v4's total/usable bytes are Redis's maxmemory and maxmemory - used_memory,
+or -1 when Redis has no maxmemory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..broker import Broker
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+from ..protocol.primitives import Reader
+
+API_KEY = 35
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def log_dir_name(description: str) -> str:
+    """The Redis URL without user and password (an embedded Redis: its description)."""
+    parts = urlsplit(description)
+    if not parts.scheme or not parts.hostname:
+        return description
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+async def _capacity(broker: Broker) -> tuple[int, int]:
+    info = await broker.store.redis.info("memory")
+    limit = int(info.get("maxmemory", 0) or 0)
+    if limit <= 0:
+        return -1, -1
+    return limit, max(limit - int(info.get("used_memory", 0) or 0), 0)
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    store, cluster = broker.store, broker.cluster
+    wanted: dict[str, set[int]] | None = None
+    if request.body.topics is not None:
+        wanted = {}
+        for t in request.body.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)
+    topics = []
+    for info in await store.list_topics():
+        hosted = [
+            p for p in range(info.partitions) if cluster.leader(info.name, p) == cluster.node_id
+        ]
+        if not hosted:
+            continue
+        asked = hosted if wanted is None else [p for p in hosted if p in wanted.get(info.name, ())]
+        sizes = await store.partition_sizes(info.name, asked) if asked else []
+        topics.append(
+            {
+                "name": info.name,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "partition_size": s.size,
+                        "offset_lag": 0,
+                        "is_future_key": False,
+                    }
+                    for p, s in zip(asked, sizes, strict=False)
+                ],
+            }
+        )
+    result: dict[str, Any] = {
+        "error_code": errors.NONE,
+        "log_dir": log_dir_name(store.description),
+        "topics": topics,
+    }
+    if version >= 4:
+        result["total_bytes"], result["usable_bytes"] = await _capacity(broker)
+    body = {"throttle_time": 0, "error_code": errors.NONE, "results": [result]}
+    # v0 is v1 on the wire; kio has no v0 schema.
+    return encode_response(API_KEY, max(version, 1), body)
+
+
+# -- v0: kio 0.6.5 has no schema for it ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyTopic:
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyDescribeLogDirsRequest:
+    topics: tuple[LegacyTopic, ...] | None
+
+
+def decode_v0(buf: bytes, pos: int) -> LegacyDescribeLogDirsRequest:
+    r = Reader(buf, pos)
+    count = r.i32()
+    if count < 0:
+        return LegacyDescribeLogDirsRequest(None)
+    topics = []
+    for _ in range(count):
+        name = r.string()
+        topics.append(LegacyTopic(name, tuple(r.i32() for _ in range(max(r.i32(), 0)))))
+    return LegacyDescribeLogDirsRequest(tuple(topics))
+
+
+DECODERS: dict[int, Callable[[bytes, int], Any]] = {0: decode_v0}

@@ -1,0 +1,265 @@
+"""Log compaction (cleanup.policy=compact, or compact,delete), as Kafka's log cleaner
+does it but without rewriting: superseded records are XDELed in place, so every kept
+record keeps its offset (its stream id).
+
+A pass over one partition:
+  1. the dirty part is [cleaned, end): `cleaned` (meta) is where the last pass stopped,
+     `end` the high watermark, or earlier where min.compaction.lag.ms makes records
+     uncleanable (the first batch whose running max timestamp is newer than now - lag);
+  2. it runs when the dirty share of the records, dirty / (kept by the last pass +
+     dirty), reaches min.cleanable.dirty.ratio (Kafka measures bytes; Skiff counts
+     records), or the first dirty record is older than max.compaction.lag.ms, or a kept
+     tombstone has outlived delete.retention.ms;
+  3. the dirty part is read in bounded XRANGE chunks into a key -> latest offset map;
+  4. the whole log [lso, end) is read again in chunks, and every record whose key has a
+     later offset in the map, every record without a key (as Kafka's cleaner drops
+     them) and every tombstone (null value) whose timestamp is older than
+     delete.retention.ms is XDELed in bounded batches. The last record of the log is
+     never removed: a consumer must always find a record at or after any offset below
+     the high watermark, or it could not move past a gap at the end;
+  5. lua/cleaner.lua records `cleaned` = end, the records kept and the bytes removed.
+
+Every Redis call is bounded (CHUNK entries read, DELETE_BATCH ids deleted), so Redis is
+never blocked for long. One sidecar compacts a partition at a time: its leader (as
+Metadata spreads leadership), holding a short lease (`skiff:{t/p}:cleaner`, PX) renewed
+per chunk; a pass that loses the lease stops. With nothing to clean the compactor sleeps
+log.cleaner.backoff.ms, as Kafka's cleaner threads do."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .cluster import Cluster
+from .log_bytes import record_bytes
+from .protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL
+from .storage.store import RedisStore, StoreError, TopicInfo
+from .topic_config import LONG_MAX
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1000  # entries per XRANGE
+DELETE_BATCH = 500  # ids per XDEL
+MAX_KEYS = 1_000_000  # keys in one pass's map (Kafka: log.cleaner.dedupe.buffer.size)
+LEASE_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    hw: int
+    lso: int
+    start: int  # the dirty part is [start, end)
+    end: int
+    horizon: int  # tombstones older than this go
+    total: int  # bytes appended (meta)
+
+
+@dataclass(slots=True)
+class PassResult:
+    cleaned_to: int
+    removed: int
+    kept: int
+
+
+class Compactor:
+    def __init__(self, store: RedisStore, cluster: Cluster, backoff_ms: int) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.backoff = backoff_ms / 1000
+        self.token = secrets.token_hex(8)
+        self._task: asyncio.Task[None] | None = None
+        # Also checked by the loop: a cancellation may land in redis-py, which can turn
+        # it into a connection error the loop catches.
+        self._stopping = False
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                worked = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis away: back off and try again
+                log.warning("compaction failed: %s", exc)
+                worked = False
+            await asyncio.sleep(0.01 if worked else self.backoff)
+
+    async def run_once(self) -> bool:
+        """Compact every partition this sidecar leads that needs it; True if any did."""
+        worked = False
+        for info in await self.store.list_topics():
+            if "compact" not in info.config["cleanup.policy"]:
+                continue
+            for p in range(info.partitions):
+                if self.cluster.leader(info.name, p) != self.cluster.node_id:
+                    continue
+                try:
+                    if await self.compact(info, p) is not None:
+                        worked = True
+                except StoreError:
+                    continue  # deleted meanwhile
+        return worked
+
+    async def compact(self, info: TopicInfo, partition: int) -> PassResult | None:
+        """One pass over a partition if it is due and its lease is free; else None."""
+        store, name = self.store, info.name
+        # Not due: no lease taken (no write to Redis for a partition with nothing to do).
+        if await self._plan(info, partition) is None:
+            return None
+        if not await store.cleaner_lease(name, partition, "acquire", self.token, LEASE_MS):
+            return None
+        try:
+            return await self._pass(info, partition)
+        finally:
+            await store.cleaner_lease(name, partition, "release", self.token, LEASE_MS)
+
+    async def _plan(self, info: TopicInfo, partition: int) -> Plan | None:
+        """What a pass would clean now, or None when the partition is not due."""
+        store, name, config = self.store, info.name, info.config
+        hw, lso, cleaned, kept_before, tomb_ts, total = await store.meta(
+            name, partition, "hw", "lso", "cleaned", "ckept", "ctombts", "bytes"
+        )
+        if hw is None or lso is None:
+            return None
+        now = int(time.time() * 1000)
+        start = max(cleaned or 0, lso)
+        end = hw
+        lag = config["min.compaction.lag.ms"]
+        if lag > 0:
+            young = await store.first_offset_at_or_after(name, partition, now - lag)
+            if young is not None:
+                end = min(end, young)
+        horizon = now - config["delete.retention.ms"]
+        dirty = max(end - start, 0)
+        due = (
+            dirty > 0
+            and dirty / ((kept_before or 0) + dirty) >= config["min.cleanable.dirty.ratio"]
+        )
+        if not due and dirty > 0 and config["max.compaction.lag.ms"] < LONG_MAX:
+            first = await store.read_entries(name, partition, start, 1)
+            if first and now - int(first[0][1][1]) > config["max.compaction.lag.ms"]:
+                due = True
+        if not due and tomb_ts is not None and 0 <= tomb_ts < horizon:
+            due = True  # a kept tombstone has outlived delete.retention.ms
+        if not due:
+            return None
+        return Plan(hw, lso, start, end, horizon, total or 0)
+
+    async def _pass(self, info: TopicInfo, partition: int) -> PassResult | None:
+        store, name = self.store, info.name
+        plan = await self._plan(info, partition)  # again, now under the lease
+        if plan is None:
+            return None
+        hw, lso, start, end, horizon, total = (
+            plan.hw,
+            plan.lso,
+            plan.start,
+            plan.end,
+            plan.horizon,
+            plan.total,
+        )
+        latest, end = await self._latest_offsets(name, partition, start, end)
+        if latest is None:
+            return None  # lease lost
+        kept = removed = 0
+        kept_bytes = 0
+        oldest_tomb = -1
+        doomed: list[int] = []
+        pos = lso
+        last = hw - 1
+        while pos < end:
+            entries = await store.read_entries(name, partition, pos, CHUNK)
+            if not entries:
+                break
+            for entry_id, f in entries:
+                offset = int(entry_id[2:]) - 1
+                if offset >= end:
+                    pos = end
+                    break
+                pos = offset + 1
+                flags = int(f[9])
+                key = f[3]
+                tombstone = bool(flags & FLAG_VALUE_NULL)
+                if offset != last and (
+                    flags & FLAG_KEY_NULL
+                    or latest.get(key, offset) > offset
+                    or (tombstone and int(f[1]) < horizon)
+                ):
+                    doomed.append(offset)
+                    removed += 1
+                    continue
+                kept += 1
+                kept_bytes += record_bytes(key, f[5], f[7])
+                # Kept tombstones that a later pass will remove (not the last record,
+                # which stays whatever its age: it must not trigger passes forever).
+                if tombstone and offset != last and (oldest_tomb < 0 or int(f[1]) < oldest_tomb):
+                    oldest_tomb = int(f[1])
+            if len(entries) < CHUNK:
+                pos = max(pos, end)
+            while len(doomed) >= DELETE_BATCH:
+                await store.delete_entries(name, partition, doomed[:DELETE_BATCH])
+                del doomed[:DELETE_BATCH]
+            if self._stopping or not await store.cleaner_lease(
+                name, partition, "renew", self.token, LEASE_MS
+            ):
+                return None
+        if doomed:
+            await store.delete_entries(name, partition, doomed)
+
+        fields: list[Any] = ["ckept", kept, "ctombts", oldest_tomb]
+        # Bytes compaction removed from the live log (DescribeLogDirs, retention.bytes):
+        # what was appended from the batch holding lso to `end`, less the kept records.
+        first_score, end_score = await store.byte_scores(name, partition, end)
+        appended_to_end = total if end == hw else end_score
+        if appended_to_end is not None:
+            fields += ["cbytes", max(appended_to_end - first_score - kept_bytes, 0)]
+        await store.cleaner_lease(name, partition, "done", self.token, LEASE_MS, end, *fields)
+        if removed:
+            log.info(
+                "compacted %s-%d up to offset %d: removed %d, kept %d records",
+                name,
+                partition,
+                end,
+                removed,
+                kept,
+            )
+        return PassResult(end, removed, kept)
+
+    async def _latest_offsets(
+        self, name: str, partition: int, start: int, end: int
+    ) -> tuple[dict[bytes, int] | None, int]:
+        """key -> latest offset over the dirty part [start, end), and the end actually
+        covered (earlier when the map is full)."""
+        latest: dict[bytes, int] = {}
+        pos = start
+        while pos < end:
+            entries = await self.store.read_entries(name, partition, pos, CHUNK)
+            if not entries:
+                break
+            for entry_id, f in entries:
+                offset = int(entry_id[2:]) - 1
+                if offset >= end:
+                    return latest, end
+                if not int(f[9]) & FLAG_KEY_NULL:
+                    if len(latest) >= MAX_KEYS and f[3] not in latest:
+                        return latest, offset
+                    latest[f[3]] = offset
+                pos = offset + 1
+            if not await self.store.cleaner_lease(name, partition, "renew", self.token, LEASE_MS):
+                return None, end
+        return latest, end

@@ -1,0 +1,151 @@
+"""What RedisStore does to a partition's log beyond appends and reads: moving the log
+start (DeleteRecords, retention: lua/trim.lua), byte sizes (DescribeLogDirs), and the
+compactor's reads, deletes and lease (lua/cleaner.lua)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from . import keys, scripts
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSize:
+    log_start_offset: int
+    high_watermark: int
+    size: int  # bytes, docs/architecture.md "Byte accounting"
+
+
+class PartitionLogOps:
+    """Log start, trimming, byte sizes and compaction reads of RedisStore."""
+
+    redis: Redis
+    TRIM_XTRIM_LIMIT = 10_000  # entries per XTRIM (whole 100-entry stream nodes)
+    TRIM_INDEX_LIMIT = 1_000  # index members pruned per call
+
+    async def trim(
+        self,
+        topic: str,
+        partition: int,
+        offset: int | None = None,
+        retention_ms: int = -1,
+        retention_bytes: int = -1,
+    ) -> tuple[int, int]:
+        """Move the log start forward (lua/trim.lua): to `offset` (-1: the high
+        watermark) for DeleteRecords, else as retention.ms / retention.bytes say. Each
+        call does bounded work; loop until nothing is left. Returns (lso, hw); raises
+        StoreError UNKNOWN_TOPIC_OR_PARTITION or OFFSET_OUT_OF_RANGE."""
+        args: list[Any] = [
+            "offset" if offset is not None else "retention",
+            offset if offset is not None else 0,
+            retention_ms,
+            retention_bytes,
+            self.TRIM_XTRIM_LIMIT,
+            self.TRIM_INDEX_LIMIT,
+        ]
+        script_keys = keys.trim_keys(topic, partition)
+        while True:
+            try:
+                lso, hw, more = await scripts.TRIM(self.redis, script_keys, args)
+            except ResponseError as exc:
+                from .store import StoreError  # store.py imports this module
+
+                raise StoreError(str(exc).split(" ", 1)[0], str(exc)) from None
+            if not more:
+                return int(lso), int(hw)
+            args[0] = "retention"  # the target is set: later calls only free memory
+            args[2] = args[3] = -1
+
+    async def partition_sizes(self, topic: str, partitions: list[int]) -> list[PartitionSize]:
+        """Watermarks and byte size of each partition (missing ones are left out): the
+        bytes appended since the batch holding the log start (`bytes` - `lsob`), less
+        what compaction removed (`cbytes`)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for p in partitions:
+                meta = keys.partition_keys(topic, p)[1]
+                pipe.hmget(meta, "hw", "lso", "bytes", "lsob", "cbytes")
+            replies = await pipe.execute()
+        out = []
+        for hw, lso, total, before, removed in replies:
+            if hw is None:
+                continue
+            size = int(total or 0) - int(before or 0) - int(removed or 0)
+            out.append(PartitionSize(int(lso), int(hw), 0 if hw == lso else max(size, 0)))
+        return out
+
+    async def max_timestamp(self, topic: str, partition: int) -> tuple[int, int]:
+        """ListOffsets' max timestamp: (offset, timestamp) of the record with the largest
+        timestamp, or (-1, -1). As in Kafka, DeleteRecords does not remove it (Kafka's
+        segment stays); when retention removed it (as Kafka deletes segments), the
+        largest of the records left, found by a chunked scan (rare: records arrived
+        with timestamps below an earlier one)."""
+        hw, lso, maxts, maxtsoff, rlso = await self.meta(
+            topic, partition, "hw", "lso", "maxts", "maxtsoff", "rlso"
+        )
+        if hw is None:
+            from .store import StoreError  # store.py imports this module
+
+            raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
+        if maxts is None or maxtsoff is None or maxts < 0:
+            return -1, -1
+        if maxtsoff >= (rlso or 0):
+            return maxtsoff, maxts
+        best = (-1, -1)
+        pos = lso or 0
+        while pos < hw:
+            entries = await self.read_entries(topic, partition, pos, 1000)
+            for entry_id, f in entries:
+                t = int(f[1])
+                if t > best[1]:
+                    best = (int(entry_id[2:]) - 1, t)
+            if len(entries) < 1000:
+                break
+            pos = int(entries[-1][0][2:])
+        return best
+
+    async def read_entries(self, topic: str, partition: int, start: int, count: int) -> list[Any]:
+        """Raw stream entries from offset `start` on (no watermark checks)."""
+        log_key = keys.partition_keys(topic, partition)[0]
+        return list(await self.redis.xrange(log_key, f"0-{start + 1}", "+", count=count))
+
+    async def delete_entries(self, topic: str, partition: int, offsets: list[int]) -> int:
+        """XDEL the records at `offsets` (compaction); the caller bounds the count."""
+        log_key = keys.partition_keys(topic, partition)[0]
+        return int(await self.redis.xdel(log_key, *(f"0-{o + 1}" for o in offsets)))
+
+    async def meta(self, topic: str, partition: int, *names: str) -> list[int | None]:
+        values = await self.redis.hmget(keys.partition_keys(topic, partition)[1], *names)
+        return [None if v is None else int(v) for v in values]
+
+    async def first_offset_at_or_after(self, topic: str, partition: int, ts: int) -> int | None:
+        """The base offset of the first time-index batch whose running max timestamp is
+        > ts (None: none), for min.compaction.lag.ms."""
+        time_key = keys.partition_keys(topic, partition)[2]
+        hits = await self.redis.zrangebyscore(time_key, f"({ts}", "+inf", start=0, num=1)
+        return int(hits[0]) if hits else None
+
+    async def byte_scores(self, topic: str, partition: int, offset: int) -> tuple[int, int | None]:
+        """(bytes appended before the batch holding the log start, bytes appended before
+        the batch at `offset` or None when no batch starts there)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(keys.partition_keys(topic, partition)[1], "lsob")
+            pipe.zscore(keys.bytes_key(topic, partition), offset)
+            before, at = await pipe.execute()
+        return int(before or 0), (None if at is None else int(at))
+
+    async def cleaner_lease(
+        self, topic: str, partition: int, op: str, token: str, lease_ms: int, *done: Any
+    ) -> bool:
+        """The compaction lease (lua/cleaner.lua): acquire, renew, release, or done with
+        the cleaned-up-to offset and meta fields to set."""
+        return bool(
+            await scripts.CLEANER(
+                self.redis,
+                [keys.cleaner_key(topic, partition), keys.partition_keys(topic, partition)[1]],
+                [op, token, lease_ms, *done],
+            )
+        )
