@@ -214,7 +214,9 @@ def random_cluster_id() -> str:
             return text
 
 
-def kafka_properties(port: int, controller_port: int, log_dir: Path) -> str:
+def kafka_properties(
+    port: int, controller_port: int, log_dir: Path, extra: dict[str, str] | None = None
+) -> str:
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -233,16 +235,19 @@ def kafka_properties(port: int, controller_port: int, log_dir: Path) -> str:
         "transaction.state.log.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",  # Skiff gets the same (SKIFF_ENV)
         "offsets.retention.check.interval.ms": "1000",
-        # Records carry fixed 2020 timestamps: no time retention on either side, so that
-        # neither removes them in the middle of a run (Skiff gets the same, SKIFF_ENV).
-        "log.retention.ms": "-1",
         "num.network.threads": "2",
         "num.io.threads": "2",
+        **(extra or {}),
     }
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-# Skiff's settings for what kafka_properties changes from Kafka's defaults
+# The scenarios' records carry fixed 2020 timestamps: no time retention on either side, so
+# that neither removes them in the middle of a run (Skiff gets the same, SKIFF_ENV).
+SCENARIO_PROPERTIES = {"log.retention.ms": "-1"}
+
+# Skiff's settings for what kafka_properties and SCENARIO_PROPERTIES change from Kafka's
+# defaults
 SKIFF_ENV = {
     "SKIFF_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
     "SKIFF_OFFSETS_RETENTION_CHECK_INTERVAL_MS": "1000",
@@ -250,14 +255,21 @@ SKIFF_ENV = {
 }
 
 
-def start_kafka(procs: Processes, version: str, work: Path, start_timeout: float) -> int:
+def start_kafka(
+    procs: Processes,
+    version: str,
+    work: Path,
+    start_timeout: float,
+    extra: dict[str, str] | None = None,
+) -> int:
+    """Start a KRaft broker; `extra` adds to (or overrides) kafka_properties'."""
     java = shutil.which("java")
     if java is None:
         raise RuntimeError("java is not installed (apt-get install openjdk-17-jre-headless)")
     lib = kafka_jars(version)
     port, controller_port = free_port(), free_port()
     config = work / "server.properties"
-    config.write_text(kafka_properties(port, controller_port, work / "kafka-logs"))
+    config.write_text(kafka_properties(port, controller_port, work / "kafka-logs", extra))
     jvm = [
         java,
         "-Xms256m",
@@ -3831,7 +3843,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         say(f"work dir {work}; topics of this run are named {RUN}-*, shown as ~*")
-        kafka = Side("kafka", start_kafka(procs, args.kafka_version, work, args.start_timeout))
+        port = start_kafka(procs, args.kafka_version, work, args.start_timeout, SCENARIO_PROPERTIES)
+        kafka = Side("kafka", port)
         skiff = Side("skiff", start_skiff(procs, work))
         say(f"running {len(scenarios)} scenarios")
         for scenario in scenarios:
