@@ -20,6 +20,7 @@ from .settings import Settings
 from .storage.group_store import GroupStore
 from .storage.registry import Registry
 from .storage.store import RedisStore
+from .telemetry.runtime import Telemetry
 
 log = logging.getLogger("skiff")
 
@@ -63,6 +64,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         await groups.start()
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         server = KafkaServer(broker)
+        telemetry = await Telemetry.start(settings, broker, server)
         await server.start()
         log.info(
             "Skiff node %d listening on %s (advertised as %s), Redis %s: %s",
@@ -81,6 +83,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         await stop.wait()
         log.info("shutting down")
         await server.stop()
+        await telemetry.stop()
         await groups.stop()
         await cluster.stop()
         await wakeups.stop()

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import groups_cli
 from .settings import HostPort, Settings
+from .telemetry import logs
 
 
 def _bool(text: str) -> bool:
@@ -28,6 +29,12 @@ def _hostport(text: str) -> HostPort:
         return HostPort.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _optional_hostport(text: str) -> HostPort | None:
+    if text.strip().lower() in ("", "none", "off"):
+        return None
+    return _hostport(text)
 
 
 def _at_least(low: int) -> Any:
@@ -194,6 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
     )
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
+    _flag(
+        serve,
+        "http-listen",
+        "127.0.0.1:8080",
+        "HOST:PORT of the HTTP endpoint (/healthz, /readyz, /metrics); none: no endpoint",
+        type=_optional_hostport,
+    )
+    _flag(serve, "log-format", "text", "text or json (one JSON object a line)",
+          choices=["text", "json"])
     groups_cli.add_parser(sub)
     return parser
 
@@ -201,10 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(str(args.log_level), getattr(args, "log_format", "text"))
     if args.command == "groups":
         return groups_cli.run(args)
     if args.command != "serve":
@@ -235,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         min_insync_replicas=args.min_insync_replicas,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
+        http_listen=args.http_listen,
     )
     from .app import serve
 

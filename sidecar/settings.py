@@ -56,6 +56,8 @@ class Settings:
     # Idempotent and transactional producer state, with Kafka's names and defaults.
     producer_id_expiration_ms: int = 86_400_000
     transactional_id_expiration_ms: int = 604_800_000
+    # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
+    http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
 
     @property
     def advertised(self) -> HostPort:

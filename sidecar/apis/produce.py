@@ -29,6 +29,7 @@ from ..protocol.primitives import (
 )
 from ..protocol.record_batch import InvalidBatch, decode_batch, single_batch
 from ..storage.store import PreparedAppend, StoreError, TopicInfo
+from ..telemetry import requests as telemetry
 from ..topic_config import effective_config
 from ..topics import invalid_name_reason
 
@@ -99,6 +100,7 @@ def _prepare(
             limits.check_size(len(view), config, topic, index)
             batch = decode_batch(view, log_append)
         limits.check_batch(batch, len(records), config, topic, index)
+        telemetry.batch_decoded(topic, index, len(records), batch)
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
         return PartitionResult(
@@ -129,6 +131,7 @@ async def _append(
     await ticket.turn(key)
     try:
         r = await broker.store.append(prepared, wait)
+        telemetry.batch_appended(topic, index, r.duplicate)
         return PartitionResult(index, errors.NONE, r.base_offset, r.append_time, r.log_start_offset)
     except StoreError as exc:
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
@@ -187,6 +190,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             for item in items
         )
     )
+    telemetry.partition_errors(r.error for r in results)
     if acks == 0:
         failed = [r for r in results if r.error]
         if failed:

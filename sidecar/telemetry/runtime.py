@@ -1,0 +1,42 @@
+"""Starting and stopping observability with the sidecar (called by sidecar/app.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import metrics, tracing
+from .http import HttpEndpoint
+
+log = logging.getLogger("skiff.telemetry")
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.live: metrics.LiveCollector | None = None
+        self.http: HttpEndpoint | None = None
+
+    @classmethod
+    async def start(cls, settings: Any, broker: Any, server: Any) -> Telemetry:
+        self = cls()
+        traced = tracing.configure_from_env()
+        log.info("tracing: %s", traced or "off (set OTEL_TRACES_EXPORTER to turn it on)")
+        self.live = metrics.LiveCollector(lambda: len(server.connections), broker.wakeups.waiting)
+        metrics.REGISTRY.register(self.live)
+        if settings.http_listen is not None:
+            self.http = HttpEndpoint(broker, self.live)
+            try:
+                await self.http.start(settings.http_listen)
+            except BaseException:
+                await self.stop()
+                raise
+        return self
+
+    async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
+        if self.live is not None:
+            metrics.REGISTRY.unregister(self.live)
+            self.live = None
+        tracing.shutdown()
