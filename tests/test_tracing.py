@@ -1,0 +1,217 @@
+"""OpenTelemetry traces: a real sidecar process exports through its real OTLP/HTTP
+exporter (configured by OTEL_* variables) to a receiver in the test, which decodes
+the protobuf spans. Checked: the span tree of a produce and a fetch made by
+confluent-kafka, their attributes, the links to producer spans named by records'
+traceparent headers (malformed ones ignored), and error attributes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from sidecar.telemetry.tracing import parse_traceparent
+from tests.conftest import RedisServer, Skiff, start_skiff, stop_process
+from tests.otlp_receiver import OtlpReceiver, Span
+from tests.rawkafka import RawKafka, fetch_request, metadata_request
+
+TRACE_A = "4bf92f3577b34da6a3ce929d0e0e4736"
+SPAN_A = "00f067aa0ba902b7"
+TRACE_B = "0af7651916cd43dd8448eb211c80319c"
+SPAN_B = "b7ad6b7169203331"
+STATUS_ERROR = 2
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    r = OtlpReceiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def traced(own_redis: RedisServer, receiver: OtlpReceiver, tmp_path: Path) -> Iterator[Skiff]:
+    env = {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_SERVICE_NAME": "skiff-under-test",
+    }
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url, env=env)
+    yield skiff
+    stop_process(skiff.proc)
+
+
+def produce(skiff: Skiff, topic: str, headers: list[list[tuple[str, bytes]]]) -> None:
+    producer = Producer(
+        {"bootstrap.servers": skiff.bootstrap, "client.id": "trace-producer", "linger.ms": 200}
+    )
+    errors: list[Any] = []
+    for i, h in enumerate(headers):
+        producer.produce(
+            topic,
+            value=b"v%d" % i,
+            partition=0,
+            headers=h or None,
+            on_delivery=lambda err, msg: errors.append(err) if err else None,
+        )
+    assert producer.flush(30) == 0
+    assert errors == []
+
+
+def consume(skiff: Skiff, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": skiff.bootstrap,
+            "group.id": f"g-{topic}",
+            "client.id": "trace-consumer",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.close()
+    return got
+
+
+def for_topic(name: str, topic: str) -> Any:
+    return lambda s: s.name == name and s.attributes.get("messaging.destination.name") == topic
+
+
+def test_produce_and_fetch_spans(
+    traced: Skiff, receiver: OtlpReceiver, own_redis: RedisServer, topic: str
+) -> None:
+    headers = [
+        [("traceparent", f"00-{TRACE_A}-{SPAN_A}-01".encode())],
+        [("other", b"x"), ("traceparent", f"00-{TRACE_B}-{SPAN_B}-00".encode())],
+        [("traceparent", b"00-not-a-trace-01")],  # malformed: ignored
+        [("traceparent", f"00-{'0' * 32}-{SPAN_A}-01".encode())],  # zero trace id: invalid
+        [],
+        [("traceparent", f"00-{TRACE_A}-{SPAN_A}-01".encode())],  # same producer span again
+    ]
+    produce(traced, topic, headers)
+    assert consume(traced, topic, len(headers)) == [b"v%d" % i for i in range(len(headers))]
+
+    produces = receiver.wait_for(for_topic("produce", topic))
+    assert len(produces) == 1, produces  # linger.ms batched all six records
+    span = produces[0]
+    assert span.kind == "SERVER"
+    assert span.parent_span_id == ""  # a root span: Kafka requests carry no trace context
+    assert span.resource["service.name"] == "skiff-under-test"
+    attrs = span.attributes
+    assert attrs["messaging.system"] == "kafka"
+    assert attrs["messaging.operation.name"] == "produce"
+    assert attrs["messaging.operation.type"] == "send"
+    assert attrs["messaging.destination.partition.id"] == "0"
+    assert attrs["messaging.batch.message_count"] == len(headers)
+    assert attrs["messaging.client.id"] == "trace-producer"
+    assert attrs["skiff.kafka.api_key"] == 0
+    assert isinstance(attrs["skiff.kafka.api_version"], int)
+    assert "error.type" not in attrs
+    assert sorted(span.links) == sorted([(TRACE_A, SPAN_A), (TRACE_B, SPAN_B)])
+
+    appends = [s for s in receiver.children(span) if s.name == "EVALSHA append"]
+    assert len(appends) == 1
+    child = appends[0]
+    assert child.kind == "CLIENT"
+    assert child.trace_id == span.trace_id
+    assert child.attributes["db.system"] == "redis"
+    assert child.attributes["db.operation.name"] == "EVALSHA"
+    assert child.attributes["db.stored_procedure.name"] == "append"
+    assert child.attributes["server.address"] == "127.0.0.1"
+    assert child.attributes["server.port"] == own_redis.port
+
+    fetches = receiver.wait_for(
+        lambda s: for_topic("fetch", topic)(s)
+        and s.attributes.get("messaging.batch.message_count", 0) > 0
+    )
+    assert sum(s.attributes["messaging.batch.message_count"] for s in fetches) == len(headers)
+    fetch = fetches[0]
+    assert fetch.kind == "SERVER"
+    assert fetch.attributes["messaging.operation.type"] == "receive"
+    assert fetch.attributes["messaging.destination.partition.id"] == "0"
+    assert fetch.attributes["messaging.client.id"] == "trace-consumer"
+    reads = [s for s in receiver.children(fetch) if s.name == "MULTI/EXEC"]
+    assert reads, [s.name for s in receiver.children(fetch)]
+    assert reads[0].kind == "CLIENT"
+    assert reads[0].attributes["db.system"] == "redis"
+    assert reads[0].attributes["db.operation.name"] == "MULTI/EXEC"
+    assert reads[0].attributes["skiff.redis.commands"] == ["HMGET", "XRANGE"]
+
+
+def test_error_and_multi_topic_attributes(
+    traced: Skiff, receiver: OtlpReceiver, topic: str
+) -> None:
+    other = topic + "-b"
+    with RawKafka("127.0.0.1", traced.port, client_id="raw-tracer") as kafka:
+        kafka.request(3, 9, metadata_request([topic, other]))
+        response = kafka.request(1, 12, fetch_request(topic, {0: 100}))
+        assert response.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+
+    metadata = receiver.wait_for(
+        lambda s: s.name == "metadata"
+        and s.attributes.get("skiff.messaging.destination.names") == [topic, other]
+    )
+    assert len(metadata) == 1
+    assert "messaging.destination.name" not in metadata[0].attributes
+    assert metadata[0].attributes["messaging.client.id"] == "raw-tracer"
+    assert "messaging.operation.type" not in metadata[0].attributes
+
+    failed = receiver.wait_for(for_topic("fetch", topic))
+    assert len(failed) == 1
+    attrs = failed[0].attributes
+    assert attrs["error.type"] == "OFFSET_OUT_OF_RANGE"
+    assert attrs["skiff.kafka.error_code"] == 1
+    assert attrs["messaging.batch.message_count"] == 0
+    assert failed[0].status_code == STATUS_ERROR
+
+
+@pytest.mark.parametrize(
+    "header,expected",
+    [
+        (f"00-{TRACE_A}-{SPAN_A}-01", (int(TRACE_A, 16), int(SPAN_A, 16), 1)),
+        (f"00-{TRACE_A}-{SPAN_A}-00", (int(TRACE_A, 16), int(SPAN_A, 16), 0)),
+        (f"01-{TRACE_A}-{SPAN_A}-01-future", (int(TRACE_A, 16), int(SPAN_A, 16), 1)),
+        (f"00-{TRACE_A}-{SPAN_A}-01-extra", None),  # version 00 has four fields
+        (f"ff-{TRACE_A}-{SPAN_A}-01", None),
+        (f"00-{TRACE_A.upper()}-{SPAN_A}-01", None),  # W3C: lower-case hex only
+        (f"00-{'0' * 32}-{SPAN_A}-01", None),
+        (f"00-{TRACE_A}-{'0' * 16}-01", None),
+        (f"00-{TRACE_A[:-1]}-{SPAN_A}-01", None),
+        ("garbage", None),
+    ],
+)
+def test_traceparent_parsing(header: str, expected: tuple[int, int, int] | None) -> None:
+    got = parse_traceparent(header.encode())
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert (got.trace_id, got.span_id, int(got.trace_flags)) == expected
+        assert got.is_remote
+
+
+def test_tracing_is_off_without_an_exporter(
+    own_redis: RedisServer, receiver: OtlpReceiver, tmp_path: Path, topic: str
+) -> None:
+    # An endpoint alone does not turn tracing on: OTEL_TRACES_EXPORTER must name one.
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url, env=env)
+    try:
+        produce(skiff, topic, [[]])
+        time.sleep(1.0)  # longer than the batch delay a configured exporter would use
+        assert receiver.spans == []
+        assert "tracing: off" in skiff.log()
+    finally:
+        stop_process(skiff.proc)
