@@ -208,8 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
         "HOST:PORT of the HTTP endpoint (/healthz, /readyz, /metrics); none: no endpoint",
         type=_optional_hostport,
     )
-    _flag(serve, "log-format", "text", "text or json (one JSON object a line)",
-          choices=["text", "json"])
+    _flag(
+        serve,
+        "log-format",
+        "text",
+        "text or json (one JSON object a line)",
+        choices=["text", "json"],
+    )
     groups_cli.add_parser(sub)
     return parser
 

@@ -113,9 +113,9 @@ def test_connections_and_long_poll_waiters(sidecar: Skiff, topic: str) -> None:
         b.request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
         a.send(1, 12, fetch_request(topic, {0: 0}, max_wait_ms=20_000))
         samples = wait_until(
-            lambda: (s := scrape(sidecar.http_port))
-            and value(s, "skiff_longpoll_waiters") == 1
-            and s
+            lambda: (
+                (s := scrape(sidecar.http_port)) and value(s, "skiff_longpoll_waiters") == 1 and s
+            )
         )
         assert value(samples, "skiff_open_connections") == 2
         assert value(samples, "skiff_longpoll_waiters") == 1

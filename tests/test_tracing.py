@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sidecar.telemetry.tracing import parse_traceparent
 from tests.conftest import RedisServer, Skiff, start_skiff, stop_process
-from tests.otlp_receiver import OtlpReceiver, Span
+from tests.otlp_receiver import OtlpReceiver
 from tests.rawkafka import RawKafka, fetch_request, metadata_request
 
 TRACE_A = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -133,8 +133,10 @@ def test_produce_and_fetch_spans(
     assert child.attributes["server.port"] == own_redis.port
 
     fetches = receiver.wait_for(
-        lambda s: for_topic("fetch", topic)(s)
-        and s.attributes.get("messaging.batch.message_count", 0) > 0
+        lambda s: (
+            for_topic("fetch", topic)(s)
+            and s.attributes.get("messaging.batch.message_count", 0) > 0
+        )
     )
     assert sum(s.attributes["messaging.batch.message_count"] for s in fetches) == len(headers)
     fetch = fetches[0]
@@ -160,8 +162,10 @@ def test_error_and_multi_topic_attributes(
         assert response.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
 
     metadata = receiver.wait_for(
-        lambda s: s.name == "metadata"
-        and s.attributes.get("skiff.messaging.destination.names") == [topic, other]
+        lambda s: (
+            s.name == "metadata"
+            and s.attributes.get("skiff.messaging.destination.names") == [topic, other]
+        )
     )
     assert len(metadata) == 1
     assert "messaging.destination.name" not in metadata[0].attributes
