@@ -265,30 +265,31 @@ def _end_span(scope: RequestScope, failure: BaseException | None) -> None:
     from opentelemetry.trace import StatusCode
 
     span = scope.span
+    attributes: dict[str, Any] = {}
     if scope.topics:
         names = list(scope.topics)
         if len(names) == 1:
-            span.set_attribute("messaging.destination.name", names[0])
+            attributes["messaging.destination.name"] = names[0]
             partitions = scope.topics[names[0]]
             if len(partitions) == 1:
-                span.set_attribute(
-                    "messaging.destination.partition.id", str(next(iter(partitions)))
-                )
+                attributes["messaging.destination.partition.id"] = str(next(iter(partitions)))
         else:
-            span.set_attribute("skiff.messaging.destination.names", names[:MAX_NAMED_TOPICS])
+            attributes["skiff.messaging.destination.names"] = names[:MAX_NAMED_TOPICS]
     if scope.records is not None:
-        span.set_attribute("messaging.batch.message_count", scope.records)
+        attributes["messaging.batch.message_count"] = scope.records
     if failure is not None:
-        span.set_attribute("error.type", type(failure).__qualname__)
+        attributes["error.type"] = type(failure).__qualname__
         span.set_status(StatusCode.ERROR, str(failure)[:200])
     elif scope.errors:
         first = next(iter(scope.errors))
-        span.set_attribute("error.type", first)
+        attributes["error.type"] = first
         code = _code_of(first)
         if code is not None:
-            span.set_attribute("skiff.kafka.error_code", code)
-        span.set_attribute("skiff.kafka.error_names", sorted(scope.errors))
+            attributes["skiff.kafka.error_code"] = code
+        attributes["skiff.kafka.error_names"] = sorted(scope.errors)
         span.set_status(StatusCode.ERROR, first)
+    if attributes:
+        span.set_attributes(attributes)
     span.end()
 
 
@@ -303,7 +304,11 @@ def _link_producers(scope: RequestScope, flat: list[Any]) -> None:
     """Link the span to the producer spans named by records' traceparent headers."""
     from ..protocol.record_batch import decode_headers
 
-    for raw in flat[3::5]:  # per record: timestamp, key, value, headers, flags
+    headers = flat[3::5]  # per record: timestamp, key, value, headers, flags
+    # The common case, no record with a traceparent, costs two C-level passes.
+    if not any(headers) or b"traceparent" not in b"".join(headers):
+        return
+    for raw in headers:
         if not raw or b"traceparent" not in raw:
             continue
         try:
