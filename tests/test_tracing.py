@@ -219,3 +219,56 @@ def test_tracing_is_off_without_an_exporter(
         assert "tracing: off" in skiff.log()
     finally:
         stop_process(skiff.proc)
+
+
+def test_grpc_and_console_exporters(
+    own_redis: RedisServer, tmp_path: Path, topic: str
+) -> None:
+    """OTEL_EXPORTER_OTLP_PROTOCOL=grpc exports to an OTLP/gRPC receiver; console and
+    otlp together also print each span on stdout."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    received: list[str] = []
+
+    class Service(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's name
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    received.extend(s.name for s in ss.spans)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    env = {
+        "OTEL_TRACES_EXPORTER": "otlp,console",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url, env=env)
+    try:
+        produce(skiff, topic, [[]])
+        deadline = time.monotonic() + 15
+        while "produce" not in received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "produce" in received
+        assert "OTLP/gRPC exporter" in skiff.log()
+        assert '"name": "produce"' in skiff.log()  # the console exporter's JSON
+    finally:
+        stop_process(skiff.proc)
+        server.stop(0)
+
+
+def test_unknown_exporter_stops_start_up(own_redis: RedisServer, tmp_path: Path) -> None:
+    log = tmp_path / "skiff.log"
+    with pytest.raises(RuntimeError):
+        start_skiff(log, "--redis-url", own_redis.url, env={"OTEL_TRACES_EXPORTER": "jaeger"})
+    text = log.read_text()
+    assert "cannot set up tracing: OTEL_TRACES_EXPORTER 'jaeger' is not one of otlp" in text
+    assert "Traceback" not in text

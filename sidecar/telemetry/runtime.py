@@ -19,7 +19,10 @@ class Telemetry:
     @classmethod
     async def start(cls, settings: Any, broker: Any, server: Any) -> Telemetry:
         self = cls()
-        traced = tracing.configure_from_env()
+        try:
+            traced = tracing.configure_from_env()
+        except ValueError as exc:
+            raise RuntimeError(f"cannot set up tracing: {exc}") from None
         log.info("tracing: %s", traced or "off (set OTEL_TRACES_EXPORTER to turn it on)")
         self.live = metrics.LiveCollector(lambda: len(server.connections), broker.wakeups.waiting)
         metrics.REGISTRY.register(self.live)
