@@ -82,6 +82,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
             ready.set()
         await stop.wait()
         log.info("shutting down")
+        telemetry.shutting_down()
         await server.stop()
         await telemetry.stop()
         await groups.stop()

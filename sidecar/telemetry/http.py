@@ -35,8 +35,11 @@ class Readiness:
         self._checked = float("-inf")
         self._result: tuple[bool, str] = (False, "not checked yet")
         self._lock = asyncio.Lock()
+        self.shutting_down = False
 
     async def check(self) -> tuple[bool, str]:
+        if self.shutting_down:
+            return False, "shutting down"
         async with self._lock:
             now = time.monotonic()
             if now - self._checked >= READY_CACHE_S:

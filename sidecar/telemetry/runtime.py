@@ -9,6 +9,7 @@ from . import metrics, tracing
 from .http import HttpEndpoint
 
 log = logging.getLogger("skiff.telemetry")
+_registered: list[metrics.LiveCollector] = []  # at most one: the running sidecar's
 
 
 class Telemetry:
@@ -25,7 +26,10 @@ class Telemetry:
             raise RuntimeError(f"cannot set up tracing: {exc}") from None
         log.info("tracing: %s", traced or "off (set OTEL_TRACES_EXPORTER to turn it on)")
         self.live = metrics.LiveCollector(lambda: len(server.connections), broker.wakeups.waiting)
+        while _registered:  # left by a run in this process that failed before stop()
+            metrics.REGISTRY.unregister(_registered.pop())
         metrics.REGISTRY.register(self.live)
+        _registered.append(self.live)
         if settings.http_listen is not None:
             self.http = HttpEndpoint(broker, self.live)
             try:
@@ -39,7 +43,13 @@ class Telemetry:
         if self.http is not None:
             await self.http.stop()
             self.http = None
-        if self.live is not None:
+        if self.live is not None and self.live in _registered:
             metrics.REGISTRY.unregister(self.live)
-            self.live = None
+            _registered.remove(self.live)
+        self.live = None
         tracing.shutdown()
+
+    def shutting_down(self) -> None:
+        """/readyz answers 503 from now on: the sidecar is draining."""
+        if self.http is not None:
+            self.http.readiness.shutting_down = True
