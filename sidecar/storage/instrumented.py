@@ -2,7 +2,11 @@
 (sidecar/telemetry/redis_calls.py): single commands, pipelines (MULTI/EXEC or plain)
 and the pre-packed script calls of scripts.Script.run_packed (decorated with
 round_trip). Instrumenting the client, not the store's methods, means retries
-wrapped around store methods show up as one span per attempt."""
+wrapped around store methods show up as one span per attempt.
+
+The instrumentation is a mixin over any redis.asyncio.Redis subclass:
+instrument(SomeRedis) returns SomeRedis with timing on top (its pipelines too,
+whatever pipeline class SomeRedis makes), e.g. a client class that retries."""
 
 from __future__ import annotations
 
@@ -44,7 +48,11 @@ def server_attributes(pool: Any) -> dict[str, Any]:
     return attributes
 
 
-class InstrumentedRedis(Redis):
+class InstrumentedMixin:
+    """Put before a redis.asyncio.Redis (subclass) in the bases; see instrument()."""
+
+    connection_pool: Any
+
     def _attributes(self) -> dict[str, Any]:
         return server_attributes(self.connection_pool)
 
@@ -63,12 +71,18 @@ class InstrumentedRedis(Redis):
         return result
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
-        return InstrumentedPipeline(
-            self.connection_pool, self.response_callbacks, transaction, shard_hint
-        )
+        pipe = super().pipeline(transaction, shard_hint)  # type: ignore[misc]
+        # The base's pipeline class with execute() timed on top (no new state, so
+        # swapping the instance's class is safe).
+        pipe.__class__ = _instrumented_pipeline(type(pipe))
+        return pipe
 
 
-class InstrumentedPipeline(Pipeline):
+class InstrumentedPipelineMixin:
+    command_stack: Any
+    is_transaction: bool
+    connection_pool: Any
+
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         if not self.command_stack:
             return await super().execute(raise_on_error)
@@ -82,12 +96,43 @@ class InstrumentedPipeline(Pipeline):
         operation = "MULTI/EXEC" if self.is_transaction else "PIPELINE"
         started = redis_calls.begin(operation, server_attributes(self.connection_pool), extra)
         try:
-            result = await super().execute(raise_on_error)
+            result = await super().execute(raise_on_error)  # type: ignore[misc]
         except BaseException as exc:
             redis_calls.end(started, exc)
             raise
         redis_calls.end(started)
         return result
+
+
+_pipelines: dict[type, type] = {}
+_clients: dict[type, type] = {}
+
+
+def _instrumented_pipeline(base: type) -> type:
+    if issubclass(base, InstrumentedPipelineMixin):
+        return base
+    cls = _pipelines.get(base)
+    if cls is None:
+        cls = _pipelines[base] = type(
+            f"Instrumented{base.__name__}", (InstrumentedPipelineMixin, base), {}
+        )
+    return cls
+
+
+def instrument(base: type[Redis]) -> type[Redis]:
+    """`base` (redis.asyncio.Redis or a subclass) with its round trips timed and traced;
+    use it for Redis.from_url and Sentinel.master_for(redis_class=...)."""
+    if issubclass(base, InstrumentedMixin):
+        return base
+    cls = _clients.get(base)
+    if cls is None:
+        cls = _clients[base] = type(
+            f"Instrumented{base.__name__}", (InstrumentedMixin, base), {"__module__": __name__}
+        )
+    return cls
+
+
+InstrumentedRedis = instrument(Redis)
 
 
 def round_trip(
