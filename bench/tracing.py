@@ -253,6 +253,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "ratio_to_off": {n: round(v / rates["off"], 3) for n, v in rates.items()},
         "skiff_cpu_s_per_million_records": {n: round(v, 2) for n, v in cpu.items()},
+        "cpu_ratio_to_off": {n: round(v / cpu["off"], 3) for n, v in cpu.items()},
+        "avg_records_per_produce_request": {
+            n: statistics.median(x["avg_records_per_batch"] or 0 for x in rs)
+            for n, rs in results.items()
+        },
         "otlp_exports": {"requests": sink.requests, "bytes": sink.bytes},
         "telemetry_cpu_us_per_request": micro,
     }
@@ -263,12 +268,15 @@ def summary(r: dict[str, Any]) -> str:
         f"Tracing overhead on produce: {r['records']:,} records x {r['record_bytes']} B, "
         f"{r['batch_records']:,} records per batch, median of {r['rounds']} rounds, "
         f"{r['cpus']} CPUs shared by redis-server, Skiff and the client",
-        f"{'tracing':<16}{'records/s':>12}{'ratio to off':>14}{'Skiff CPU s/1M rec':>20}",
+        f"{'tracing':<16}{'records/s':>12}{'ratio to off':>14}{'Skiff CPU s/1M rec':>20}"
+        f"{'CPU ratio':>11}{'records/request':>17}",
     ]
     for name, rate in r["records_per_s_median"].items():
         lines.append(
             f"{name:<16}{rate:>12,}{r['ratio_to_off'][name]:>14.3f}"
             f"{r['skiff_cpu_s_per_million_records'][name]:>20.2f}"
+            f"{r['cpu_ratio_to_off'][name]:>11.3f}"
+            f"{r['avg_records_per_produce_request'][name]:>17.1f}"
         )
     lines.append(f"all rounds (records/s): {r['records_per_s_all']}")
     micro = r["telemetry_cpu_us_per_request"]
