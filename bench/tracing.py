@@ -4,7 +4,8 @@ measured in one run.
 
 Each configuration runs in its own Skiff process (tracing is configured by OTEL_*
 variables at start-up) on one shared redis-server; configurations alternate over
---rounds rounds so drift on the machine spreads over all of them, and the median
+--rounds rounds (each round starting with the next one) so drift on the machine
+spreads over all of them, and the median
 of each is reported. "On" exports every sampled span with the real OTLP/HTTP
 exporter to a local sink in this process that reads and discards the requests, so
 the sidecar pays span creation, attributes, Redis child spans and protobuf
@@ -225,8 +226,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         harness.progress(f"CPU us per request: {micro}")
         redis_proc, url = harness.start_redis(workdir, False)
         probe = harness.RedisProbe(url)
+        names = list(CONFIGS)
         for r in range(args.rounds):
-            for name, env in CONFIGS.items():
+            # Each round starts with another configuration, so none always runs first.
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                env = CONFIGS[name]
                 env = {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint} if env else env
                 harness.progress(f"round {r + 1}/{args.rounds}: tracing {name}")
                 results[name].append(one(name, env, url, args, value, probe, workdir))
