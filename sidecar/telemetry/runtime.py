@@ -9,6 +9,7 @@ from . import metrics, tracing
 from .http import HttpEndpoint
 
 log = logging.getLogger("skiff.telemetry")
+TRACING_SHUTDOWN_S = 3.0  # at most this long flushing spans at shutdown
 _registered: list[metrics.LiveCollector] = []  # at most one: the running sidecar's
 
 
@@ -47,7 +48,7 @@ class Telemetry:
             metrics.REGISTRY.unregister(self.live)
             _registered.remove(self.live)
         self.live = None
-        tracing.shutdown()
+        await tracing.shutdown_within(TRACING_SHUTDOWN_S)
 
     def shutting_down(self) -> None:
         """/readyz answers 503 from now on: the sidecar is draining."""

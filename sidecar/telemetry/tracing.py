@@ -11,8 +11,10 @@ in-memory exporter (install_for_tests) without fighting over global state.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -119,7 +121,7 @@ def install_for_tests(exporter: SpanExporter) -> TracerProvider:
 
 
 def shutdown() -> None:
-    """Flush what is buffered and stop tracing."""
+    """Flush what is buffered and stop tracing (blocks until the exporters are done)."""
     global TRACER, _PROVIDER
     provider, _PROVIDER, TRACER = _PROVIDER, None, None
     if provider is not None:
@@ -127,6 +129,31 @@ def shutdown() -> None:
             provider.shutdown()
         except Exception as exc:  # an exporter that cannot reach its collector
             log.warning("flushing spans at shutdown failed: %s", exc)
+
+
+async def shutdown_within(seconds: float) -> None:
+    """shutdown() in a daemon thread, waiting at most `seconds`: an exporter retrying
+    an unreachable collector must not hold up the sidecar's exit (spans still queued
+    then are lost, as they would be on a crash)."""
+    if _PROVIDER is None:
+        return
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def run() -> None:
+        try:
+            shutdown()
+        finally:
+            try:
+                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+    threading.Thread(target=run, name="skiff-tracing-shutdown", daemon=True).start()
+    try:
+        await asyncio.wait_for(asyncio.shield(done), seconds)
+    except TimeoutError:
+        log.warning("spans not exported within %.0f s of shutdown were dropped", seconds)
 
 
 _HEX = frozenset("0123456789abcdef")
