@@ -221,9 +221,7 @@ def test_tracing_is_off_without_an_exporter(
         stop_process(skiff.proc)
 
 
-def test_grpc_and_console_exporters(
-    own_redis: RedisServer, tmp_path: Path, topic: str
-) -> None:
+def test_grpc_and_console_exporters(own_redis: RedisServer, tmp_path: Path, topic: str) -> None:
     """OTEL_EXPORTER_OTLP_PROTOCOL=grpc exports to an OTLP/gRPC receiver; console and
     otlp together also print each span on stdout."""
     from concurrent import futures
@@ -272,3 +270,64 @@ def test_unknown_exporter_stops_start_up(own_redis: RedisServer, tmp_path: Path)
     text = log.read_text()
     assert "cannot set up tracing: OTEL_TRACES_EXPORTER 'jaeger' is not one of otlp" in text
     assert "Traceback" not in text
+
+
+def test_in_memory_exporter_in_process(own_redis: RedisServer, topic: str) -> None:
+    """The sidecar in this process (app.serve on this thread's loop, the client in a
+    worker thread) with tracing.install_for_tests(InMemorySpanExporter): the SDK's own
+    span objects show the produce span as the parent of its Redis round trip."""
+    import asyncio
+    import os
+    import signal
+
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from sidecar import app
+    from sidecar.settings import HostPort, Settings
+    from sidecar.telemetry import tracing
+    from tests.conftest import free_port
+
+    exporter = InMemorySpanExporter()
+    tracing.install_for_tests(exporter)
+    port = free_port()
+    settings = Settings(
+        listen=HostPort("127.0.0.1", port), redis_url=own_redis.url, http_listen=None
+    )
+    link = f"00-{TRACE_A}-{SPAN_A}-01".encode()
+
+    def client() -> None:
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "in-proc"})
+        producer.produce(topic, value=b"v", partition=0, headers=[("traceparent", link)])
+        assert producer.flush(30) == 0
+
+    async def main() -> None:
+        ready = asyncio.Event()
+        served = asyncio.create_task(app.serve(settings, ready))
+        await asyncio.wait_for(ready.wait(), 30)
+        try:
+            await asyncio.to_thread(client)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # serve's own handler: a clean stop
+            await asyncio.wait_for(served, 30)
+
+    try:
+        asyncio.run(main())
+    finally:
+        tracing.shutdown()
+    spans = exporter.get_finished_spans()
+    produce_span = next(
+        s
+        for s in spans
+        if s.name == "produce" and s.attributes.get("messaging.destination.name") == topic
+    )
+    assert produce_span.kind == SpanKind.SERVER
+    assert produce_span.attributes["messaging.client.id"] == "in-proc"
+    assert produce_span.attributes["messaging.batch.message_count"] == 1
+    assert [
+        (f"{k.context.trace_id:032x}", f"{k.context.span_id:016x}") for k in produce_span.links
+    ] == [(TRACE_A, SPAN_A)]
+    children = [s for s in spans if s.parent and s.parent.span_id == produce_span.context.span_id]
+    assert [s.name for s in children if s.name.startswith("EVALSHA")] == ["EVALSHA append"]
+    assert all(s.kind == SpanKind.CLIENT for s in children)
+    assert all(s.context.trace_id == produce_span.context.trace_id for s in children)

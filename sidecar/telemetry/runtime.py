@@ -25,6 +25,8 @@ class Telemetry:
             traced = tracing.configure_from_env()
         except ValueError as exc:
             raise RuntimeError(f"cannot set up tracing: {exc}") from None
+        if traced is None and tracing.TRACER is not None:
+            traced = "installed in-process (tracing.install_for_tests)"
         log.info("tracing: %s", traced or "off (set OTEL_TRACES_EXPORTER to turn it on)")
         self.live = metrics.LiveCollector(lambda: len(server.connections), broker.wakeups.waiting)
         while _registered:  # left by a run in this process that failed before stop()
