@@ -258,6 +258,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_to_off": {n: round(v / rates["off"], 3) for n, v in rates.items()},
         "skiff_cpu_s_per_million_records": {n: round(v, 2) for n, v in cpu.items()},
         "cpu_ratio_to_off": {n: round(v / cpu["off"], 3) for n, v in cpu.items()},
+        "skiff_cpu_s_per_million_records_all": {
+            n: [round((x["cpu_s"]["skiff"] or 0) / (args.records / 1e6), 2) for x in rs]
+            for n, rs in results.items()
+        },
         "avg_records_per_produce_request": {
             n: statistics.median(x["avg_records_per_batch"] or 0 for x in rs)
             for n, rs in results.items()
