@@ -238,10 +238,23 @@ def response_errors(data: Any) -> None:
 # -- spans --------------------------------------------------------------------------
 
 
-def _start_span(scope: RequestScope, header: Any, peer: str) -> None:
-    from opentelemetry.trace import SpanKind, set_span_in_context
+_otel: Any = None  # (SpanKind.SERVER, set_span_in_context, an empty Context), once imported
 
+
+def _start_span(scope: RequestScope, header: Any, peer: str) -> None:
+    global _otel
+    if _otel is None:
+        from opentelemetry.context import Context
+        from opentelemetry.trace import SpanKind, set_span_in_context
+
+        _otel = (SpanKind.SERVER, set_span_in_context, Context())
+    server_kind, set_span_in_context, root = _otel
     assert tracing.TRACER is not None
+    # Kafka requests carry no trace context: every request span is a root (the empty
+    # context also spares the SDK a look-up of the current span).
+    span = tracing.TRACER.start_span(scope.api, context=root, kind=server_kind)
+    if not span.is_recording():
+        return
     attributes: dict[str, Any] = {
         "messaging.system": "kafka",
         "messaging.operation.name": scope.api,
@@ -255,10 +268,9 @@ def _start_span(scope: RequestScope, header: Any, peer: str) -> None:
         attributes["messaging.client.id"] = header.client_id
     if peer:
         attributes["network.peer.address"] = peer
-    span = tracing.TRACER.start_span(scope.api, kind=SpanKind.SERVER, attributes=attributes)
-    if span.is_recording():
-        scope.span = span
-        scope.context = set_span_in_context(span)
+    span.set_attributes(attributes)
+    scope.span = span
+    scope.context = set_span_in_context(span)
 
 
 def _end_span(scope: RequestScope, failure: BaseException | None) -> None:
