@@ -287,6 +287,7 @@ def summary(r: dict[str, Any]) -> str:
             f"{r['avg_records_per_produce_request'][name]:>17.1f}"
         )
     lines.append(f"all rounds (records/s): {r['records_per_s_all']}")
+    lines.append(f"all rounds (Skiff CPU s/1M rec): {r['skiff_cpu_s_per_million_records_all']}")
     micro = r["telemetry_cpu_us_per_request"]
     lines.append(
         "telemetry CPU per produce request, measured in-process (wrapper + one Redis round "
