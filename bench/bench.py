@@ -125,7 +125,8 @@ def start_skiff(redis_url: str, log: Path,
     cmd = [sys.executable, "-m", "sidecar.cli"]
     if cprofile is not None:  # the same CLI, in-process under cProfile (CPU clock)
         cmd = [sys.executable, str(ROOT / "bench" / "skiff_cprofile.py"), str(cprofile)]
-    cmd += ["serve", "--redis-url", redis_url, "--listen", f"127.0.0.1:{port}"]
+    cmd += ["serve", "--redis-url", redis_url, "--listen", f"127.0.0.1:{port}",
+            "--http-listen", "none"]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)

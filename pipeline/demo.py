@@ -108,7 +108,7 @@ def start_embedded_skiff(data_dir: Path, log: Path) -> tuple[subprocess.Popen[by
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "sidecar.cli", "serve", "--listen", f"127.0.0.1:{port}",
-             "--data-dir", str(data_dir)],
+             "--data-dir", str(data_dir), "--http-listen", "none"],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -22,6 +22,7 @@ from .settings import Settings
 from .storage.group_store import GroupStore
 from .storage.registry import Registry
 from .storage.store import RedisStore
+from .telemetry.runtime import Telemetry
 from .udp_ingest import UdpIngest
 
 log = logging.getLogger("skiff")
@@ -70,6 +71,7 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         await compactor.start()
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         server = KafkaServer(broker)
+        telemetry = await Telemetry.start(settings, broker, server)
         await server.start()
         udp = None
         if settings.udp_listen is not None and settings.udp_topic is not None:
@@ -93,9 +95,11 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
             ready.set()
         await stop.wait()
         log.info("shutting down")
+        telemetry.shutting_down()
         if udp is not None:
             await udp.stop()
         await server.stop()
+        await telemetry.stop()
         await compactor.stop()
         await sweeper.stop()
         await groups.stop()

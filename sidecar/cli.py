@@ -12,6 +12,7 @@ from typing import Any
 
 from . import groups_cli, server_properties, topics_cli
 from .settings import HostPort, Settings
+from .telemetry import logs
 
 
 def _bool(text: str) -> bool:
@@ -28,6 +29,12 @@ def _hostport(text: str) -> HostPort:
         return HostPort.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _optional_hostport(text: str) -> HostPort | None:
+    if text.strip().lower() in ("", "none", "off"):
+        return None
+    return _hostport(text)
 
 
 def _at_least(low: int) -> Any:
@@ -266,6 +273,20 @@ def build_parser() -> argparse.ArgumentParser:
         "how often the UDP ingest counters are logged while they change",
         type=_at_least(1),
     )
+    _flag(
+        serve,
+        "http-listen",
+        "127.0.0.1:8080",
+        "HOST:PORT of the HTTP endpoint (/healthz, /readyz, /metrics); none: no endpoint",
+        type=_optional_hostport,
+    )
+    _flag(
+        serve,
+        "log-format",
+        "text",
+        "text or json (one JSON object a line)",
+        choices=["text", "json"],
+    )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     return parser
@@ -306,10 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(str(args.log_level), getattr(args, "log_format", "text"))
     for level, line in config.log_lines() if config else ():
         logging.getLogger("skiff").log(level, "%s", line)
     if args.command == "groups":
@@ -352,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         log_cleanup_policy=args.log_cleanup_policy,
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
+        http_listen=args.http_listen,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")

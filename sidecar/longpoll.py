@@ -34,6 +34,10 @@ class Wakeups:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
+    def waiting(self) -> int:
+        """Long polls waiting now (for /metrics)."""
+        return len(set().union(*self._waiters.values())) if self._waiters else 0
+
     def register(self, channels: list[str]) -> asyncio.Event:
         event = asyncio.Event()
         for channel in channels:

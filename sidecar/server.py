@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +34,7 @@ from .protocol.kio_codec import (
     oversized_string,
 )
 from .protocol.primitives import unpack_i32
+from .telemetry import requests
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,24 @@ async def dispatch(
     if handler is None or not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
         # Kafka closes the connection for an API or version it does not serve (clients
         # learn the ranges from ApiVersions first); so do we, with a log line.
+        requests.rejected(handler)
         raise CloseConnection(f"unsupported API key {key} version {version}")
+    # Metrics, and a span when tracing is on (sidecar/telemetry/requests.py).
+    return await requests.observe(
+        handler, header, peer_host, _handle(broker, handler, header, frame, pos, ticket, peer_host)
+    )
+
+
+async def _handle(
+    broker: Broker,
+    handler: Any,
+    header: RequestHeader,
+    frame: bytes,
+    pos: int,
+    ticket: Ticket | None,
+    peer_host: str,
+) -> bytes | None:
+    key, version = header.api_key, header.api_version
     # A handler module decodes the old versions kio has no schema for itself: its
     # DECODERS maps such a version to a reader of the body (none of them is flexible).
     own_decoder = getattr(handler, "DECODERS", _NO_DECODERS).get(version)
@@ -102,6 +121,7 @@ async def dispatch(
             f"{handler.__name__.rsplit('.', 1)[-1]} v{version} request has a string longer "
             f"than {MAX_STRING_BYTES} bytes"
         )
+    requests.decoded(body)
     result = await handler.handle(broker, Request(header, body, flexible, ticket, peer_host))
     if result is None:
         return None
@@ -132,6 +152,11 @@ class KafkaConnection(asyncio.Protocol):
         self.paused = False
         self.closing = False  # a bad frame was seen: read nothing more
         self.worker: asyncio.Task[None] | None = None
+        # For the connection's open/close log lines.
+        self.client_id: str | None = None
+        self.served = 0
+        self.opened = time.monotonic()
+        self.close_reason = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -141,9 +166,28 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         self.connections.add(self)
         self.worker = _keep(asyncio.create_task(self._work(), name=f"kafka-conn-{self.peer}"))
+        log.info("connection from %s opened", self.peer, extra={"event": "open", "peer": self.peer})
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
+        reason = self.close_reason or (f"lost: {exc}" if exc else "closed by the client")
+        duration = time.monotonic() - self.opened
+        log.info(
+            "connection from %s (client id %s) closed after %d requests in %.3f s: %s",
+            self.peer,
+            self.client_id,
+            self.served,
+            duration,
+            reason,
+            extra={
+                "event": "close",
+                "peer": self.peer,
+                "client_id": self.client_id,
+                "requests": self.served,
+                "duration_s": round(duration, 6),
+                "reason": reason,
+            },
+        )
         if self.worker:
             self.worker.cancel()
 
@@ -187,7 +231,13 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     def _close(self, reason: str) -> None:
-        log.warning("closing connection %s: %s", self.peer, reason)
+        self.close_reason = reason
+        log.warning(
+            "closing connection %s: %s",
+            self.peer,
+            reason,
+            extra={"event": "error", "peer": self.peer, "client_id": self.client_id},
+        )
         self.buffer.clear()
         self.frames.clear()
         if self.transport:
@@ -216,12 +266,17 @@ class KafkaConnection(asyncio.Protocol):
                 if isinstance(frame, str):
                     responses.put_nowait(frame)
                     break
+                self.served += 1
+                if self.client_id is None:
+                    self.client_id = _client_id(frame)
                 running = [(t, p) for t, p in running if not t.done()]
                 is_produce = frame[:2] == PRODUCE_KEY
                 if is_produce and all(p for _, p in running):
                     if len(running) >= MAX_IN_FLIGHT:
                         await asyncio.wait([running[0][0]])
-                    task = asyncio.create_task(dispatch(self.broker, frame, order.ticket()))
+                    task = asyncio.create_task(
+                        dispatch(self.broker, frame, order.ticket(), self.peer_host)
+                    )
                 else:
                     if running:
                         await asyncio.wait([t for t, _ in running])
@@ -251,11 +306,23 @@ class KafkaConnection(asyncio.Protocol):
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("request from %s failed; closing the connection", self.peer)
+                log.exception(
+                    "request from %s failed; closing the connection",
+                    self.peer,
+                    extra={"event": "error", "peer": self.peer, "client_id": self.client_id},
+                )
                 self._close("internal error")
                 return
             if response is not None and self.transport and not self.transport.is_closing():
                 self.transport.write(response)
+
+
+def _client_id(frame: bytes) -> str | None:
+    """The request header's client id (for log lines), or None if unreadable."""
+    try:
+        return parse_header_prefix(frame)[0].client_id or ""
+    except BadFrame:
+        return None
 
 
 class KafkaServer:

@@ -68,6 +68,8 @@ class Settings:
     log_cleanup_policy: str = "delete"
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000
+    # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
+    http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
 
     @property
     def advertised(self) -> HostPort:

@@ -19,6 +19,9 @@ import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parents[1]
+# Sidecars that tests start by other means than start_skiff must not all claim the
+# default HTTP port 127.0.0.1:8080 (they would collide): no HTTP endpoint for them.
+os.environ.setdefault("SKIFF_HTTP_LISTEN", "none")
 
 # Tests produce records with fixed timestamps years old; with Kafka's default retention.ms
 # (7 days) a sidecar's time-retention sweep would remove them in the middle of a test. Sidecars
@@ -104,6 +107,7 @@ class Skiff:
     proc: subprocess.Popen[bytes]
     log_path: Path
     args: list[str] = field(default_factory=list)
+    http_port: int = 0  # the HTTP endpoint (/healthz, /readyz, /metrics)
 
     @property
     def bootstrap(self) -> str:
@@ -120,8 +124,19 @@ def start_skiff(
     log_path: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
 ) -> Skiff:
     port = port or free_port()
+    http_port = free_port()  # each sidecar its own (args may still say --http-listen)
     log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
-    cmd = [sys.executable, "-m", "sidecar.cli", "serve", "--listen", f"127.0.0.1:{port}", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sidecar.cli",
+        "serve",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--http-listen",
+        f"127.0.0.1:{http_port}",
+        *args,
+    ]
     proc = subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -136,7 +151,7 @@ def start_skiff(
     except RuntimeError:
         stop_process(proc)
         raise RuntimeError(f"skiff did not start:\n{log_path.read_text()}") from None
-    return Skiff(port, proc, log_path, list(args))
+    return Skiff(port, proc, log_path, list(args), http_port)
 
 
 @pytest.fixture(scope="session")

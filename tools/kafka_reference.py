@@ -362,6 +362,8 @@ def start_skiff(procs: Processes, work: Path) -> int:
             f"127.0.0.1:{port}",
             "--redis-url",
             f"redis://127.0.0.1:{redis_port}/0",
+            "--http-listen",
+            "none",
         ],
         log,
         cwd=ROOT,

@@ -33,6 +33,7 @@ from ..protocol.primitives import (
 from ..protocol.record_batch import encode_entries_sized
 from ..storage import keys
 from ..storage.store import StoreError, TopicInfo
+from ..telemetry import requests as telemetry
 from ..topic_config import fetch_compression
 
 API_KEY = 1
@@ -45,7 +46,7 @@ _avg_record_bytes: dict[tuple[str, int], float] = {}  # sizing XRANGE COUNT, a c
 
 
 class PartitionFetch:
-    __slots__ = ("index", "offset", "max_bytes", "error", "hw", "lso", "records")
+    __slots__ = ("index", "offset", "max_bytes", "error", "hw", "lso", "records", "count")
 
     def __init__(self, index: int, offset: int, max_bytes: int, error: int = errors.NONE) -> None:
         self.index = index
@@ -55,6 +56,7 @@ class PartitionFetch:
         self.hw = -1
         self.lso = -1
         self.records = b""
+        self.count = 0  # records in self.records
 
 
 class TopicFetch:
@@ -129,6 +131,7 @@ async def _read_once(
     for (t, p), r in zip(wanted, results, strict=True):
         p.hw, p.lso = r.high_watermark, r.log_start_offset
         p.records = b""
+        p.count = 0
         if p.offset < r.log_start_offset or p.offset > r.high_watermark:
             p.error = errors.OFFSET_OUT_OF_RANGE
             p.hw = p.lso = -1  # as Kafka reports a failed partition read
@@ -148,6 +151,7 @@ async def _read_once(
         if taken:
             _avg_record_bytes[(t.name, p.index)] = raw / taken
         p.records = data
+        p.count = taken
         budget -= len(data)
         total += len(data)
     return total
@@ -182,6 +186,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     finally:
         if event:
             broker.wakeups.unregister(event, channels)
+    for t in topics:
+        for p in t.partitions:
+            telemetry.fetched(t.name, p.index, p.count, len(p.records), p.error)
     return _encode(version, topics, read_committed=body.isolation_level == 1)
 
 

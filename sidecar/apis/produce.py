@@ -30,6 +30,7 @@ from ..protocol.primitives import (
 )
 from ..protocol.record_batch import InvalidBatch, decode_batch, single_batch
 from ..storage.store import PreparedAppend, StoreError, TopicInfo
+from ..telemetry import requests as telemetry
 from ..topic_config import effective_config
 from ..topics import invalid_name_reason
 
@@ -102,6 +103,7 @@ def _prepare(
             batch = decode_batch(view, log_append)
         limits.check_keys(batch, config, topic, index)
         limits.check_batch(batch, len(records), config, topic, index)
+        telemetry.batch_decoded(topic, index, len(records), batch)
     except InvalidBatch as exc:
         log.warning("rejected batch for %s-%d: %s", topic, index, exc)
         return PartitionResult(
@@ -138,6 +140,7 @@ async def _append(
     await ticket.turn(key)
     try:
         r = await broker.store.append(prepared, wait)
+        telemetry.batch_appended(topic, index, r.duplicate)
         return PartitionResult(index, errors.NONE, r.base_offset, r.append_time, r.log_start_offset)
     except StoreError as exc:
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
@@ -198,6 +201,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     )
     if any(r.record_errors for r in results):
         await _record_error_log_starts(broker, work, results)
+    telemetry.partition_errors(r.error for r in results)
     if acks == 0:
         failed = [r for r in results if r.error]
         if failed:

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
+from ..telemetry.requests import response_errors
 from .tolerant_decoder import decode_tolerant
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -57,6 +58,7 @@ def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: 
 
 
 def encode_response(api_key: int, version: int, data: dict[str, Any]) -> bytes:
+    response_errors(data)  # error codes for /metrics and the request's span
     entity = response_type(api_key, version)
     out = io.BytesIO()
     entity_writer(entity)(out, build(entity, data))

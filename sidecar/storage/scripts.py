@@ -11,6 +11,8 @@ import hiredis
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from .instrumented import round_trip
+
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 
 
@@ -36,6 +38,7 @@ class Script:
         """The EVALSHA command as RESP bytes, packed ahead of sending (see run_packed)."""
         return hiredis.pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))
 
+    @round_trip
     async def run_packed(
         self,
         redis: Redis,

@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .. import topic_config
 from . import keys, scripts
 from .connection import connection_class_for
+from .instrumented import InstrumentedRedis
 from .log_ops import PartitionLogOps
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class RedisStore(PartitionLogOps):
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
-        redis = Redis.from_url(url, decode_responses=False, health_check_interval=30)
+        redis = InstrumentedRedis.from_url(url, decode_responses=False, health_check_interval=30)
         # from_url lets the URL scheme pick the connection class, so set ours afterwards.
         redis.connection_pool.connection_class = connection_class_for(url)
         # Stream entries stay as flat lists: no per-record dict building in redis-py.
