@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import RedisServer, start_redis, start_skiff, stop_process
-from tests.telemetry_helpers import get, get_json, scrape, value
+from conftest import RedisServer, start_redis, start_skiff, stop_process
+from telemetry_helpers import get, get_json, scrape, value
 
 
 def wait_for_status(port: int, path: str, status: int, timeout: float = 30.0) -> dict:

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import RedisServer, start_skiff, stop_process
-from tests.rawkafka import RawKafka, build_batch, produce_request
+from conftest import RedisServer, start_skiff, stop_process
+from rawkafka import RawKafka, build_batch, produce_request
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from tests.conftest import RedisServer, Skiff, start_skiff, stop_process
-from tests.rawkafka import RawKafka, build_batch, fetch_request, fetched_records, produce_request
-from tests.telemetry_helpers import scrape, value
+from conftest import RedisServer, Skiff, start_skiff, stop_process
+from rawkafka import RawKafka, build_batch, fetch_request, fetched_records, produce_request
+from telemetry_helpers import scrape, value
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from conftest import RedisServer, Skiff, start_skiff, stop_process
+from otlp_receiver import OtlpReceiver
+from rawkafka import RawKafka, fetch_request, metadata_request
 
 from sidecar.telemetry.tracing import parse_traceparent
-from tests.conftest import RedisServer, Skiff, start_skiff, stop_process
-from tests.otlp_receiver import OtlpReceiver
-from tests.rawkafka import RawKafka, fetch_request, metadata_request
 
 TRACE_A = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_A = "00f067aa0ba902b7"
@@ -280,13 +280,13 @@ def test_in_memory_exporter_in_process(own_redis: RedisServer, topic: str) -> No
     import os
     import signal
 
+    from conftest import free_port
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
 
     from sidecar import app
     from sidecar.settings import HostPort, Settings
     from sidecar.telemetry import tracing
-    from tests.conftest import free_port
 
     exporter = InMemorySpanExporter()
     tracing.install_for_tests(exporter)
