@@ -17,8 +17,11 @@ from .groups.coordinator import GroupCoordinator
 from .longpoll import Wakeups
 from .server import KafkaServer
 from .settings import Settings
+from .storage import resilience
+from .storage.connection import redact
 from .storage.group_store import GroupStore
 from .storage.registry import Registry
+from .storage.resilience import RedisUnavailable
 from .storage.store import RedisStore
 
 log = logging.getLogger("skiff")
@@ -30,7 +33,7 @@ async def _connect(url: str, description: str, timeout: float = 30.0) -> RedisSt
     while True:
         try:
             return await RedisStore.connect(url, description)
-        except (BusyLoadingError, ConnectionError, OSError) as exc:
+        except (BusyLoadingError, ConnectionError, OSError, RedisUnavailable) as exc:
             if loop.time() > deadline:
                 raise RuntimeError(
                     f"cannot reach Redis at {description}: {exc}. Check that it runs and that "
@@ -47,7 +50,8 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         url = embedded.start()
         description = f"embedded redis-server at {url}"
     else:
-        description = url
+        description = redact(url)
+    resilience.configure(settings.redis_timeout_ms, settings.redis_retry_ms)
     try:
         store = await _connect(url, description, settings.redis_connect_timeout)
         store.producer_id_expiration_ms = settings.producer_id_expiration_ms
@@ -79,13 +83,36 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         if ready:
             ready.set()
         await stop.wait()
-        log.info("shutting down")
-        await server.stop()
-        await groups.stop()
-        await cluster.stop()
-        await wakeups.stop()
+        await _shut_down(settings, server, wakeups, groups, cluster)
         await store.close()
     finally:
         if embedded:
             embedded.stop()
     log.info("stopped")
+
+
+async def _shut_down(
+    settings: Settings,
+    server: KafkaServer,
+    wakeups: Wakeups,
+    groups: GroupCoordinator,
+    cluster: Cluster,
+) -> None:
+    """SIGTERM: stop accepting connections and reading requests; answer long polls at
+    once with what they have; hand the groups' leases and the broker registration back
+    while in-flight requests (appends included) finish and are answered; after
+    --shutdown-timeout-ms close whatever is left."""
+    bound = settings.shutdown_timeout_ms / 1000
+    loop = asyncio.get_running_loop()
+    end = loop.time() + bound
+    log.info("shutting down (in-flight requests get up to %.1f s)", bound)
+    server.stop_accepting()
+    wakeups.shutdown()
+    with resilience.request_deadline(max(bound - 0.5, 0.1)):
+        handback = asyncio.gather(groups.stop(), cluster.stop(), return_exceptions=True)
+    await server.stop(timeout=max(end - loop.time(), 0.0))
+    try:
+        await asyncio.wait_for(handback, max(end - loop.time(), 0.5))
+    except TimeoutError:
+        log.warning("could not release groups or deregister within the shutdown bound")
+    await wakeups.stop()

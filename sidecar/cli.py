@@ -193,6 +193,29 @@ def build_parser() -> argparse.ArgumentParser:
         "transactional.id.expiration.ms",
         type=int,
     )
+    _flag(
+        serve,
+        "redis-timeout-ms",
+        "2000",
+        "socket timeout of one Redis command (and of connecting)",
+        type=_at_least(1),
+    )
+    _flag(
+        serve,
+        "redis-retry-ms",
+        "8000",
+        "how long one Kafka request retries Redis (connection loss, timeouts, LOADING, "
+        "BUSY, READONLY) before answering a retriable error; Produce: at most half its "
+        "timeout_ms",
+        type=_at_least(0),
+    )
+    _flag(
+        serve,
+        "shutdown-timeout-ms",
+        "10000",
+        "SIGTERM: how long in-flight requests may take before everything is closed",
+        type=_at_least(0),
+    )
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
     groups_cli.add_parser(sub)
     return parser
@@ -235,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         min_insync_replicas=args.min_insync_replicas,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
+        redis_timeout_ms=args.redis_timeout_ms,
+        redis_retry_ms=args.redis_retry_ms,
+        shutdown_timeout_ms=args.shutdown_timeout_ms,
     )
     from .app import serve
 

@@ -56,6 +56,12 @@ class Settings:
     # Idempotent and transactional producer state, with Kafka's names and defaults.
     producer_id_expiration_ms: int = 86_400_000
     transactional_id_expiration_ms: int = 604_800_000
+    # Redis faults (storage/resilience.py): one command's socket timeout, the retry
+    # time of one Kafka request (Produce: at most half its timeout_ms), and how long
+    # SIGTERM waits for in-flight requests before closing everything.
+    redis_timeout_ms: int = 2000
+    redis_retry_ms: int = 8000
+    shutdown_timeout_ms: int = 10_000
 
     @property
     def advertised(self) -> HostPort:
