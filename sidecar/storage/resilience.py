@@ -187,27 +187,34 @@ def no_resend() -> Iterator[None]:
 
 # -- reachability, logged once per change ----------------------------------------------
 
-_down_since: float | None = None
+_down_since: float | None = None  # first failure of the current outage
+_logged = False  # the outage was logged (so its end is logged too)
 
 
-def _failed(reason: str, what: str, exc: BaseException) -> None:
-    global _down_since
+def _failed(reason: str, what: str, exc: BaseException, attempt: int) -> None:
+    global _down_since, _logged
     STATS.errors[reason] += 1
     if reason in BENIGN:
         return
     STATS.reachable = False
     if _down_since is None:
         _down_since = time.monotonic()
+    # A single failure cured by the next attempt (a pooled connection Redis closed while
+    # idle) is no outage worth a line; a second one in a row is.
+    if not _logged and attempt >= 2:
+        _logged = True
         log.warning("Redis is unavailable (%s: %s: %s); retrying", reason, what, exc)
 
 
 def _succeeded() -> None:
-    global _down_since
+    global _down_since, _logged
     if not STATS.reachable:
         STATS.reachable = True
     if _down_since is not None:
-        log.warning("Redis is available again after %.1f s", time.monotonic() - _down_since)
+        if _logged:
+            log.warning("Redis is available again after %.1f s", time.monotonic() - _down_since)
         _down_since = None
+        _logged = False
 
 
 # -- the retry loop ---------------------------------------------------------------------
@@ -290,7 +297,7 @@ async def run(
                     sent = marker.sent
                     reason = classify(exc)
                     if reason is not None and not isinstance(exc, asyncio.CancelledError):
-                        _failed(reason, what, exc)
+                        _failed(reason, what, exc, attempt.retry_state.attempt_number)
                         need_reload = reason == "noscript"
                     raise
                 finally:
@@ -304,6 +311,8 @@ async def run(
         if reason is None or isinstance(exc, RedisUnavailable):
             raise
         maybe = sent and reason not in REFUSED
+        _failed(reason, what, exc, attempt=2)  # gave up: an outage, logged once
+        STATS.errors[reason] -= 1  # counted when the attempt failed
         raise RedisUnavailable(reason, maybe, f"{what}: {exc}") from exc
     raise AssertionError("unreachable")
 

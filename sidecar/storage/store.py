@@ -8,6 +8,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 MIN_REDIS = (7, 0)
 REPLICA_CACHE_SECONDS = 0.5
 TOPIC_CACHE_SECONDS = 1.0
+STALE_FALLBACK_S = 0.5  # how long a cached lookup waits for an unavailable Redis
 
 
 class StoreError(Exception):
@@ -130,7 +132,8 @@ class RedisStore:
         if cached and not fresh and now - cached[0] < TOPIC_CACHE_SECONDS:
             return cached[1]
         try:
-            raw = await self.redis.hget(keys.TOPICS, name)
+            with _stale_ok(cached is not None and cached[1] is not None):
+                raw = await self.redis.hget(keys.TOPICS, name)
         except RedisUnavailable:
             if cached and cached[1] is not None:
                 return cached[1]  # Redis is down: a known topic stays known
@@ -157,7 +160,8 @@ class RedisStore:
 
     async def list_topics(self) -> list[TopicInfo]:
         try:
-            raw = await self.redis.hgetall(keys.TOPICS)
+            with _stale_ok(self._all_topics is not None):
+                raw = await self.redis.hgetall(keys.TOPICS)
         except RedisUnavailable:
             if self._all_topics is not None:
                 return self._all_topics  # Redis is down: Metadata answers from memory
@@ -176,7 +180,8 @@ class RedisStore:
             name = cached[1]
         else:
             try:
-                raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
+                with _stale_ok(cached is not None and cached[1] is not None):
+                    raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
             except RedisUnavailable:
                 if not cached or cached[1] is None:
                     raise
@@ -367,6 +372,12 @@ class RedisStore:
                     return int(entry_id[2:]) - 1, record_ts
             start = int(entries[-1][0][2:])
         return -1, -1
+
+
+def _stale_ok(fallback: bool) -> AbstractContextManager[None]:
+    """With a remembered answer to fall back on, a lookup waits for Redis only briefly:
+    Metadata, Produce and Fetch keep going on what this sidecar knows."""
+    return resilience.request_deadline(STALE_FALLBACK_S) if fallback else nullcontext()
 
 
 def _new_cluster_id() -> str:
