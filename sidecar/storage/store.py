@@ -302,8 +302,9 @@ class RedisStore:
         if wait is not None:
             # WAIT must end within the first attempt's share of the request's retry time
             # (resilience.run gives an attempt half of it), so the answer comes in time.
-            left_ms = int(resilience.remaining() * 500) - 100
-            wait = (wait[0], max(min(wait[1], left_ms), 1))  # WAIT n 0 blocks forever
+            # Redis checks WAIT timeouts ~every 100 ms (hz 10): leave it room.
+            left_ms = int(resilience.remaining() * 500) - 300
+            wait = (wait[0], max(min(wait[1], left_ms), 10))  # WAIT n 0 blocks forever
 
         async def attempt() -> tuple[Any, int | None]:
             return await scripts.APPEND.run_packed(
