@@ -192,6 +192,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 await asyncio.wait_for(event.wait(), remaining)
             except TimeoutError:
                 break  # the last read stands: nothing was appended since
+            if broker.wakeups.closing:
+                break  # shutting down: answer now with the last read
             # The next read gets its own Redis retry time, not what the wait left.
             resilience.rearm_deadline(resilience.POLICY.budget_s)
     finally:
