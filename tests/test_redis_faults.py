@@ -252,3 +252,162 @@ def test_script_flush_is_cured_transparently(own_redis: RedisServer, tmp_path: P
         assert "NOSCRIPT" not in server.log()
     finally:
         stop_process(server.proc)
+
+
+def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) -> None:
+    """With Redis stopped, each API answers within --redis-retry-ms with the retriable
+    error its clients retry on, and keeps the connection open."""
+    store = PersistentRedis(tmp_path / "redis").start()
+    server = start_skiff(
+        tmp_path / "skiff.log", "--redis-url", store.url, "--redis-retry-ms", "600", env=ENV
+    )
+    try:
+        topic = create_topic(server.bootstrap, 1)
+        store.stop()
+        g, tps = "grp", [{"name": topic, "partitions": [{"partition_index": 0}]}]
+        NOT_LEADER, LEADER_NA, COORD_NA = 6, 5, 15
+        cases: list[tuple[int, int, dict[str, object], object]] = [
+            (
+                FETCH,
+                12,
+                fetch_request(topic, {0: 0}),
+                lambda r: [p.error_code for p in r.responses[0].partitions] == [NOT_LEADER],
+            ),
+            (
+                FETCH,
+                4,
+                fetch_request(topic, {0: 0}),
+                lambda r: [p.error_code for p in r.responses[0].partitions] == [NOT_LEADER],
+            ),
+            (
+                2,
+                7,
+                {
+                    "replica_id": -1,
+                    "topics": [
+                        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}
+                    ],
+                },
+                lambda r: r.topics[0].partitions[0].error_code == NOT_LEADER,
+            ),
+            (
+                METADATA,
+                12,
+                metadata_request(["never-seen"]),
+                lambda r: [t.error_code for t in r.topics] == [LEADER_NA],
+            ),
+            (
+                8,
+                8,
+                {
+                    "group_id": g,
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [{"partition_index": 0, "committed_offset": 1}],
+                        }
+                    ],
+                },
+                lambda r: r.topics[0].partitions[0].error_code == COORD_NA,
+            ),
+            (
+                9,
+                7,
+                {"group_id": g, "topics": [{"name": topic, "partition_indexes": [0]}]},
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                9,
+                8,
+                {"groups": [{"group_id": g, "topics": None}]},
+                lambda r: r.groups[0].error_code == COORD_NA,
+            ),
+            (10, 3, {"key": g, "key_type": 0}, lambda r: r.error_code == COORD_NA),
+            (
+                10,
+                4,
+                {"key_type": 0, "coordinator_keys": [g]},
+                lambda r: r.coordinators[0].error_code == COORD_NA,
+            ),
+            (
+                11,
+                7,
+                {
+                    "group_id": g,
+                    "session_timeout": 10000,
+                    "rebalance_timeout": 10000,
+                    "member_id": "",
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                },
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                12,
+                4,
+                {"group_id": g, "generation_id": 1, "member_id": "m"},
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                13,
+                4,
+                {"group_id": g, "members": [{"member_id": "m"}]},
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                14,
+                5,
+                {
+                    "group_id": g,
+                    "generation_id": 1,
+                    "member_id": "m",
+                    "protocol_type": "consumer",
+                    "protocol_name": "range",
+                },
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (15, 5, {"groups": [g]}, lambda r: r.groups[0].error_code == COORD_NA),
+            (16, 4, {}, lambda r: r.error_code == COORD_NA),
+            (
+                19,
+                7,
+                {
+                    "topics": [{"name": "new-topic", "num_partitions": 1, "replication_factor": 1}],
+                    "timeout": 5000,
+                },
+                lambda r: r.topics[0].error_code == REQUEST_TIMED_OUT,
+            ),
+            (
+                20,
+                6,
+                {"topics": [{"name": topic}], "timeout": 5000},
+                lambda r: r.responses[0].error_code == REQUEST_TIMED_OUT,
+            ),
+            (
+                INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout": 60000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (42, 2, {"groups_names": [g]}, lambda r: r.results[0].error_code == COORD_NA),
+            (47, 0, {"group_id": g, "topics": tps}, lambda r: r.error_code == COORD_NA),
+        ]
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            for api_key, version, body, check in cases:
+                resp = kafka.request(api_key, version, body, timeout=10)
+                assert check(resp), (api_key, version, resp)  # type: ignore[operator]
+            resp = kafka.request(
+                PRODUCE, 3, produce_request(topic, {0: build_batch([b"x"])}, -1, 4000)
+            )
+            assert resp.responses[0].partition_responses[0].error_code == REQUEST_TIMED_OUT
+        assert server.alive()
+    finally:
+        stop_process(server.proc)
+        store.stop()
