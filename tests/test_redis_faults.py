@@ -117,9 +117,10 @@ def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:
         registered = store.client().hgetall("skiff:brokers")
         assert [json.loads(v)["port"] for v in registered.values()] == [server.port]
         log = server.log()
-        # One line when Redis went away and one when it came back, not one per retry.
-        assert log.count("Redis is unavailable (") == 1, log
-        assert log.count("Redis is available again") == 1, log
+        # A line when Redis went away and one when it came back, not one per retry
+        # (a slow reply right after the restart may make a second, short episode).
+        down = log.count("Redis is unavailable (")
+        assert 1 <= down <= 2 and log.count("Redis is available again") == down, log
         assert log.count("wake-up subscription lost") == 1, log
         assert log.count("wake-up subscription restored") == 1, log
         assert server.alive()

@@ -30,11 +30,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -231,6 +232,42 @@ def _wait(state: RetryCallState) -> float:
     return float(_WAIT(state))
 
 
+class _RunState:
+    __slots__ = ("sent", "need_reload")
+
+    def __init__(self) -> None:
+        self.sent = False  # the last attempt's command may have reached Redis
+        self.need_reload = False  # NOSCRIPT: load the script before the next attempt
+
+
+async def _one_attempt(
+    op: Callable[[], Awaitable[T]], deadline: float, what: str, number: int, state: _RunState
+) -> T:
+    marker = _Attempt()
+    token = _attempt.set(marker)
+    # Half the time left per attempt, so a reply lost without a connection error (a hung
+    # peer) still leaves time to resend; at least MIN_ATTEMPT_S, so the last attempt is
+    # not cut shorter than a slow but healthy Redis needs.
+    bound = max((deadline - time.monotonic()) / 2, MIN_ATTEMPT_S)
+    try:
+        try:
+            async with asyncio.timeout(bound):
+                return await op()
+        except TimeoutError as exc:
+            if isinstance(exc, RedisTimeoutError):
+                raise
+            raise RedisTimeoutError(f"no reply within {bound:.2f} s") from None
+    except Exception as exc:
+        state.sent = marker.sent
+        reason = classify(exc)
+        if reason is not None:
+            _failed(reason, what, exc, number)
+            state.need_reload = reason == "noscript"
+        raise
+    finally:
+        _attempt.reset(token)
+
+
 async def run(
     op: Callable[[], Awaitable[T]],
     what: str,
@@ -239,33 +276,45 @@ async def run(
     """Run `op` (one Redis command or pipeline, or a prepared append) under the retry
     policy. `reload` loads the script again after NOSCRIPT (Redis restarted without
     persistence, failed over, or SCRIPT FLUSH)."""
-    once = _no_resend.get()
     request = _deadline.get()
     now = time.monotonic()
     deadline = now + POLICY.budget_s if request is None else request
     if deadline <= now:
         # This request already spent its retry time: answer it now.
         raise RedisUnavailable("timeout", False, f"{what}: no retry time left in this request")
-    sent = False
-    need_reload = False
+    state = _RunState()
+    once = _no_resend.get()
 
     def retriable(exc: BaseException) -> bool:
         reason = classify(exc)
         if reason is None:
             return False
-        if once and sent and reason not in REFUSED:
+        if once and state.sent and reason not in REFUSED:
             return False
         return time.monotonic() < deadline
 
-    def stop(state: RetryCallState) -> bool:
-        upcoming = state.upcoming_sleep or 0.0
+    # The first attempt without tenacity: the common case costs a few microseconds.
+    try:
+        result = await _one_attempt(op, deadline, what, 1, state)
+        _succeeded()
+        return result
+    except Exception as exc:
+        if not retriable(exc):
+            _give_up(exc, what, state)
+        first = exc
+
+    def stop(retry_state: RetryCallState) -> bool:
+        upcoming = retry_state.upcoming_sleep or 0.0
         return time.monotonic() + upcoming >= deadline
 
-    def before_sleep(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
+    def before_sleep(retry_state: RetryCallState) -> None:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
         if exc is not None:
             STATS.retries[classify(exc) or "other"] += 1
 
+    STATS.retries[classify(first) or "other"] += 1
+    if not state.need_reload:
+        await asyncio.sleep(random.uniform(0, POLICY.backoff_initial_s))
     retrying = AsyncRetrying(
         retry=retry_if_exception(retriable),
         wait=_wait,
@@ -276,45 +325,26 @@ async def run(
     try:
         async for attempt in retrying:
             with attempt:
-                if need_reload and reload is not None:
-                    need_reload = False
+                if state.need_reload and reload is not None:
+                    state.need_reload = False
                     await reload()
-                marker = _Attempt()
-                token = _attempt.set(marker)
-                # Half the time left per attempt (at least MIN_ATTEMPT_S), so a reply lost
-                # without a connection error (a hung peer) still leaves time to resend.
-                remaining = deadline - time.monotonic()
-                bound = min(remaining, max(remaining / 2, MIN_ATTEMPT_S))
-                try:
-                    try:
-                        async with asyncio.timeout(max(bound, 0.001)):
-                            result = await op()
-                    except TimeoutError as exc:
-                        if isinstance(exc, RedisTimeoutError):
-                            raise
-                        raise RedisTimeoutError(f"no reply within {bound:.2f} s") from None
-                except BaseException as exc:
-                    sent = marker.sent
-                    reason = classify(exc)
-                    if reason is not None and not isinstance(exc, asyncio.CancelledError):
-                        _failed(reason, what, exc, attempt.retry_state.attempt_number)
-                        need_reload = reason == "noscript"
-                    raise
-                finally:
-                    _attempt.reset(token)
+                number = attempt.retry_state.attempt_number + 1
+                result = await _one_attempt(op, deadline, what, number, state)
                 _succeeded()
                 return result
-    except asyncio.CancelledError:
-        raise
     except Exception as exc:
-        reason = classify(exc)
-        if reason is None or isinstance(exc, RedisUnavailable):
-            raise
-        maybe = sent and reason not in REFUSED
-        _failed(reason, what, exc, attempt=2)  # gave up: an outage, logged once
-        STATS.errors[reason] -= 1  # counted when the attempt failed
-        raise RedisUnavailable(reason, maybe, f"{what}: {exc}") from exc
+        _give_up(exc, what, state)
     raise AssertionError("unreachable")
+
+
+def _give_up(exc: Exception, what: str, state: _RunState) -> NoReturn:
+    reason = classify(exc)
+    if reason is None or isinstance(exc, RedisUnavailable):
+        raise exc
+    maybe = state.sent and reason not in REFUSED
+    _failed(reason, what, exc, 2)  # gave up: an outage, logged once
+    STATS.errors[reason] -= 1  # counted when the attempt failed
+    raise RedisUnavailable(reason, maybe, f"{what}: {exc}") from exc
 
 
 # -- the client -------------------------------------------------------------------------
