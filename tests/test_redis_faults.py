@@ -57,16 +57,21 @@ class GroupReader(threading.Thread):
         self.consumer.subscribe([topic])
         self.seen: dict[tuple[int, int], bytes] = {}
         self.wrong: list[str] = []
+        self.errors: list[str] = []
+        self.assigned: list[int] = []
         self._halt = threading.Event()
 
     def run(self) -> None:
         while not self._halt.is_set():
             msg = self.consumer.poll(0.2)
+            if msg is not None and msg.error():
+                self.errors.append(str(msg.error()))
             if msg is None or msg.error():
                 continue
             key = (msg.partition(), msg.offset())
             if self.seen.setdefault(key, msg.value()) != msg.value():
                 self.wrong.append(f"{key}: {self.seen[key]!r} then {msg.value()!r}")
+        self.assigned = [tp.partition for tp in self.consumer.assignment()]
         self.consumer.close()
 
     def finish(self, loop: ProduceLoop, timeout: float = 60.0) -> None:
@@ -79,7 +84,10 @@ class GroupReader(threading.Thread):
         assert not self.wrong, self.wrong[:3]
         for p in range(loop.partitions):
             got = [self.seen.get((p, o)) for o in range(len(loop.expected(p)))]
-            assert got == loop.expected(p), f"the group member missed records of partition {p}"
+            assert got == loop.expected(p), (
+                f"the group member missed records of partition {p}: assigned {self.assigned}, "
+                f"saw {len(self.seen)}, errors {self.errors[:5]}"
+            )
 
 
 def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:

@@ -106,7 +106,9 @@ class GroupCoordinator:
         holds the lease, COORDINATOR_NOT_AVAILABLE while this one is not registered."""
         if self.closing:
             raise CoordinatorError("NOT_COORDINATOR")
-        if not self.cluster.owns_leases():
+        if not self.cluster.owns_leases() and not await self.cluster.wait_owns_leases(
+            resilience.remaining()
+        ):
             raise CoordinatorError("COORDINATOR_NOT_AVAILABLE")
         group = self.groups.get(group_id)
         if group is not None:
