@@ -129,8 +129,8 @@ def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:
         # (a slow reply right after the restart may make a second, short episode).
         down = log.count("Redis is unavailable (")
         assert 1 <= down <= 2 and log.count("Redis is available again") == down, log
-        assert log.count("wake-up subscription lost") == 1, log
-        assert log.count("wake-up subscription restored") == 1, log
+        lost = log.count("wake-up subscription lost")  # not once per 0.5 s of the outage
+        assert 1 <= lost <= 2 and log.count("wake-up subscription restored") == lost, log
         assert server.alive()
     finally:
         stop_process(server.proc)
