@@ -78,9 +78,7 @@ class Wakeups:
                 await pubsub.psubscribe(keys.WAKE_PATTERN)
                 self._subscribed.set()
                 if lost_at is not None:
-                    log.warning(
-                        "wake-up subscription restored after %.1f s", loop.time() - lost_at
-                    )
+                    log.warning("wake-up subscription restored after %.1f s", loop.time() - lost_at)
                     lost_at = None
                     # Appends may have happened meanwhile: let waiting fetches re-read.
                     self._wake_all()

@@ -50,8 +50,7 @@ def _fetch(broker: Broker, request: Any) -> bytes:
     for t in request.body.topics:
         tf = fetch.TopicFetch(getattr(t, "topic", "") or "", getattr(t, "topic_id", None), None)
         tf.partitions = [
-            fetch.PartitionFetch(p.partition, p.fetch_offset, 0, NOT_LEADER)
-            for p in t.partitions
+            fetch.PartitionFetch(p.partition, p.fetch_offset, 0, NOT_LEADER) for p in t.partitions
         ]
         topics.append(tf)
     return fetch._encode(version, topics, read_committed=request.body.isolation_level == 1)
