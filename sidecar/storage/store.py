@@ -119,6 +119,9 @@ class RedisStore:
 
     async def close(self) -> None:
         await self.redis.aclose()
+        sentinel = getattr(self.redis.connection_pool, "sentinel_manager", None)
+        if sentinel is not None:  # redis+sentinel://: its connections to the sentinels
+            await sentinel.aclose()
 
     async def cluster_id(self) -> str:
         value = await self.redis.get(keys.CLUSTER_ID)
