@@ -67,8 +67,15 @@ elseif op == 'register' then
       return {-1, e.exp - now}
     end
   else
-    id = 0
-    while live[tostring(id)] do id = id + 1 end
+    -- A resent register (lost reply) finds its own incarnation: keep that id.
+    id = nil
+    for k, e in pairs(live) do
+      if e.inc == ARGV[3] then id = tonumber(k) end
+    end
+    if id == nil then
+      id = 0
+      while live[tostring(id)] do id = id + 1 end
+    end
   end
   write(tostring(id))
   return {id, now}

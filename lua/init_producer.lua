@@ -5,12 +5,17 @@
 -- ARGV[1] a fresh producer id (used when the id needs a new one)
 -- ARGV[2] producer id the client names (-1: none)   ARGV[3] its epoch (-1: none)
 -- ARGV[4] transactional.id.expiration.ms             ARGV[5] the highest epoch
+-- ARGV[6] request token: a resent request (the sidecar lost the reply) with the
+--         token of the last run gets that run's answer, nothing is bumped again
 -- Each init bumps the epoch, so the previous holder of the id is fenced: its
 -- appends with the old epoch get INVALID_PRODUCER_EPOCH. A client naming a
 -- producer id and epoch that are not the current ones is fenced itself.
 -- Reply: {pid, epoch} or error PRODUCER_FENCED.
 
-local cur = redis.call('HMGET', KEYS[1], 'pid', 'epoch')
+local cur = redis.call('HMGET', KEYS[1], 'pid', 'epoch', 'tok')
+if cur[3] and cur[3] == ARGV[6] then
+  return {tonumber(cur[1]), tonumber(cur[2])}
+end
 local req_pid, req_epoch = tonumber(ARGV[2]), tonumber(ARGV[3])
 local pid, epoch
 if not cur[1] then
@@ -26,6 +31,6 @@ else
     pid, epoch = tonumber(ARGV[1]), 0
   end
 end
-redis.call('HSET', KEYS[1], 'pid', pid, 'epoch', epoch)
+redis.call('HSET', KEYS[1], 'pid', pid, 'epoch', epoch, 'tok', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return {pid, epoch}

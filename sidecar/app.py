@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import signal
@@ -19,8 +20,11 @@ from .longpoll import Wakeups
 from .retention import RetentionSweeper
 from .server import KafkaServer
 from .settings import Settings
+from .storage import resilience
+from .storage.connection import redact
 from .storage.group_store import GroupStore
 from .storage.registry import Registry
+from .storage.resilience import RedisUnavailable
 from .storage.store import RedisStore
 from .telemetry.runtime import Telemetry
 from .udp_ingest import UdpIngest
@@ -34,7 +38,7 @@ async def _connect(url: str, description: str, timeout: float = 30.0) -> RedisSt
     while True:
         try:
             return await RedisStore.connect(url, description)
-        except (BusyLoadingError, ConnectionError, OSError) as exc:
+        except (BusyLoadingError, ConnectionError, OSError, RedisUnavailable) as exc:
             if loop.time() > deadline:
                 raise RuntimeError(
                     f"cannot reach Redis at {description}: {exc}. Check that it runs and that "
@@ -51,34 +55,49 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         url = embedded.start()
         description = f"embedded redis-server at {url}"
     else:
-        description = url
-    try:
+        description = redact(url)
+    resilience.configure(settings.redis_timeout_ms, settings.redis_retry_ms)
+    # What has started is stopped again, in reverse order, when start-up fails (else
+    # background loops would outlive it and hold the process); SIGTERM takes the graceful
+    # path below instead.
+    async with contextlib.AsyncExitStack() as started:
+        if embedded is not None:
+            started.callback(embedded.stop)
         store = await _connect(url, description, settings.redis_connect_timeout)
+        started.push_async_callback(store.close)
         store.producer_id_expiration_ms = settings.producer_id_expiration_ms
         store.topic_defaults = topic_config.server_defaults(settings)
         wakeups = Wakeups(store.redis)
         await wakeups.start()
+        started.push_async_callback(wakeups.stop)
         if embedded is not None and settings.node_id < 0:
             # The embedded Redis is private: any registration in it is a dead run's.
             settings = dataclasses.replace(settings, node_id=0)
         cluster = Cluster(settings, Registry(store.redis), force_node_id=embedded is not None)
         await cluster.start()
+        started.push_async_callback(cluster.stop)
         groups = GroupCoordinator(settings, GroupStore(store.redis), cluster)
         await groups.start()
+        started.push_async_callback(groups.stop)
         sweeper = RetentionSweeper(store, cluster, settings.log_retention_check_interval_ms)
         await sweeper.start()
+        started.push_async_callback(sweeper.stop)
         compactor = Compactor(store, cluster, settings.log_cleaner_backoff_ms)
         await compactor.start()
+        started.push_async_callback(compactor.stop)
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         server = KafkaServer(broker)
         telemetry = await Telemetry.start(settings, broker, server)
+        started.push_async_callback(telemetry.stop)
         await server.start()
+        started.push_async_callback(server.stop)
         udp = None
         if settings.udp_listen is not None and settings.udp_topic is not None:
             udp = UdpIngest(
                 broker, settings.udp_listen, settings.udp_topic, settings.udp_stats_interval_ms
             )
             await udp.start()
+            started.push_async_callback(udp.stop)
         log.info(
             "Skiff node %d listening on %s (advertised as %s), Redis %s: %s",
             cluster.node_id,
@@ -94,19 +113,44 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         if ready:
             ready.set()
         await stop.wait()
-        log.info("shutting down")
+        started.pop_all()
+    try:
         telemetry.shutting_down()
         if udp is not None:
             await udp.stop()
-        await server.stop()
-        await telemetry.stop()
-        await compactor.stop()
         await sweeper.stop()
-        await groups.stop()
-        await cluster.stop()
-        await wakeups.stop()
+        await compactor.stop()
+        await _shut_down(settings, server, wakeups, groups, cluster)
+        await telemetry.stop()
         await store.close()
     finally:
         if embedded:
             embedded.stop()
     log.info("stopped")
+
+
+async def _shut_down(
+    settings: Settings,
+    server: KafkaServer,
+    wakeups: Wakeups,
+    groups: GroupCoordinator,
+    cluster: Cluster,
+) -> None:
+    """SIGTERM: stop accepting connections and reading requests; answer long polls at
+    once with what they have; hand the groups' leases and the broker registration back
+    while in-flight requests (appends included) finish and are answered; after
+    --shutdown-timeout-ms close whatever is left."""
+    bound = settings.shutdown_timeout_ms / 1000
+    loop = asyncio.get_running_loop()
+    end = loop.time() + bound
+    log.info("shutting down (in-flight requests get up to %.1f s)", bound)
+    server.stop_accepting()
+    wakeups.shutdown()
+    with resilience.request_deadline(max(bound - 0.5, 0.1)):
+        handback = asyncio.gather(groups.stop(), cluster.stop(), return_exceptions=True)
+    await server.stop(timeout=max(end - loop.time(), 0.0))
+    try:
+        await asyncio.wait_for(handback, max(end - loop.time(), 0.5))
+    except TimeoutError:
+        log.warning("could not release groups or deregister within the shutdown bound")
+    await wakeups.stop()

@@ -257,6 +257,29 @@ def build_parser() -> argparse.ArgumentParser:
         "log.cleaner.backoff.ms: how long the compactor sleeps when it has nothing to clean",
         type=_at_least(0),
     )
+    _flag(
+        serve,
+        "redis-timeout-ms",
+        "2000",
+        "socket timeout of one Redis command (and of connecting)",
+        type=_at_least(1),
+    )
+    _flag(
+        serve,
+        "redis-retry-ms",
+        "8000",
+        "how long one Kafka request retries Redis (connection loss, timeouts, LOADING, "
+        "BUSY, READONLY) before answering a retriable error; Produce: at most half its "
+        "timeout_ms",
+        type=_at_least(0),
+    )
+    _flag(
+        serve,
+        "shutdown-timeout-ms",
+        "10000",
+        "SIGTERM: how long in-flight requests may take before everything is closed",
+        type=_at_least(0),
+    )
     _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
     _flag(
         serve,
@@ -371,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
         http_listen=args.http_listen,
+        redis_timeout_ms=args.redis_timeout_ms,
+        redis_retry_ms=args.redis_retry_ms,
+        shutdown_timeout_ms=args.shutdown_timeout_ms,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")

@@ -56,6 +56,19 @@ class Cluster:
     def owns_leases(self) -> bool:
         return asyncio.get_running_loop().time() < self._valid_until
 
+    async def wait_owns_leases(self, timeout: float) -> bool:
+        """Whether this sidecar holds a live registration within `timeout` seconds: right
+        after Redis returns, the heartbeat registers it again in a moment, and a group
+        request waits for that rather than failing (librdkafka gives up fetching a
+        partition's committed offset after a few COORDINATOR_NOT_AVAILABLE answers)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.owns_leases():
+            if loop.time() >= deadline or self._task is None:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
     async def start(self) -> None:
         await self._register()
         self._task = asyncio.create_task(self._heartbeat())

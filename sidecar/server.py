@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import apis
-from .apis import api_versions
+from .apis import api_versions, unavailable
 from .append_order import AppendOrder, Ticket
 from .broker import Broker
 from .protocol.framing import (
@@ -34,10 +34,12 @@ from .protocol.kio_codec import (
     oversized_string,
 )
 from .protocol.primitives import unpack_i32
+from .storage import resilience
 from .telemetry import requests
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN = "the sidecar is shutting down"
 PAUSE_AT = 16  # queued requests per connection before we stop reading the socket
 RESUME_AT = 4
 MAX_IN_FLIGHT = 8  # pipelined Produce requests handled at once on one connection
@@ -122,10 +124,38 @@ async def _handle(
             f"than {MAX_STRING_BYTES} bytes"
         )
     requests.decoded(body)
-    result = await handler.handle(broker, Request(header, body, flexible, ticket, peer_host))
+    request = Request(header, body, flexible, ticket, peer_host)
+    try:
+        # Every Redis call of the request retries within one bound (resilience.py), so
+        # the client hears back well within its request.timeout.ms.
+        with resilience.request_deadline(resilience.POLICY.budget_s):
+            result = await handler.handle(broker, request)
+    except Exception as exc:
+        reason = resilience.classify(exc)
+        if reason is None:
+            raise
+        _log_unavailable(handler, version, exc)
+        result = unavailable.response(broker, request, reason)
     if result is None:
         return None
     return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
+
+
+_last_unavailable_log = 0.0
+
+
+def _log_unavailable(handler: Any, version: int, exc: Exception) -> None:
+    """One line per second at most: while Redis is down every request fails."""
+    global _last_unavailable_log
+    now = time.monotonic()
+    if now - _last_unavailable_log >= 1.0:
+        _last_unavailable_log = now
+        log.warning(
+            "%s v%d answered with retriable errors: %s",
+            handler.__name__.rsplit(".", 1)[-1],
+            version,
+            exc,
+        )
 
 
 # A closed connection's tasks are referenced only by the connection; without a strong
@@ -151,6 +181,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer_host = ""
         self.paused = False
         self.closing = False  # a bad frame was seen: read nothing more
+        self.draining = False  # shutting down: answer what was read, then close
         self.worker: asyncio.Task[None] | None = None
         # For the connection's open/close log lines.
         self.client_id: str | None = None
@@ -230,14 +261,26 @@ class KafkaConnection(asyncio.Protocol):
             )
         return None
 
+    def drain(self) -> None:
+        """Graceful shutdown: read no more requests; the worker answers those already
+        read (in order, as always) and then closes the connection."""
+        self.draining = True
+        if self.transport and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        self.ready.set()
+
     def _close(self, reason: str) -> None:
         self.close_reason = reason
-        log.warning(
-            "closing connection %s: %s",
-            self.peer,
-            reason,
-            extra={"event": "error", "peer": self.peer, "client_id": self.client_id},
-        )
+        if reason == SHUTDOWN:
+            log.info("closing connection %s: %s", self.peer, reason)
+        else:
+            log.warning(
+                "closing connection %s: %s",
+                self.peer,
+                reason,
+                extra={"event": "error", "peer": self.peer, "client_id": self.client_id},
+            )
         self.buffer.clear()
         self.frames.clear()
         if self.transport:
@@ -255,12 +298,15 @@ class KafkaConnection(asyncio.Protocol):
         try:
             while True:
                 if not self.frames:
+                    if self.draining:
+                        responses.put_nowait(SHUTDOWN)  # after every response due
+                        break
                     self.ready.clear()
                     await self.ready.wait()
                     continue
                 frame = self.frames.popleft()
                 if self.paused and len(self.frames) <= RESUME_AT and self.transport:
-                    if not self.closing:
+                    if not self.closing and not self.draining:
                         self.paused = False
                         self.transport.resume_reading()
                 if isinstance(frame, str):
@@ -346,15 +392,29 @@ class KafkaServer:
         assert self.server is not None
         return int(self.server.sockets[0].getsockname()[1])
 
-    async def stop(self) -> None:
+    def stop_accepting(self) -> None:
+        """Graceful shutdown, first step: no new connections, no new requests."""
         if self.server:
             self.server.close()
-            workers = []
-            for conn in list(self.connections):
-                if conn.transport:
-                    conn.transport.close()
-                if conn.worker:
-                    conn.worker.cancel()
-                    workers.append(conn.worker)
-            await asyncio.gather(*workers, return_exceptions=True)
+        for conn in list(self.connections):
+            conn.drain()
+
+    async def stop(self, timeout: float = 0.0) -> None:
+        """Let every connection answer the requests it has read, for up to `timeout`
+        seconds, then close whatever is left."""
+        self.stop_accepting()
+        workers = [c.worker for c in list(self.connections) if c.worker]
+        if workers and timeout > 0:
+            _, pending = await asyncio.wait(workers, timeout=timeout)
+            if pending:
+                log.warning("%d connection(s) still busy at the shutdown bound", len(pending))
+        workers = []
+        for conn in list(self.connections):
+            if conn.transport:
+                conn.transport.close()
+            if conn.worker and not conn.worker.done():
+                conn.worker.cancel()
+                workers.append(conn.worker)
+        await asyncio.gather(*workers, return_exceptions=True)
+        if self.server:
             await self.server.wait_closed()

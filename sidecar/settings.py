@@ -70,6 +70,12 @@ class Settings:
     log_cleaner_backoff_ms: int = 15_000
     # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
     http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
+    # Redis faults (storage/resilience.py): one command's socket timeout, the retry
+    # time of one Kafka request (Produce: at most half its timeout_ms), and how long
+    # SIGTERM waits for in-flight requests before closing everything.
+    redis_timeout_ms: int = 2000
+    redis_retry_ms: int = 8000
+    shutdown_timeout_ms: int = 10_000
 
     @property
     def advertised(self) -> HostPort:

@@ -31,7 +31,8 @@ from ..protocol.primitives import (
     string,
 )
 from ..protocol.record_batch import encode_entries_sized
-from ..storage import keys
+from ..storage import keys, resilience
+from ..storage.resilience import RedisUnavailable
 from ..storage.store import StoreError, TopicInfo
 from ..telemetry import requests as telemetry
 from ..topic_config import fetch_compression
@@ -121,6 +122,12 @@ async def _read_once(
         )
     try:
         results = await broker.store.read(reads)
+    except RedisUnavailable:
+        # Retriable for every client: it refreshes metadata and fetches again.
+        for _, p in wanted:
+            p.error = errors.NOT_LEADER_OR_FOLLOWER
+            p.hw = p.lso = -1
+        return 0
     except StoreError:
         # A topic deleted under us: look each partition up again next time.
         for _, p in wanted:
@@ -177,12 +184,22 @@ async def handle(broker: Broker, request: Any) -> bytes:
             total = await _read_once(broker, topics, body.max_bytes, _magic(version))
             remaining = deadline - time.monotonic()
             has_error = any(p.error for t in topics for p in t.partitions)
-            if total >= max(body.min_bytes, 1) or has_error or remaining <= 0 or event is None:
+            if (
+                total >= max(body.min_bytes, 1)
+                or has_error
+                or remaining <= 0
+                or event is None
+                or broker.wakeups.closing  # shutting down: answer with what we have
+            ):
                 break
             try:
                 await asyncio.wait_for(event.wait(), remaining)
             except TimeoutError:
                 break  # the last read stands: nothing was appended since
+            if broker.wakeups.closing:
+                break  # shutting down: answer now with the last read
+            # The next read gets its own Redis retry time, not what the wait left.
+            resilience.rearm_deadline(resilience.POLICY.budget_s)
     finally:
         if event:
             broker.wakeups.unregister(event, channels)

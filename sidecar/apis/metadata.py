@@ -10,6 +10,7 @@ from ..broker import Broker
 from ..cluster import Cluster
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..storage.resilience import RedisUnavailable
 from ..storage.store import TopicInfo
 from ..topics import invalid_name_reason
 
@@ -76,11 +77,16 @@ async def handle(broker: Broker, request: Any) -> bytes:
             if invalid_name_reason(name):
                 topics.append(_error_entry(name, None, errors.INVALID_TOPIC_EXCEPTION))
                 continue
-            info = (
-                await broker.topic_for_produce_or_metadata(name)
-                if allow_create
-                else await broker.store.get_topic(name)
-            )
+            try:
+                info = (
+                    await broker.topic_for_produce_or_metadata(name)
+                    if allow_create
+                    else await broker.store.get_topic(name)
+                )
+            except RedisUnavailable:
+                # Not known from memory and Redis is down: retriable for every client.
+                topics.append(_error_entry(name, None, errors.LEADER_NOT_AVAILABLE))
+                continue
             topics.append(
                 _topic_entry(info, cluster)
                 if info

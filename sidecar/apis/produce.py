@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..protocol.primitives import (
     string,
 )
 from ..protocol.record_batch import InvalidBatch, decode_batch, single_batch
+from ..storage import resilience
 from ..storage.store import PreparedAppend, StoreError, TopicInfo
 from ..telemetry import requests as telemetry
 from ..topic_config import effective_config
@@ -150,8 +152,13 @@ async def _append(
 
 async def handle(broker: Broker, request: Any) -> bytes | None:
     ticket: Ticket = request.ticket or AppendOrder().ticket()
+    # Redis retries end at half the request's timeout_ms (the client's request.timeout.ms,
+    # usually), so a retriable error reaches the client before it gives up.
+    timeout_ms = ms(request.body.timeout)
+    bound = resilience.request_deadline(timeout_ms / 2000) if timeout_ms > 0 else nullcontext()
     try:
-        return await _handle(broker, request, ticket)
+        with bound:
+            return await _handle(broker, request, ticket)
     finally:
         ticket.release()
 

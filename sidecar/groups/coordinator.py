@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..cluster import Cluster
 from ..settings import Settings
+from ..storage import resilience
 from ..storage.group_store import CommittedOffset, Fenced, GroupStore
 from .state import Group, JoinResult, Member, State, SyncResult
 
@@ -65,6 +66,7 @@ class GroupCoordinator:
         self._loading: dict[str, asyncio.Lock] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        self.closing = False  # shutting down: this sidecar coordinates no group any more
         cluster.on_lost(self._drop_all)
 
     @property
@@ -79,15 +81,22 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         """Hand every group back: release the leases so another sidecar takes over at
-        once instead of after the registration expires."""
+        once instead of after the registration expires. Parked JoinGroup and SyncGroup
+        requests are answered NOT_COORDINATOR, so their members go elsewhere."""
+        self.closing = True
         for task in self._tasks:
             task.cancel()
-        for group_id in list(self.groups):
+        held = list(self.groups)
+        for group_id in held:
             self._drop(group_id)
+
+        async def release(group_id: str) -> None:
             try:
                 await self.store.release(group_id, self.cluster.token)
             except Exception as exc:
                 log.warning("could not release group %r: %s", group_id, exc)
+
+        await asyncio.gather(*(release(g) for g in held))
 
     # -- ownership ----------------------------------------------------------------
 
@@ -95,7 +104,11 @@ class GroupCoordinator:
         """The group, loaded, if this sidecar coordinates it. None when the group does
         not exist and `create` is false. Raises NOT_COORDINATOR when a live sidecar
         holds the lease, COORDINATOR_NOT_AVAILABLE while this one is not registered."""
-        if not self.cluster.owns_leases():
+        if self.closing:
+            raise CoordinatorError("NOT_COORDINATOR")
+        if not self.cluster.owns_leases() and not await self.cluster.wait_owns_leases(
+            resilience.remaining()
+        ):
             raise CoordinatorError("COORDINATOR_NOT_AVAILABLE")
         group = self.groups.get(group_id)
         if group is not None:
@@ -154,7 +167,9 @@ class GroupCoordinator:
     def _spawn_persist(self, group: Group) -> None:
         async def run() -> None:
             try:
-                await self._persist(group)
+                # Not bound by the request that started it: the task outlives it.
+                with resilience.request_deadline(None):
+                    await self._persist(group)
             except Exception as exc:
                 log.warning("could not store group %r: %s", group.group_id, exc)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from . import keys, scripts
+from . import keys, resilience, scripts
 
 # Lua's unpack() takes at most ~8000 values: commit in chunks of field/value pairs.
 CHUNK_PAIRS = 2000
@@ -73,12 +73,16 @@ class GroupStore:
         return await self.redis.get(keys.group_keys(group_id)[1])
 
     async def _write(self, group_id: str, token: str, op: str, *args: object) -> None:
-        if (
-            await scripts.GROUP_WRITE(
-                self.redis, list(keys.group_keys(group_id)), [token, op, *args]
-            )
-            != 1
-        ):
+        group_keys = list(keys.group_keys(group_id))
+        if op == "release":  # a re-run deletes nothing more
+            reply = await scripts.GROUP_WRITE(self.redis, group_keys, [token, op, *args])
+        else:
+            # Not resent once it may have run: an old commit or group document run again
+            # after a newer one would move the group back, and a re-run delete would
+            # report itself fenced. The client retries on the retriable error instead.
+            with resilience.no_resend():
+                reply = await scripts.GROUP_WRITE(self.redis, group_keys, [token, op, *args])
+        if reply != 1:
             raise Fenced(group_id)
 
     async def store(self, group_id: str, token: str, doc: bytes) -> None:

@@ -1,5 +1,6 @@
-"""Lua scripts from lua/: SCRIPT LOAD once, EVALSHA after; reload once on NOSCRIPT
-(Redis restarted or failed over and lost its script cache)."""
+"""Lua scripts from lua/: SCRIPT LOAD once, EVALSHA after. On NOSCRIPT (Redis restarted
+without persistence, failed over, or SCRIPT FLUSH) the retry policy loads the script
+again and resends: nothing ran (resilience.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 
 import hiredis
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import resilience
 from .instrumented import round_trip
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
@@ -21,6 +24,7 @@ class Script:
         self.name = name
         self.source = (LUA_DIR / f"{name}.lua").read_text()
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        resilience.register_script(self.sha, self.source)
 
     async def load(self, redis: Redis) -> None:
         sha = await redis.script_load(self.source)
@@ -28,11 +32,8 @@ class Script:
             raise RuntimeError(f"Redis returned SHA {sha} for {self.name}.lua, expected {self.sha}")
 
     async def __call__(self, redis: Redis, keys: list[str], args: list[Any]) -> Any:
-        try:
-            return await redis.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await self.load(redis)
-            return await redis.evalsha(self.sha, len(keys), *keys, *args)
+        # redis is a resilience.ResilientRedis: it reloads the script on NOSCRIPT.
+        return await redis.evalsha(self.sha, len(keys), *keys, *args)
 
     def pack(self, keys: list[str], args: list[Any]) -> bytes:
         """The EVALSHA command as RESP bytes, packed ahead of sending (see run_packed)."""
@@ -46,14 +47,14 @@ class Script:
         keys: list[str],
         args: list[Any],
         wait: tuple[int, int] | None = None,
-        reloaded: bool = False,
     ) -> tuple[Any, int | None]:
         """Send a command packed by pack(): a pipelined Produce packs while the previous
         append to the same partition still runs, and sends the moment it finishes.
 
         wait=(replicas, timeout_ms) sends `WAIT replicas timeout_ms` right behind it on
         the same connection (WAIT covers that connection's writes) in the same round
-        trip. Returns (reply, replicas that acknowledged, or None without wait)."""
+        trip. Returns (reply, replicas that acknowledged, or None without wait).
+        One attempt: the caller runs it under resilience.run (NOSCRIPT included)."""
         pool = redis.connection_pool
         conn = await pool.get_connection()
         send = packed
@@ -67,14 +68,13 @@ class Script:
                 if wait is not None:
                     await conn.read_response()  # WAIT's reply is still due
                 raise
-            acked = int(await conn.read_response()) if wait is not None else None
-        except NoScriptError:
-            await pool.release(conn)
-            if reloaded:
-                raise
-            await self.load(redis)
-            # NOSCRIPT means nothing ran: send it again.
-            return await self.run_packed(redis, packed, keys, args, wait, reloaded=True)
+            acked = None
+            if wait is not None:
+                # WAIT may block for its whole timeout: read past the socket timeout.
+                read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
+                if read is None:
+                    raise RedisTimeoutError("no reply to WAIT")
+                acked = int(read)
         except ResponseError:
             await pool.release(conn)
             raise

@@ -2,34 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import secrets
 import time
 import uuid
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .. import topic_config
-from . import keys, scripts
-from .connection import connection_class_for
-from .instrumented import InstrumentedRedis
+from . import keys, resilience, scripts
+from .connection import client_for
 from .log_ops import PartitionLogOps
+from .resilience import RedisUnavailable
 
 log = logging.getLogger(__name__)
 
 MIN_REDIS = (7, 0)
-APPEND_ATTEMPTS = 4
-APPEND_RETRY_DELAY_S = 0.1
 REPLICA_CACHE_SECONDS = 0.5
 TOPIC_CACHE_SECONDS = 1.0
+STALE_FALLBACK_S = 0.5  # how long a cached lookup waits for an unavailable Redis
 
 
 class StoreError(Exception):
@@ -93,12 +90,13 @@ class RedisStore(PartitionLogOps):
         self.topic_defaults: dict[str, Any] = dict(topic_config.KAFKA_DEFAULTS)
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
         self._replicas: tuple[float, int] = (float("-inf"), 0)
+        self._all_topics: list[TopicInfo] | None = None  # the last full list (Metadata)
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
-        redis = InstrumentedRedis.from_url(url, decode_responses=False, health_check_interval=30)
-        # from_url lets the URL scheme pick the connection class, so set ours afterwards.
-        redis.connection_pool.connection_class = connection_class_for(url)
+        # Commands time out after --redis-timeout-ms and are retried by resilience.run;
+        # the client's round trips are timed and traced (storage/instrumented.py).
+        redis = client_for(url, resilience.POLICY.timeout_s)
         # Stream entries stay as flat lists: no per-record dict building in redis-py.
         for command in ("XRANGE", "XREVRANGE"):
             redis.set_response_callback(command, _raw)
@@ -123,6 +121,9 @@ class RedisStore(PartitionLogOps):
 
     async def close(self) -> None:
         await self.redis.aclose()
+        sentinel = getattr(self.redis.connection_pool, "sentinel_manager", None)
+        if sentinel is not None:  # redis+sentinel://: its connections to the sentinels
+            await sentinel.aclose()
 
     async def cluster_id(self) -> str:
         value = await self.redis.get(keys.CLUSTER_ID)
@@ -135,7 +136,13 @@ class RedisStore(PartitionLogOps):
         cached = self._topics.get(name)
         if cached and not fresh and now - cached[0] < TOPIC_CACHE_SECONDS:
             return cached[1]
-        raw = await self.redis.hget(keys.TOPICS, name)
+        try:
+            with _stale_ok(cached is not None and cached[1] is not None):
+                raw = await self.redis.hget(keys.TOPICS, name)
+        except RedisUnavailable:
+            if cached and cached[1] is not None:
+                return cached[1]  # Redis is down: a known topic stays known
+            raise
         info = self._topic_from_json(name, raw) if raw else None
         self._topics[name] = (now, info)
         return info
@@ -157,11 +164,18 @@ class RedisStore(PartitionLogOps):
         return self._topic_info(name, uuid.UUID(hex=doc["id"]), int(doc["partitions"]), configs)
 
     async def list_topics(self) -> list[TopicInfo]:
-        raw = await self.redis.hgetall(keys.TOPICS)
-        return sorted(
+        try:
+            with _stale_ok(self._all_topics is not None):
+                raw = await self.redis.hgetall(keys.TOPICS)
+        except RedisUnavailable:
+            if self._all_topics is not None:
+                return self._all_topics  # Redis is down: Metadata answers from memory
+            raise
+        self._all_topics = sorted(
             (self._topic_from_json(k.decode(), v) for k, v in raw.items()),
             key=lambda t: t.name,
         )
+        return self._all_topics
 
     async def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         # Fetch v13+ names topics by id on every request: cache like get_topic.
@@ -170,7 +184,13 @@ class RedisStore(PartitionLogOps):
         if cached and now - cached[0] < TOPIC_CACHE_SECONDS:
             name = cached[1]
         else:
-            raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
+            try:
+                with _stale_ok(cached is not None and cached[1] is not None):
+                    raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
+            except RedisUnavailable:
+                if not cached or cached[1] is None:
+                    raise
+                raw = cached[1].encode()
             name = raw.decode() if raw else None
             self._topic_names[topic_id] = (now, name)
         if name is None:
@@ -194,15 +214,19 @@ class RedisStore(PartitionLogOps):
         if configs:
             fields["configs"] = configs
         doc = json.dumps(fields)
-        if not await self.redis.hsetnx(keys.TOPICS, name, doc):
-            return None
+        # Partition metas first (HSETNX: a re-run or a racing creator changes nothing),
+        # so a registered topic always has them; then the registry entry decides.
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(keys.TOPIC_IDS, info.topic_id.hex, name)
             for p in range(partitions):
                 meta = keys.partition_keys(name, p)[1]
                 pipe.hsetnx(meta, "hw", 0)
                 pipe.hsetnx(meta, "lso", 0)
             await pipe.execute()
+        if not await self.redis.hsetnx(keys.TOPICS, name, doc):
+            # A resent HSETNX (lost reply) finds our own document: created by us.
+            if await self.redis.hget(keys.TOPICS, name) != doc.encode():
+                return None
+        await self.redis.hset(keys.TOPIC_IDS, info.topic_id.hex, name)
         self._topics[name] = (time.monotonic(), info)
         log.info("created topic %s with %d partition(s), id %s", name, partitions, info.topic_id)
         return info
@@ -244,10 +268,12 @@ class RedisStore(PartitionLogOps):
         producer id and epoch that are no longer current."""
         fresh = await self.next_producer_id()  # used only when the id needs a new one
         try:
+            # The request token makes a resent call (lost reply) answer the first run's
+            # result instead of bumping the epoch twice and fencing its own client.
             got_pid, got_epoch = await scripts.INIT_PRODUCER(
                 self.redis,
                 [keys.transactional_producer_key(transactional_id)],
-                [fresh, pid, epoch, expiration_ms, max_epoch],
+                [fresh, pid, epoch, expiration_ms, max_epoch, secrets.token_hex(8)],
             )
         except ResponseError as exc:
             raise StoreError(str(exc).split(" ", 1)[0], str(exc)) from None
@@ -282,35 +308,41 @@ class RedisStore(PartitionLogOps):
     async def append(
         self, prepared: PreparedAppend, wait: tuple[int, int] | None = None
     ) -> AppendResult:
-        """Run a prepared append. When the connection fails after the command may have
-        run, the same command (same token) is sent again: the script recognises the
-        token and answers with the first run's offset instead of appending twice."""
-        for attempt in range(APPEND_ATTEMPTS):
-            try:
-                reply, acked = await scripts.APPEND.run_packed(
-                    self.redis, prepared.packed, prepared.keys, prepared.argv, wait
-                )
-                base, lso, append_time, dup = reply
-                if wait is not None and acked is not None and acked < wait[0]:
-                    # Appended, but fewer Redis replicas have it than acks=-1 asks for.
-                    raise StoreError(
-                        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-                        f"{acked} of {wait[0]} Redis replicas acknowledged within {wait[1]} ms",
-                    )
-                return AppendResult(base, lso, append_time, bool(dup))
-            except ResponseError as exc:
-                code = str(exc).split(" ", 1)[0]
-                raise StoreError(code, str(exc)) from None
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                if attempt == APPEND_ATTEMPTS - 1:
-                    # The outcome is unknown: a retriable error, as Kafka gives when
-                    # replication times out (an idempotent producer's retry dedups).
-                    raise StoreError(
-                        "REQUEST_TIMED_OUT", f"Redis unreachable during the append: {exc}"
-                    ) from None
-                log.warning("append interrupted (%s); resending it with its token", exc)
-                await asyncio.sleep(APPEND_RETRY_DELAY_S * (attempt + 1))
-        raise AssertionError("unreachable")
+        """Run a prepared append under the retry policy (resilience.run). When the
+        connection fails after the command may have run, the same command (same token)
+        is sent again: the script recognises the token and answers with the first run's
+        offset instead of appending twice. Out of retry time: REQUEST_TIMED_OUT, as
+        Kafka answers when the outcome is unknown (an idempotent producer's retry is
+        deduplicated)."""
+        if wait is not None:
+            # WAIT must end within the first attempt's share of the request's retry time
+            # (resilience.run gives an attempt half of it), so the answer comes in time.
+            # Redis checks WAIT timeouts ~every 100 ms (hz 10): leave it room.
+            left_ms = int(resilience.remaining() * 500) - 300
+            wait = (wait[0], max(min(wait[1], left_ms), 10))  # WAIT n 0 blocks forever
+
+        async def attempt() -> tuple[Any, int | None]:
+            return await scripts.APPEND.run_packed(
+                self.redis, prepared.packed, prepared.keys, prepared.argv, wait
+            )
+
+        try:
+            reply, acked = await resilience.run(
+                attempt, "append", reload=lambda: scripts.APPEND.load(self.redis)
+            )
+        except ResponseError as exc:
+            code = str(exc).split(" ", 1)[0]
+            raise StoreError(code, str(exc)) from None
+        except RedisUnavailable as exc:
+            raise StoreError("REQUEST_TIMED_OUT", str(exc)) from None
+        base, lso, append_time, dup = reply
+        if wait is not None and acked is not None and acked < wait[0]:
+            # Appended, but fewer Redis replicas have it than acks=-1 asks for.
+            raise StoreError(
+                "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+                f"{acked} of {wait[0]} Redis replicas acknowledged within {wait[1]} ms",
+            )
+        return AppendResult(base, lso, append_time, bool(dup))
 
     async def read(self, requests: list[tuple[str, int, int, int]]) -> list[PartitionRead]:
         """One MULTI/EXEC for all (topic, partition, offset, count): watermarks and
@@ -356,6 +388,12 @@ class RedisStore(PartitionLogOps):
                     return int(entry_id[2:]) - 1, record_ts
             start = int(entries[-1][0][2:])
         return -1, -1
+
+
+def _stale_ok(fallback: bool) -> AbstractContextManager[None]:
+    """With a remembered answer to fall back on, a lookup waits for Redis only briefly:
+    Metadata, Produce and Fetch keep going on what this sidecar knows."""
+    return resilience.request_deadline(STALE_FALLBACK_S) if fallback else nullcontext()
 
 
 def _new_cluster_id() -> str:

@@ -1,0 +1,279 @@
+"""Answers for requests that could not be served because Redis is unavailable
+(resilience.RedisUnavailable): the request's own shape with retriable error codes, so
+clients back off and retry by themselves instead of failing or hanging.
+
+- Produce: REQUEST_TIMED_OUT per partition (the outcome may be unknown, as when Kafka's
+  replication times out; an idempotent producer's retry is deduplicated).
+- Fetch, ListOffsets: NOT_LEADER_OR_FOLLOWER per partition (every client refreshes
+  metadata and retries; Metadata keeps answering from memory).
+- Metadata: LEADER_NOT_AVAILABLE per topic not known from memory.
+- CreateTopics, DeleteTopics: REQUEST_TIMED_OUT per topic (as a controller timeout).
+- Group APIs, FindCoordinator, InitProducerId: COORDINATOR_NOT_AVAILABLE.
+
+An API without an entry here gets its connection closed (the client reconnects and
+retries), with a log line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..broker import Broker
+from ..protocol import errors
+from ..protocol.framing import CloseConnection
+from ..protocol.kio_codec import encode_response
+from . import fetch, produce
+
+REQUEST_TIMED_OUT = errors.code("REQUEST_TIMED_OUT")
+NOT_LEADER = errors.code("NOT_LEADER_OR_FOLLOWER")
+LEADER_NOT_AVAILABLE = errors.code("LEADER_NOT_AVAILABLE")
+COORDINATOR_NOT_AVAILABLE = errors.code("COORDINATOR_NOT_AVAILABLE")
+
+
+def _produce(broker: Broker, request: Any) -> bytes | None:
+    body = request.body
+    if body.acks == 0:
+        # Nobody reads an acks=0 answer: Kafka closes the connection on a failure.
+        raise CloseConnection("acks=0 produce failed: Redis is unavailable")
+    work = [(t.name, len(t.partition_data)) for t in body.topic_data]
+    results = [
+        produce.PartitionResult(p.index, REQUEST_TIMED_OUT, message="Redis is unavailable")
+        for t in body.topic_data
+        for p in t.partition_data
+    ]
+    return produce._encode(request.header.api_version, work, results)
+
+
+def _fetch(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    topics = []
+    for t in request.body.topics:
+        tf = fetch.TopicFetch(getattr(t, "topic", "") or "", getattr(t, "topic_id", None), None)
+        tf.partitions = [
+            fetch.PartitionFetch(p.partition, p.fetch_offset, 0, NOT_LEADER) for p in t.partitions
+        ]
+        topics.append(tf)
+    return fetch._encode(version, topics, read_committed=request.body.isolation_level == 1)
+
+
+def _list_offsets(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    if version == 0:
+        from ..protocol.primitives import array_len, pack_i16, pack_i32, string
+
+        parts = [array_len(len(request.body.topics), False)]
+        for t in request.body.topics:
+            parts.append(string(t.name, False) + array_len(len(t.partitions), False))
+            for p in t.partitions:
+                parts.append(pack_i32(p.partition_index) + pack_i16(NOT_LEADER))
+                parts.append(array_len(0, False))
+        return b"".join(parts)
+    topics = [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": NOT_LEADER,
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": -1,
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in request.body.topics
+    ]
+    return encode_response(2, version, {"throttle_time": 0, "topics": topics})
+
+
+def _metadata(broker: Broker, request: Any) -> bytes:
+    brokers = broker.cluster.brokers()
+    topics = [
+        {"error_code": LEADER_NOT_AVAILABLE, "name": t.name, "topic_id": None, "partitions": []}
+        for t in request.body.topics or ()
+    ]
+    return encode_response(
+        3,
+        request.header.api_version,
+        {
+            "throttle_time": 0,
+            "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port} for b in brokers],
+            "cluster_id": broker.cluster_id,
+            "controller_id": brokers[0].node_id,
+            "topics": topics,
+            "cluster_authorized_operations": -2147483648,
+        },
+    )
+
+
+def _offset_commit(broker: Broker, request: Any) -> bytes:
+    topics = [
+        {
+            "name": t.name,
+            "partitions": [
+                {"partition_index": p.partition_index, "error_code": COORDINATOR_NOT_AVAILABLE}
+                for p in t.partitions
+            ],
+        }
+        for t in request.body.topics
+    ]
+    return encode_response(8, request.header.api_version, {"throttle_time": 0, "topics": topics})
+
+
+def _offset_fetch_group(group_id: str, topics: Any) -> dict[str, Any]:
+    return {
+        "group_id": group_id,
+        "error_code": COORDINATOR_NOT_AVAILABLE,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": COORDINATOR_NOT_AVAILABLE,
+                    }
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in topics or ()
+        ],
+    }
+
+
+def _offset_fetch(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    if version >= 8:
+        groups = [_offset_fetch_group(g.group_id, g.topics) for g in body.groups]
+        return encode_response(9, version, {"throttle_time": 0, "groups": groups})
+    answer = _offset_fetch_group(body.group_id, body.topics)
+    return encode_response(
+        9,
+        version,
+        {"throttle_time": 0, "topics": answer["topics"], "error_code": answer["error_code"]},
+    )
+
+
+def _find_coordinator(broker: Broker, request: Any) -> bytes:
+    entry = {
+        "error_code": COORDINATOR_NOT_AVAILABLE,
+        "error_message": "Redis is unavailable",
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+    }
+    version = request.header.api_version
+    if version >= 4:
+        coordinators = [{"key": k, **entry} for k in request.body.coordinator_keys]
+        return encode_response(10, version, {"throttle_time": 0, "coordinators": coordinators})
+    return encode_response(10, version, {"throttle_time": 0, **entry})
+
+
+def _top_level(api_key: int, **extra: Any) -> Callable[[Broker, Any], bytes]:
+    def build(broker: Broker, request: Any) -> bytes:
+        data = {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, **extra}
+        return encode_response(api_key, request.header.api_version, data)
+
+    return build
+
+
+def _join_group(broker: Broker, request: Any) -> bytes:
+    return encode_response(
+        11,
+        request.header.api_version,
+        {
+            "throttle_time": 0,
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "generation_id": -1,
+            "protocol_name": "",
+            "leader": "",
+            "member_id": request.body.member_id,
+            "members": [],
+        },
+    )
+
+
+def _describe_groups(broker: Broker, request: Any) -> bytes:
+    groups = [
+        {"error_code": COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "", "members": []}
+        for g in request.body.groups
+    ]
+    return encode_response(15, request.header.api_version, {"throttle_time": 0, "groups": groups})
+
+
+def _delete_groups(broker: Broker, request: Any) -> bytes:
+    results = [
+        {"group_id": g, "error_code": COORDINATOR_NOT_AVAILABLE} for g in request.body.groups_names
+    ]
+    return encode_response(42, request.header.api_version, {"throttle_time": 0, "results": results})
+
+
+def _create_topics(broker: Broker, request: Any) -> bytes:
+    topics = [
+        {
+            "name": t.name,
+            "topic_id": None,
+            "error_code": REQUEST_TIMED_OUT,
+            "error_message": "Redis is unavailable",
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+        }
+        for t in request.body.topics
+    ]
+    return encode_response(19, request.header.api_version, {"throttle_time": 0, "topics": topics})
+
+
+def _delete_topics(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    if request.header.api_version >= 6:
+        named = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        named = [(name, None) for name in body.topic_names]
+    responses = [
+        {
+            "name": name,
+            "topic_id": topic_id,
+            "error_code": REQUEST_TIMED_OUT,
+            "error_message": "Redis is unavailable",
+        }
+        for name, topic_id in named
+    ]
+    return encode_response(
+        20, request.header.api_version, {"throttle_time": 0, "responses": responses}
+    )
+
+
+BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
+    0: _produce,
+    1: _fetch,
+    2: _list_offsets,
+    3: _metadata,
+    8: _offset_commit,
+    9: _offset_fetch,
+    10: _find_coordinator,
+    11: _join_group,
+    12: _top_level(12),
+    13: _top_level(13, members=[]),
+    14: _top_level(14, assignment=b""),
+    15: _describe_groups,
+    16: _top_level(16, groups=[]),
+    19: _create_topics,
+    20: _delete_topics,
+    22: _top_level(22, producer_id=-1, producer_epoch=-1),
+    42: _delete_groups,
+    47: _top_level(47, topics=[]),
+}
+
+
+def response(broker: Broker, request: Any, reason: str) -> bytes | None:
+    """The retriable-error answer to `request`, or CloseConnection for an API that has
+    none here."""
+    builder = BUILDERS.get(request.header.api_key)
+    if builder is None:
+        raise CloseConnection(f"Redis is unavailable ({reason})")
+    return builder(broker, request)

@@ -1,0 +1,395 @@
+"""Redis fault tolerance: the one retry policy every Redis command of Skiff goes through.
+
+`ResilientRedis` (the client RedisStore.connect builds; the group store, the broker
+registry and the wake-up listener share it) runs each command and each pipeline under
+`run()`: connection loss, timeouts, LOADING, BUSY, READONLY, MASTERDOWN and NOSCRIPT
+are retried with exponential backoff and full jitter (tenacity) until the operation's
+deadline, then `RedisUnavailable` is raised, which the Kafka layer turns into retriable
+error codes (sidecar/apis/unavailable.py).
+
+A write that may have run is never blindly sent again. The connection classes mark an
+attempt as *sent* the moment its bytes go to the socket (connection.py), so a failure
+before that (connection refused, a dead pooled connection found by the health check)
+is always safe to retry, and a refusal by the server (LOADING, BUSY, READONLY,
+MASTERDOWN, NOSCRIPT) means nothing ran. A connection loss or a timeout *after* the
+send leaves the outcome unknown: writes that are safe to run twice (reads, HSET of the
+same values, the append with its token, lua/brokers.lua, lua/init_producer.lua with
+its request token) are retried; a caller whose write is not (lua/group_write.lua: an
+old offset commit re-run after a newer one would move the offset back) wraps it in
+`no_resend()` and gets `RedisUnavailable(maybe_applied=True)` instead.
+
+Deadlines: a Kafka request's Redis work is bounded by `request_deadline()` (set by the
+server for every request, narrowed by Produce to half its timeout_ms), so the client
+gets an answer well within its request.timeout.ms; work outside a request (heartbeats,
+sweeps) gets `Policy.budget_s` per operation. Every failed attempt and every retry is
+counted by reason in fault_stats.STATS, which also says whether Redis is reachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
+
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    BusyLoadingError,
+    MasterDownError,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    wait_random_exponential,
+)
+
+from .fault_stats import STATS
+
+log = logging.getLogger("skiff.redis")
+
+T = TypeVar("T")
+
+# Reasons for which the server refused the command: nothing ran, a resend is safe.
+REFUSED = frozenset({"loading", "busy", "readonly", "masterdown", "noscript", "tryagain"})
+MIN_ATTEMPT_S = 0.25
+# Reasons that do not make Redis count as unreachable (a reload fixes it at once).
+BENIGN = frozenset({"noscript"})
+
+
+@dataclass(slots=True)
+class Policy:
+    timeout_s: float = 2.0  # socket timeout of one command (--redis-timeout-ms)
+    budget_s: float = 8.0  # retry time of one operation or request (--redis-retry-ms)
+    backoff_initial_s: float = 0.05
+    backoff_max_s: float = 1.0
+
+
+POLICY = Policy()
+
+
+def configure(timeout_ms: int, retry_ms: int) -> None:
+    POLICY.timeout_s = max(timeout_ms, 1) / 1000
+    POLICY.budget_s = max(retry_ms, 0) / 1000
+
+
+class RedisUnavailable(Exception):
+    """Redis did not answer within the operation's deadline (or a write that may have
+    run cannot be resent). The Kafka answer is a retriable error code."""
+
+    def __init__(self, reason: str, maybe_applied: bool, detail: str) -> None:
+        super().__init__(f"Redis unavailable ({reason}): {detail}")
+        self.reason = reason
+        self.maybe_applied = maybe_applied
+
+
+def classify(exc: BaseException) -> str | None:
+    """The fault reason of a Redis error that a retry may cure, else None."""
+    if isinstance(exc, RedisUnavailable):
+        return exc.reason
+    if isinstance(exc, NoScriptError):
+        return "noscript"
+    if isinstance(exc, ReadOnlyError):
+        return "readonly"
+    if isinstance(exc, MasterDownError):
+        return "masterdown"
+    if isinstance(exc, TryAgainError):
+        return "tryagain"
+    if isinstance(exc, BusyLoadingError):
+        return "loading"
+    if isinstance(exc, (AuthenticationError, AuthorizationError)):
+        return None
+    if isinstance(exc, ResponseError):
+        return "busy" if str(exc).startswith("BUSY") else None
+    if isinstance(exc, (RedisTimeoutError, TimeoutError)):
+        return "timeout"
+    if isinstance(exc, RedisConnectionError):
+        # redis-py's Sentinel connection turns READONLY from a demoted primary into this.
+        return "readonly" if "now a slave" in str(exc) else "connection"
+    if isinstance(exc, OSError):
+        return "connection"
+    return None
+
+
+# -- per-task context ---------------------------------------------------------------
+
+
+class _Attempt:
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
+
+
+_attempt: ContextVar[_Attempt | None] = ContextVar("skiff_redis_attempt", default=None)
+_deadline: ContextVar[float | None] = ContextVar("skiff_redis_deadline", default=None)
+_no_resend: ContextVar[bool] = ContextVar("skiff_redis_no_resend", default=False)
+
+
+def mark_sent() -> None:
+    """Called by the connection classes right before a command's bytes are written."""
+    attempt = _attempt.get()
+    if attempt is not None:
+        attempt.sent = True
+
+
+@contextlib.contextmanager
+def request_deadline(seconds: float | None) -> Iterator[None]:
+    """Bound the Redis retries of what runs inside (and of tasks it starts) to
+    `seconds` from now (an enclosing, earlier deadline stays); None: no bound but the
+    per-operation budget."""
+    if seconds is None:
+        token = _deadline.set(None)
+    else:
+        deadline = time.monotonic() + max(seconds, 0.0)
+        outer = _deadline.get()
+        token = _deadline.set(deadline if outer is None else min(outer, deadline))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def rearm_deadline(seconds: float) -> None:
+    """Start a fresh bound in the current task (a long poll's read after its wait)."""
+    _deadline.set(time.monotonic() + max(seconds, 0.0))
+
+
+def remaining() -> float:
+    """Seconds of retry time left to the current operation or request."""
+    request = _deadline.get()
+    return POLICY.budget_s if request is None else max(request - time.monotonic(), 0.0)
+
+
+@contextlib.contextmanager
+def no_resend() -> Iterator[None]:
+    """Writes inside are not run twice: once sent, a lost reply or a timeout raises
+    RedisUnavailable(maybe_applied=True) instead of a resend."""
+    token = _no_resend.set(True)
+    try:
+        yield
+    finally:
+        _no_resend.reset(token)
+
+
+# -- reachability, logged once per change ----------------------------------------------
+
+_down_since: float | None = None  # first failure of the current outage
+_logged = False  # the outage was logged (so its end is logged too)
+
+
+def _failed(reason: str, what: str, exc: BaseException, attempt: int) -> None:
+    global _down_since, _logged
+    STATS.errors[reason] += 1
+    if reason in BENIGN:
+        return
+    STATS.reachable = False
+    if _down_since is None:
+        _down_since = time.monotonic()
+    # A single failure cured by the next attempt (a pooled connection Redis closed while
+    # idle) is no outage worth a line; a second one in a row is.
+    if not _logged and attempt >= 2:
+        _logged = True
+        log.warning("Redis is unavailable (%s: %s: %s); retrying", reason, what, exc)
+
+
+def _succeeded() -> None:
+    global _down_since, _logged
+    if not STATS.reachable:
+        STATS.reachable = True
+    if _down_since is not None:
+        if _logged:
+            log.warning("Redis is available again after %.1f s", time.monotonic() - _down_since)
+        _down_since = None
+        _logged = False
+
+
+# -- the retry loop ---------------------------------------------------------------------
+
+_WAIT = wait_random_exponential(multiplier=0.05, max=1.0)
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    if exc is not None and classify(exc) == "noscript":
+        return 0.0  # reloaded before the next attempt: no reason to wait
+    _WAIT.multiplier = POLICY.backoff_initial_s
+    _WAIT.max = POLICY.backoff_max_s
+    return float(_WAIT(state))
+
+
+class _RunState:
+    __slots__ = ("sent", "need_reload")
+
+    def __init__(self) -> None:
+        self.sent = False  # the last attempt's command may have reached Redis
+        self.need_reload = False  # NOSCRIPT: load the script before the next attempt
+
+
+async def _one_attempt(
+    op: Callable[[], Awaitable[T]], deadline: float, what: str, number: int, state: _RunState
+) -> T:
+    marker = _Attempt()
+    token = _attempt.set(marker)
+    # Half the time left per attempt, so a reply lost without a connection error (a hung
+    # peer) still leaves time to resend; at least MIN_ATTEMPT_S, so the last attempt is
+    # not cut shorter than a slow but healthy Redis needs.
+    bound = max((deadline - time.monotonic()) / 2, MIN_ATTEMPT_S)
+    try:
+        try:
+            async with asyncio.timeout(bound):
+                return await op()
+        except TimeoutError as exc:
+            if isinstance(exc, RedisTimeoutError):
+                raise
+            raise RedisTimeoutError(f"no reply within {bound:.2f} s") from None
+    except Exception as exc:
+        state.sent = marker.sent
+        reason = classify(exc)
+        if reason is not None:
+            _failed(reason, what, exc, number)
+            state.need_reload = reason == "noscript"
+        raise
+    finally:
+        _attempt.reset(token)
+
+
+async def run(
+    op: Callable[[], Awaitable[T]],
+    what: str,
+    reload: Callable[[], Awaitable[Any]] | None = None,
+) -> T:
+    """Run `op` (one Redis command or pipeline, or a prepared append) under the retry
+    policy. `reload` loads the script again after NOSCRIPT (Redis restarted without
+    persistence, failed over, or SCRIPT FLUSH)."""
+    request = _deadline.get()
+    now = time.monotonic()
+    deadline = now + POLICY.budget_s if request is None else request
+    if deadline <= now:
+        # This request already spent its retry time: answer it now.
+        raise RedisUnavailable("timeout", False, f"{what}: no retry time left in this request")
+    state = _RunState()
+    once = _no_resend.get()
+
+    def retriable(exc: BaseException) -> bool:
+        reason = classify(exc)
+        if reason is None:
+            return False
+        if once and state.sent and reason not in REFUSED:
+            return False
+        return time.monotonic() < deadline
+
+    # The first attempt without tenacity: the common case costs a few microseconds.
+    try:
+        result = await _one_attempt(op, deadline, what, 1, state)
+        _succeeded()
+        return result
+    except Exception as exc:
+        if not retriable(exc):
+            _give_up(exc, what, state)
+        first = exc
+
+    def stop(retry_state: RetryCallState) -> bool:
+        upcoming = retry_state.upcoming_sleep or 0.0
+        return time.monotonic() + upcoming >= deadline
+
+    def before_sleep(retry_state: RetryCallState) -> None:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if exc is not None:
+            STATS.retries[classify(exc) or "other"] += 1
+
+    STATS.retries[classify(first) or "other"] += 1
+    if not state.need_reload:
+        await asyncio.sleep(random.uniform(0, POLICY.backoff_initial_s))
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(retriable),
+        wait=_wait,
+        stop=stop,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                if state.need_reload and reload is not None:
+                    state.need_reload = False
+                    await reload()
+                number = attempt.retry_state.attempt_number + 1
+                result = await _one_attempt(op, deadline, what, number, state)
+                _succeeded()
+                return result
+    except Exception as exc:
+        _give_up(exc, what, state)
+    raise AssertionError("unreachable")
+
+
+def _give_up(exc: Exception, what: str, state: _RunState) -> NoReturn:
+    reason = classify(exc)
+    if reason is None or isinstance(exc, RedisUnavailable):
+        raise exc
+    maybe = state.sent and reason not in REFUSED
+    _failed(reason, what, exc, 2)  # gave up: an outage, logged once
+    STATS.errors[reason] -= 1  # counted when the attempt failed
+    raise RedisUnavailable(reason, maybe, f"{what}: {exc}") from exc
+
+
+# -- the client -------------------------------------------------------------------------
+
+# sha -> source of every script Skiff uses, so a NOSCRIPT can be cured here.
+SCRIPTS: dict[str, str] = {}
+
+
+def register_script(sha: str, source: str) -> None:
+    SCRIPTS[sha] = source
+
+
+class ResilientRedis(Redis):
+    """redis.asyncio.Redis whose commands and pipelines go through run()."""
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        name = args[0]
+        reload = None
+        if isinstance(name, (str, bytes)) and str(name).upper() in ("EVALSHA", "EVALSHA_RO"):
+            source = SCRIPTS.get(args[1] if isinstance(args[1], str) else args[1].decode())
+            if source is not None:
+
+                async def reload() -> None:
+                    await Redis.execute_command(self, "SCRIPT", "LOAD", source)
+
+        return await run(
+            lambda: Redis.execute_command(self, *args, **options),
+            str(name),
+            reload,
+        )
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return ResilientPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
+
+
+class ResilientPipeline(Pipeline):
+    """A pipeline whose execute() runs under run(); each attempt sends the whole stack."""
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        stack = list(self.command_stack)
+
+        async def attempt() -> list[Any]:
+            self.command_stack = list(stack)
+            return await Pipeline.execute(self, raise_on_error)
+
+        return await run(attempt, "MULTI" if self.is_transaction else "PIPELINE")

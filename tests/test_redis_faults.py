@@ -1,0 +1,476 @@
+"""Redis faults under real clients: Redis stopped and started again during a produce
+loop, Redis hung (DEBUG SLEEP) past the client's request timeout, and the script cache
+flushed. Skiff answers retriable errors meanwhile, never hangs, and resumes by itself;
+every acknowledged record is in the log exactly once, in order."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import redis
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import RedisServer, start_skiff, stop_process
+from faults_harness import PersistentRedis, ProduceLoop, check_exactly_once
+from rawkafka import (
+    RawKafka,
+    build_batch,
+    fetch_request,
+    fetched_records,
+    metadata_request,
+    produce_request,
+)
+
+PRODUCE, FETCH, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 3, 18, 22
+NONE, REQUEST_TIMED_OUT = 0, 7
+PARTITIONS = 2
+ENV = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000", "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500"}
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    name = f"fault-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+class GroupReader(threading.Thread):
+    """A group member reading the topic while Redis comes and goes: (partition, offset)
+    -> value of everything it saw (a record may come twice after a rewind)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"g-{topic}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 200,
+                "fetch.wait.max.ms": 500,
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.seen: dict[tuple[int, int], bytes] = {}
+        self.wrong: list[str] = []
+        self.errors: list[str] = []
+        self.assigned: list[int] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            msg = self.consumer.poll(0.2)
+            if msg is not None and msg.error():
+                self.errors.append(str(msg.error()))
+            if msg is None or msg.error():
+                continue
+            key = (msg.partition(), msg.offset())
+            if self.seen.setdefault(key, msg.value()) != msg.value():
+                self.wrong.append(f"{key}: {self.seen[key]!r} then {msg.value()!r}")
+        self.assigned = [tp.partition for tp in self.consumer.assignment()]
+        self.consumer.close()
+
+    def finish(self, loop: ProduceLoop, timeout: float = 60.0) -> None:
+        total = sum(len(loop.expected(p)) for p in range(loop.partitions))
+        deadline = time.monotonic() + timeout
+        while len(self.seen) < total and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._halt.set()
+        self.join(10)
+        assert not self.wrong, self.wrong[:3]
+        for p in range(loop.partitions):
+            got = [self.seen.get((p, o)) for o in range(len(loop.expected(p)))]
+            assert got == loop.expected(p), (
+                f"the group member missed records of partition {p}: assigned {self.assigned}, "
+                f"saw {len(self.seen)}, errors {self.errors[:5]}"
+            )
+
+
+def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:
+    """Redis stops (SIGTERM) while an idempotent acks=all producer and a group member
+    run, and starts again on the same port 5 s later: the producer finishes, every
+    acknowledged record is in the log once, in order, at its acknowledged offset; the
+    member reads them all; the sidecar is registered again."""
+    store = PersistentRedis(tmp_path / "redis").start()
+    server = start_skiff(tmp_path / "skiff.log", "--redis-url", store.url, env=ENV)
+    try:
+        topic = create_topic(server.bootstrap, PARTITIONS)
+        reader = GroupReader(server.bootstrap, topic)
+        reader.start()
+        loop = ProduceLoop(server.bootstrap, topic, PARTITIONS)
+        loop.start()
+        loop.wait_acked(3000)
+        store.stop()
+        stopped_at = loop.acked_count
+        time.sleep(5)
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            # Meanwhile: Metadata answers from memory, Produce a retriable error.
+            meta = kafka.request(METADATA, 9, metadata_request([topic]), timeout=10)
+            assert [t.error_code for t in meta.topics] == [NONE]
+            assert len(meta.topics[0].partitions) == PARTITIONS
+            resp = kafka.request(
+                PRODUCE, 9, produce_request(topic, {0: build_batch([b"x"])}, 1, 4000), timeout=10
+            )
+            assert resp.responses[0].partition_responses[0].error_code == REQUEST_TIMED_OUT
+        assert loop.acked_count - stopped_at < 200  # nothing is acknowledged while down
+        store.start()
+        loop.wait_acked(loop.acked_count + 3000)
+        loop.finish()
+        check_exactly_once(loop, server.bootstrap)
+        reader.finish(loop)
+        registered = store.client().hgetall("skiff:brokers")
+        assert [json.loads(v)["port"] for v in registered.values()] == [server.port]
+        log = server.log()
+        # A line when Redis went away and one when it came back, not one per retry
+        # (a slow reply right after the restart may make a second, short episode).
+        down = log.count("Redis is unavailable (")
+        assert 1 <= down <= 2 and log.count("Redis is available again") == down, log
+        lost = log.count("wake-up subscription lost")  # not once per 0.5 s of the outage
+        assert 1 <= lost <= 2 and log.count("wake-up subscription restored") == lost, log
+        assert server.alive()
+    finally:
+        stop_process(server.proc)
+        store.stop()
+
+
+def test_debug_sleep_longer_than_the_request_timeout(tmp_path: Path) -> None:
+    """Redis hangs for 8 s (DEBUG SLEEP), longer than the producer's 5 s request timeout:
+    Produce gets REQUEST_TIMED_OUT in time, other requests keep being answered on other
+    connections, and afterwards the producer finishes without duplicates. The raw
+    append that timed out ran at most once, though it may have been resent."""
+    own_redis = PersistentRedis(tmp_path / "redis", extra=("--enable-debug-command", "local"))
+    own_redis.start()
+    server = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url, env=ENV)
+    try:
+        topic = create_topic(server.bootstrap, PARTITIONS)
+        side = create_topic(server.bootstrap, 1)
+        loop = ProduceLoop(server.bootstrap, topic, PARTITIONS, **{"request.timeout.ms": 5000})
+        loop.start()
+        loop.wait_acked(2000)
+        sleeper = threading.Thread(
+            target=lambda: redis.Redis(port=own_redis.port, socket_timeout=30).execute_command(
+                "DEBUG", "SLEEP", 8
+            ),
+            daemon=True,
+        )
+        with (
+            RawKafka("127.0.0.1", server.port) as probe,
+            RawKafka("127.0.0.1", server.port) as producer,
+        ):
+            sleeper.start()
+            time.sleep(0.3)
+            started = time.monotonic()
+            resp = producer.request(
+                PRODUCE, 9, produce_request(side, {0: build_batch([b"once"])}, 1, 4000), timeout=10
+            )
+            assert resp.responses[0].partition_responses[0].error_code == REQUEST_TIMED_OUT
+            assert time.monotonic() - started < 4.0  # within the request's timeout_ms
+            assert sleeper.is_alive()  # Redis still asleep: answered meanwhile
+            versions = probe.request(
+                API_VERSIONS,
+                3,
+                {"client_software_name": "t", "client_software_version": "1"},
+                timeout=5,
+            )
+            assert versions.error_code == NONE
+            meta = probe.request(METADATA, 9, metadata_request([topic]), timeout=5)
+            assert [t.error_code for t in meta.topics] == [NONE]
+            assert sleeper.is_alive()
+            sleeper.join(15)
+            loop.wait_acked(loop.acked_count + 2000)
+            loop.finish()
+            check_exactly_once(loop, server.bootstrap)
+            # The timed-out append's outcome was unknown to the client: it ran at most
+            # once (resends carry its token), and the partition stays contiguous.
+            resp = producer.request(
+                PRODUCE, 9, produce_request(side, {0: build_batch([b"after"])}, 1)
+            )
+            after = resp.responses[0].partition_responses[0]
+            assert after.error_code == NONE
+            resp = probe.request(FETCH, 12, fetch_request(side, {0: 0}), timeout=10)
+            values = [r.value for r in fetched_records(resp.responses[0].partitions[0].records)]
+            assert values in ([b"after"], [b"once", b"after"])
+            assert after.base_offset == len(values) - 1
+        assert server.alive()
+    finally:
+        stop_process(server.proc)
+        own_redis.stop()
+
+
+def test_script_flush_is_cured_transparently(own_redis: RedisServer, tmp_path: Path) -> None:
+    """SCRIPT FLUSH (as after a Redis restart without persistence): appends, group
+    writes, the broker heartbeat and InitProducerId reload their scripts and succeed."""
+    server = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url, env=ENV)
+    client = redis.Redis(port=own_redis.port)
+    try:
+        topic = create_topic(server.bootstrap, 1)
+        with RawKafka("127.0.0.1", server.port) as kafka:
+
+            def produce(value: bytes) -> tuple[int, int]:
+                resp = kafka.request(PRODUCE, 9, produce_request(topic, {0: build_batch([value])}))
+                p = resp.responses[0].partition_responses[0]
+                return int(p.error_code), int(p.base_offset)
+
+            assert produce(b"a") == (NONE, 0)
+            client.script_flush()
+            assert produce(b"b") == (NONE, 1)
+            client.script_flush()
+            init = kafka.request(
+                INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": "tx-1",
+                    "transaction_timeout": 60000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
+            assert (init.error_code, init.producer_epoch) == (NONE, 0)
+            client.script_flush()
+            before = json.loads(next(iter(client.hgetall("skiff:brokers").values())))["exp"]
+            time.sleep(1.2)  # two heartbeats
+            after = json.loads(next(iter(client.hgetall("skiff:brokers").values())))["exp"]
+            assert after > before  # renewed through a reloaded brokers.lua
+        client.script_flush()
+        consumer = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": f"g-{topic}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe([topic])
+        values = []
+        deadline = time.monotonic() + 30
+        while len(values) < 2 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                values.append(msg.value())
+        assert values == [b"a", b"b"]
+        client.script_flush()
+        consumer.commit(asynchronous=False)  # lua/group_write.lua, reloaded
+        committed = consumer.committed([*consumer.assignment()], timeout=10)
+        assert [tp.offset for tp in committed] == [2]
+        consumer.close()
+        assert client.xlen(f"skiff:{{{topic}/0}}:log") == 2
+        assert "NOSCRIPT" not in server.log()
+    finally:
+        stop_process(server.proc)
+
+
+def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) -> None:
+    """With Redis stopped, each API answers within --redis-retry-ms with the retriable
+    error its clients retry on, and keeps the connection open."""
+    store = PersistentRedis(tmp_path / "redis").start()
+    server = start_skiff(
+        tmp_path / "skiff.log", "--redis-url", store.url, "--redis-retry-ms", "600", env=ENV
+    )
+    try:
+        topic = create_topic(server.bootstrap, 1)
+        store.stop()
+        g, tps = "grp", [{"name": topic, "partitions": [{"partition_index": 0}]}]
+        NOT_LEADER, LEADER_NA, COORD_NA = 6, 5, 15
+        cases: list[tuple[int, int, dict[str, object], object]] = [
+            (
+                FETCH,
+                12,
+                fetch_request(topic, {0: 0}),
+                lambda r: [p.error_code for p in r.responses[0].partitions] == [NOT_LEADER],
+            ),
+            (
+                FETCH,
+                4,
+                fetch_request(topic, {0: 0}),
+                lambda r: [p.error_code for p in r.responses[0].partitions] == [NOT_LEADER],
+            ),
+            (
+                2,
+                7,
+                {
+                    "replica_id": -1,
+                    "topics": [
+                        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}
+                    ],
+                },
+                lambda r: r.topics[0].partitions[0].error_code == NOT_LEADER,
+            ),
+            (
+                METADATA,
+                12,
+                metadata_request(["never-seen"]),
+                lambda r: [t.error_code for t in r.topics] == [LEADER_NA],
+            ),
+            (
+                8,
+                8,
+                {
+                    "group_id": g,
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [{"partition_index": 0, "committed_offset": 1}],
+                        }
+                    ],
+                },
+                lambda r: r.topics[0].partitions[0].error_code == COORD_NA,
+            ),
+            (
+                9,
+                7,
+                {"group_id": g, "topics": [{"name": topic, "partition_indexes": [0]}]},
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                9,
+                8,
+                {"groups": [{"group_id": g, "topics": None}]},
+                lambda r: r.groups[0].error_code == COORD_NA,
+            ),
+            (10, 3, {"key": g, "key_type": 0}, lambda r: r.error_code == COORD_NA),
+            (
+                10,
+                4,
+                {"key_type": 0, "coordinator_keys": [g]},
+                lambda r: r.coordinators[0].error_code == COORD_NA,
+            ),
+            (
+                11,
+                7,
+                {
+                    "group_id": g,
+                    "session_timeout": 10000,
+                    "rebalance_timeout": 10000,
+                    "member_id": "",
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                },
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                12,
+                4,
+                {"group_id": g, "generation_id": 1, "member_id": "m"},
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                13,
+                4,
+                {"group_id": g, "members": [{"member_id": "m"}]},
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (
+                14,
+                5,
+                {
+                    "group_id": g,
+                    "generation_id": 1,
+                    "member_id": "m",
+                    "protocol_type": "consumer",
+                    "protocol_name": "range",
+                },
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (15, 5, {"groups": [g]}, lambda r: r.groups[0].error_code == COORD_NA),
+            (16, 4, {}, lambda r: r.error_code == COORD_NA),
+            (
+                19,
+                7,
+                {
+                    "topics": [{"name": "new-topic", "num_partitions": 1, "replication_factor": 1}],
+                    "timeout": 5000,
+                },
+                lambda r: r.topics[0].error_code == REQUEST_TIMED_OUT,
+            ),
+            (
+                20,
+                6,
+                {"topics": [{"name": topic}], "timeout": 5000},
+                lambda r: r.responses[0].error_code == REQUEST_TIMED_OUT,
+            ),
+            (
+                INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout": 60000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+                lambda r: r.error_code == COORD_NA,
+            ),
+            (42, 2, {"groups_names": [g]}, lambda r: r.results[0].error_code == COORD_NA),
+            (47, 0, {"group_id": g, "topics": tps}, lambda r: r.error_code == COORD_NA),
+        ]
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            for api_key, version, body, check in cases:
+                resp = kafka.request(api_key, version, body, timeout=10)
+                assert check(resp), (api_key, version, resp)  # type: ignore[operator]
+            resp = kafka.request(
+                PRODUCE, 3, produce_request(topic, {0: build_batch([b"x"])}, -1, 4000)
+            )
+            assert resp.responses[0].partition_responses[0].error_code == REQUEST_TIMED_OUT
+        assert server.alive()
+    finally:
+        stop_process(server.proc)
+        store.stop()
+
+
+def test_java_producer_rides_out_a_redis_restart(tmp_path: Path) -> None:
+    """The Java client (idempotent by default, acks=all) produces 300,000 records while
+    Redis stops and starts again 5 s later: it finishes, and each partition holds exactly
+    what was produced, in order, at the offsets the client was told."""
+    from clients import java_client
+
+    java_client.build_tool()  # before the clock starts
+    store = PersistentRedis(tmp_path / "redis").start()
+    server = start_skiff(tmp_path / "skiff.log", "--redis-url", store.url, env=ENV)
+    records = 300_000
+    try:
+        topic = create_topic(server.bootstrap, PARTITIONS)
+        wanted = [{"partition": i % PARTITIONS, "value": b"%d" % i} for i in range(records)]
+        result: dict[str, list[dict[str, int]]] = {}
+
+        def produce() -> None:
+            result["meta"] = java_client.produce(
+                server.bootstrap,
+                topic,
+                wanted,
+                acks="all",
+                idempotence=True,
+                properties={"reconnect.backoff.max.ms": "200", "delivery.timeout.ms": "120000"},
+                timeout_s=300,
+            )
+
+        thread = threading.Thread(target=produce, daemon=True)
+        thread.start()
+        client = store.client()
+        keys = [f"skiff:{{{topic}/{p}}}:log" for p in range(PARTITIONS)]
+        deadline = time.monotonic() + 120
+        while sum(client.xlen(k) for k in keys) < records // 5:
+            assert thread.is_alive() and time.monotonic() < deadline, "no progress"
+            time.sleep(0.01)
+        store.stop()
+        time.sleep(5)
+        store.start()
+        thread.join(300)
+        assert not thread.is_alive(), "the Java producer did not finish"
+        meta = result["meta"]
+        for p in range(PARTITIONS):
+            expected = [r["value"] for r in wanted if r["partition"] == p]
+            stored = [f[b"v"] for _, f in store.client().xrange(keys[p])]
+            assert stored == expected, f"partition {p} differs from what was produced"
+            offsets = [
+                m["offset"] for m, r in zip(meta, wanted, strict=True) if r["partition"] == p
+            ]
+            assert offsets == list(range(len(expected)))
+        assert server.alive()
+    finally:
+        stop_process(server.proc)
+        store.stop()
