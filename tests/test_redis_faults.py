@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -90,14 +92,25 @@ class GroupReader(threading.Thread):
             )
 
 
+def readyz(port: int) -> int:
+    """The status of the sidecar's /readyz (sidecar/telemetry/http.py)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
 def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:
     """Redis stops (SIGTERM) while an idempotent acks=all producer and a group member
     run, and starts again on the same port 5 s later: the producer finishes, every
     acknowledged record is in the log once, in order, at its acknowledged offset; the
-    member reads them all; the sidecar is registered again."""
+    member reads them all; the sidecar is registered again; /readyz went from 200 to 503
+    while Redis was away and back to 200."""
     store = PersistentRedis(tmp_path / "redis").start()
     server = start_skiff(tmp_path / "skiff.log", "--redis-url", store.url, env=ENV)
     try:
+        assert readyz(server.http_port) == 200
         topic = create_topic(server.bootstrap, PARTITIONS)
         reader = GroupReader(server.bootstrap, topic)
         reader.start()
@@ -107,6 +120,7 @@ def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:
         store.stop()
         stopped_at = loop.acked_count
         time.sleep(5)
+        assert readyz(server.http_port) == 503
         with RawKafka("127.0.0.1", server.port) as kafka:
             # Meanwhile: Metadata answers from memory, Produce a retriable error.
             meta = kafka.request(METADATA, 9, metadata_request([topic]), timeout=10)
@@ -120,6 +134,7 @@ def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:
         store.start()
         loop.wait_acked(loop.acked_count + 3000)
         loop.finish()
+        assert readyz(server.http_port) == 200
         check_exactly_once(loop, server.bootstrap)
         reader.finish(loop)
         registered = store.client().hgetall("skiff:brokers")
