@@ -6,12 +6,14 @@ every acknowledged record is in the log exactly once, in order."""
 from __future__ import annotations
 
 import json
+import struct
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import redis
 from confluent_kafka import Consumer
@@ -27,8 +29,13 @@ from rawkafka import (
     produce_request,
 )
 
+from sidecar.apis import HANDLERS, unavailable
+
 PRODUCE, FETCH, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 3, 18, 22
 NONE, REQUEST_TIMED_OUT = 0, 7
+DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 20, 21, 32, 33
+DESCRIBE_LOG_DIRS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 35, 37, 44, 60
+INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, KAFKA_STORAGE_ERROR = 17, 42, 56
 PARTITIONS = 2
 ENV = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000", "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500"}
 
@@ -431,10 +438,164 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
                 PRODUCE, 3, produce_request(topic, {0: build_batch([b"x"])}, -1, 4000)
             )
             assert resp.responses[0].partition_responses[0].error_code == REQUEST_TIMED_OUT
+            check_admin_apis_while_redis_is_down(kafka, topic, server.port, store.url)
         assert server.alive()
     finally:
         stop_process(server.proc)
         store.stop()
+
+
+def test_every_api_has_an_answer_for_redis_being_down() -> None:
+    """A new API must get a retriable-error builder in sidecar/apis/unavailable.py (or
+    be declared as needing no Redis), else its clients see closed connections."""
+    assert set(HANDLERS) == set(unavailable.BUILDERS) | unavailable.NEEDS_NO_REDIS
+    assert not set(unavailable.BUILDERS) & unavailable.NEEDS_NO_REDIS
+
+
+def _versions(api_key: int) -> range:
+    return range(HANDLERS[api_key].MIN_VERSION, HANDLERS[api_key].MAX_VERSION + 1)
+
+
+class _Frame:
+    """Reads a hand-decoded answer (versions kio has no schema for)."""
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame, self.pos = frame, 4  # after the correlation id
+
+    def take(self, fmt: str) -> Any:
+        (value,) = struct.unpack_from(fmt, self.frame, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return value
+
+    def text(self) -> str | None:
+        n = self.take(">h")
+        value = None if n < 0 else self.frame[self.pos : self.pos + n].decode()
+        self.pos += max(n, 0)
+        return value
+
+
+def _str16(s: str) -> bytes:
+    return struct.pack(">h", len(s.encode())) + s.encode()
+
+
+def check_admin_apis_while_redis_is_down(
+    kafka: RawKafka, topic: str, port: int, redis_url: str
+) -> None:
+    """Every version of the admin APIs answers its retriable error per partition or
+    resource (REQUEST_TIMED_OUT, as for a controller or deletion timeout; an offline log
+    dir's KAFKA_STORAGE_ERROR), and what needs no Redis is answered as usual, on the one
+    connection, which stays open."""
+    unseen, bad = "never-seen-cfg", "bad/name"
+    # Needing no Redis: ApiVersions and DescribeCluster answer as usual.
+    for version in _versions(API_VERSIONS):
+        client = {"client_software_name": "rawkafka", "client_software_version": "1.0"}
+        resp = kafka.request(API_VERSIONS, version, client)
+        assert resp.error_code == NONE and DESCRIBE_CLUSTER in {k.api_key for k in resp.api_keys}
+    for version in _versions(DESCRIBE_CLUSTER):
+        resp = kafka.request(
+            DESCRIBE_CLUSTER, version, {"include_cluster_authorized_operations": False}
+        )
+        assert resp.error_code == NONE
+        [node] = resp.brokers
+        assert node.port == port
+    node_id = str(node.broker_id)
+    # DeleteTopics (v0 by hand).
+    for version in _versions(DELETE_TOPICS):
+        if version == 0:
+            kafka.send(
+                DELETE_TOPICS, 0, struct.pack(">i", 1) + _str16(topic) + struct.pack(">i", 5000)
+            )
+            f = _Frame(kafka.recv_raw())
+            assert [(f.text(), f.take(">h")) for _ in range(f.take(">i"))] == [
+                (topic, REQUEST_TIMED_OUT)
+            ]
+            assert f.pos == len(f.frame)
+            continue
+        body = {"topic_names": [topic], "topics": [{"name": topic}], "timeout": 5000}
+        resp = kafka.request(DELETE_TOPICS, version, body)
+        assert [(r.name, r.error_code) for r in resp.responses] == [(topic, REQUEST_TIMED_OUT)]
+    # DeleteRecords: the Java AdminClient retries a retriable partition error.
+    for version in _versions(DELETE_RECORDS):
+        body = {
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": -1}]}],
+            "timeout": 5000,
+        }
+        resp = kafka.request(DELETE_RECORDS, version, body)
+        got = [
+            (t.name, [(p.partition_index, p.low_watermark, p.error_code) for p in t.partitions])
+            for t in resp.topics
+        ]
+        assert got == [(topic, [(0, -1, REQUEST_TIMED_OUT)])], version
+    # DescribeConfigs: a topic Skiff does not know from memory times out; the broker
+    # resource and a bad name are answered as with Redis up (v0 by hand).
+    broker_only = {"resources": [{"resource_type": 4, "resource_name": node_id}]}
+    for version in _versions(DESCRIBE_CONFIGS):
+        if version == 0:
+            body = struct.pack(">i", 2)
+            for kind, name in ((2, unseen), (4, node_id)):
+                body += struct.pack(">b", kind) + _str16(name) + struct.pack(">i", -1)
+            kafka.send(DESCRIBE_CONFIGS, 0, body)
+            f = _Frame(kafka.recv_raw())
+            assert (f.take(">i"), f.take(">i")) == (0, 2)
+            got = []
+            for _ in range(2):
+                head = (f.take(">h"), f.text(), f.take(">b"), f.text())
+                entries = [
+                    (f.text(), f.text(), f.take(">?"), f.take(">?"), f.take(">?"))
+                    for _ in range(f.take(">i"))
+                ]
+                got.append((head, len(entries)))
+            assert f.pos == len(f.frame)
+            assert got[0] == ((REQUEST_TIMED_OUT, "Redis is unavailable", 2, unseen), 0)
+            assert got[1][0] == (NONE, "", 4, node_id) and got[1][1] > 0
+            continue
+        resources = [
+            {"resource_type": 2, "resource_name": unseen, "configuration_keys": None},
+            {"resource_type": 2, "resource_name": bad, "configuration_keys": None},
+            {"resource_type": 4, "resource_name": node_id, "configuration_keys": None},
+        ]
+        resp = kafka.request(DESCRIBE_CONFIGS, version, {"resources": resources})
+        assert [(r.resource_name, r.error_code, len(r.configs)) for r in resp.results[:2]] == [
+            (unseen, REQUEST_TIMED_OUT, 0),
+            (bad, INVALID_TOPIC_EXCEPTION, 0),
+        ], version
+        expected = kafka.request(DESCRIBE_CONFIGS, version, broker_only).results[0]
+        assert resp.results[2] == expected and expected.error_code == NONE
+        assert expected.configs
+    # AlterConfigs and IncrementalAlterConfigs: per resource, as a controller timeout.
+    for api_key, config in (
+        (ALTER_CONFIGS, {"name": "retention.ms", "value": "1000"}),
+        (INCREMENTAL_ALTER_CONFIGS, {"name": "retention.ms", "config_operation": 0, "value": "1"}),
+    ):
+        for version in _versions(api_key):
+            resource = {"resource_type": 2, "resource_name": topic, "configs": [config]}
+            resp = kafka.request(
+                api_key, version, {"resources": [resource], "validate_only": False}
+            )
+            got = [(r.resource_type, r.resource_name, r.error_code) for r in resp.responses]
+            assert got == [(2, topic, REQUEST_TIMED_OUT)], (api_key, version)
+    # CreatePartitions: per topic; a duplicated name is refused as usual.
+    for version in _versions(CREATE_PARTITIONS):
+        grow = [{"name": n, "count": 3, "assignments": None} for n in (topic, "twice", "twice")]
+        body = {"topics": grow, "timeout": 5000, "validate_only": False}
+        resp = kafka.request(CREATE_PARTITIONS, version, body)
+        assert [(r.name, r.error_code) for r in resp.results] == [
+            (topic, REQUEST_TIMED_OUT),
+            ("twice", INVALID_REQUEST),
+        ], version
+    # DescribeLogDirs: the one log dir, offline (v0 is v1 on the wire, by hand).
+    for version in _versions(DESCRIBE_LOG_DIRS):
+        if version == 0:
+            kafka.send(DESCRIBE_LOG_DIRS, 0, struct.pack(">i", -1))
+            resp = kafka.decode_response(DESCRIBE_LOG_DIRS, 1, kafka.recv_raw())
+        else:
+            resp = kafka.request(DESCRIBE_LOG_DIRS, version, {"topics": None})
+        assert getattr(resp, "error_code", NONE) == NONE  # v3+
+        got = [(r.error_code, r.log_dir, r.topics) for r in resp.results]
+        assert got == [(KAFKA_STORAGE_ERROR, redis_url, ())], version
+        if version >= 4:
+            assert (resp.results[0].total_bytes, resp.results[0].usable_bytes) == (-1, -1)
+    assert not kafka.closed(0.2)
 
 
 def test_java_producer_rides_out_a_redis_restart(tmp_path: Path) -> None:

@@ -42,17 +42,29 @@ def _result(resource: Any, code: int = errors.NONE, message: str = "") -> dict[s
 
 
 async def _describe(broker: Broker, resource: Any, synonyms: bool, docs: bool) -> dict[str, Any]:
+    answer = answer_without_redis(broker, resource, synonyms, docs)
+    if answer is not None:
+        return answer
+    info = await broker.store.get_topic(resource.resource_name)
+    if info is None:
+        return _result(resource, errors.UNKNOWN_TOPIC_OR_PARTITION)
+    configs = describe_topic(
+        info.configs, broker.store.topic_defaults, resource.configuration_keys, synonyms, docs
+    )
+    return {**_result(resource), "configs": configs}
+
+
+def answer_without_redis(
+    broker: Broker, resource: Any, synonyms: bool, docs: bool
+) -> dict[str, Any] | None:
+    """The answer for a resource that needs no Redis (broker resources, bad topic
+    names), or None for a topic to look up; unavailable.py answers while Redis is down
+    with it too."""
     name = resource.resource_name
     keys = resource.configuration_keys
     if resource.resource_type == TOPIC:
         reason = invalid_name_reason(name)
-        if reason:
-            return _result(resource, errors.INVALID_TOPIC_EXCEPTION, reason)
-        info = await broker.store.get_topic(name)
-        if info is None:
-            return _result(resource, errors.UNKNOWN_TOPIC_OR_PARTITION)
-        configs = describe_topic(info.configs, broker.store.topic_defaults, keys, synonyms, docs)
-        return {**_result(resource), "configs": configs}
+        return _result(resource, errors.INVALID_TOPIC_EXCEPTION, reason) if reason else None
     if resource.resource_type == BROKER:
         if name == "":
             return _result(resource)  # no dynamic cluster defaults
@@ -139,8 +151,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
     else:
         docs = getattr(body, "include_documentation", False)  # v3+
         results = [await _describe(broker, r, body.include_synonyms, docs) for r in resources]
-    if request.header.api_version == 0:
+    return encode(request.header.api_version, results)
+
+
+def encode(version: int, results: list[dict[str, Any]]) -> bytes:
+    if version == 0:
         return encode_v0(results)
-    return encode_response(
-        API_KEY, request.header.api_version, {"throttle_time": 0, "results": results}
-    )
+    return encode_response(API_KEY, version, {"throttle_time": 0, "results": results})

@@ -50,7 +50,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
         for t in request.body.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
     topics = []
-    for info in await store.list_topics():
+    # Not from memory: while Redis is unreachable the log dir is offline (unavailable.py).
+    for info in await store.list_topics(fresh=True):
         hosted = [
             p for p in range(info.partitions) if cluster.leader(info.name, p) == cluster.node_id
         ]

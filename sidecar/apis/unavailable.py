@@ -7,11 +7,19 @@ clients back off and retry by themselves instead of failing or hanging.
 - Fetch, ListOffsets: NOT_LEADER_OR_FOLLOWER per partition (every client refreshes
   metadata and retries; Metadata keeps answering from memory).
 - Metadata: LEADER_NOT_AVAILABLE per topic not known from memory.
-- CreateTopics, DeleteTopics: REQUEST_TIMED_OUT per topic (as a controller timeout).
+- CreateTopics, DeleteTopics, CreatePartitions: REQUEST_TIMED_OUT per topic, and
+  AlterConfigs, IncrementalAlterConfigs: per resource (what a Kafka broker answers when
+  its request forwarded to the controller times out).
+- DeleteRecords: REQUEST_TIMED_OUT per partition (Kafka's answer when the deletion
+  times out; the Java AdminClient retries it, and trimming again is harmless).
+- DescribeConfigs: REQUEST_TIMED_OUT per topic resource; broker resources and invalid
+  topic names are answered as usual (they need no Redis).
+- DescribeLogDirs: the log dir with KAFKA_STORAGE_ERROR and no topics (Kafka's answer
+  for an offline log dir).
 - Group APIs, FindCoordinator, InitProducerId: COORDINATOR_NOT_AVAILABLE.
 
-An API without an entry here gets its connection closed (the client reconnects and
-retries), with a log line."""
+APIs in NEEDS_NO_REDIS never get here. Any other API without an entry here gets its
+connection closed (the client reconnects and retries), with a log line."""
 
 from __future__ import annotations
 
@@ -22,12 +30,25 @@ from ..broker import Broker
 from ..protocol import errors
 from ..protocol.framing import CloseConnection
 from ..protocol.kio_codec import encode_response
-from . import fetch, produce
+from . import (
+    api_versions,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_log_dirs,
+    fetch,
+    produce,
+)
 
 REQUEST_TIMED_OUT = errors.code("REQUEST_TIMED_OUT")
 NOT_LEADER = errors.code("NOT_LEADER_OR_FOLLOWER")
 LEADER_NOT_AVAILABLE = errors.code("LEADER_NOT_AVAILABLE")
 COORDINATOR_NOT_AVAILABLE = errors.code("COORDINATOR_NOT_AVAILABLE")
+KAFKA_STORAGE_ERROR = errors.code("KAFKA_STORAGE_ERROR")
+UNAVAILABLE = "Redis is unavailable"
+
+# APIs answered from memory alone, so never with the errors here.
+NEEDS_NO_REDIS = frozenset({api_versions.API_KEY, describe_cluster.API_KEY})
 
 
 def _produce(broker: Broker, request: Any) -> bytes | None:
@@ -243,9 +264,86 @@ def _delete_topics(broker: Broker, request: Any) -> bytes:
         }
         for name, topic_id in named
     ]
+    if request.header.api_version == 0:
+        return delete_topics.encode_v0(responses)  # kio has no v0 schema
     return encode_response(
         20, request.header.api_version, {"throttle_time": 0, "responses": responses}
     )
+
+
+def _delete_records(broker: Broker, request: Any) -> bytes:
+    topics = [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "low_watermark": -1,
+                    "error_code": REQUEST_TIMED_OUT,
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in request.body.topics
+    ]
+    return encode_response(21, request.header.api_version, {"throttle_time": 0, "topics": topics})
+
+
+def _describe_configs(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    docs = getattr(body, "include_documentation", False)  # v3+
+    results = [
+        describe_configs.answer_without_redis(broker, r, body.include_synonyms, docs)
+        or describe_configs._result(r, REQUEST_TIMED_OUT, UNAVAILABLE)
+        for r in body.resources
+    ]
+    return describe_configs.encode(request.header.api_version, results)
+
+
+def _alter_configs(api_key: int) -> Callable[[Broker, Any], bytes]:
+    """AlterConfigs and IncrementalAlterConfigs answer alike."""
+
+    def build(broker: Broker, request: Any) -> bytes:
+        responses = [
+            {
+                "error_code": REQUEST_TIMED_OUT,
+                "error_message": UNAVAILABLE,
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+            }
+            for r in request.body.resources
+        ]
+        return encode_response(
+            api_key, request.header.api_version, {"throttle_time": 0, "responses": responses}
+        )
+
+    return build
+
+
+def _describe_log_dirs(broker: Broker, request: Any) -> bytes:
+    result = {
+        "error_code": KAFKA_STORAGE_ERROR,
+        "log_dir": describe_log_dirs.log_dir_name(broker.store.description),
+        "topics": [],
+        "total_bytes": -1,
+        "usable_bytes": -1,
+    }
+    body = {"throttle_time": 0, "error_code": errors.NONE, "results": [result]}
+    # v0 is v1 on the wire; kio has no v0 schema.
+    return encode_response(35, max(request.header.api_version, 1), body)
+
+
+def _create_partitions(broker: Broker, request: Any) -> bytes:
+    names = [t.name for t in request.body.topics]
+    results = []
+    for name in dict.fromkeys(names):
+        # A duplicated name is refused before any Redis call, as the handler does.
+        if names.count(name) > 1:
+            code, message = errors.INVALID_REQUEST, "Duplicate topic name."
+        else:
+            code, message = REQUEST_TIMED_OUT, UNAVAILABLE
+        results.append({"name": name, "error_code": code, "error_message": message})
+    return encode_response(37, request.header.api_version, {"throttle_time": 0, "results": results})
 
 
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
@@ -264,8 +362,14 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     16: _top_level(16, groups=[]),
     19: _create_topics,
     20: _delete_topics,
+    21: _delete_records,
     22: _top_level(22, producer_id=-1, producer_epoch=-1),
+    32: _describe_configs,
+    33: _alter_configs(33),
+    35: _describe_log_dirs,
+    37: _create_partitions,
     42: _delete_groups,
+    44: _alter_configs(44),
     47: _top_level(47, topics=[]),
 }
 

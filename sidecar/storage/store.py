@@ -163,12 +163,14 @@ class RedisStore(PartitionLogOps):
         configs = {str(k): str(v) for k, v in (doc.get("configs") or {}).items()}
         return self._topic_info(name, uuid.UUID(hex=doc["id"]), int(doc["partitions"]), configs)
 
-    async def list_topics(self) -> list[TopicInfo]:
+    async def list_topics(self, fresh: bool = False) -> list[TopicInfo]:
+        """fresh: raise RedisUnavailable rather than answer from memory."""
+        stale_ok = self._all_topics is not None and not fresh
         try:
-            with _stale_ok(self._all_topics is not None):
+            with _stale_ok(stale_ok):
                 raw = await self.redis.hgetall(keys.TOPICS)
         except RedisUnavailable:
-            if self._all_topics is not None:
+            if stale_ok:
                 return self._all_topics  # Redis is down: Metadata answers from memory
             raise
         self._all_topics = sorted(
