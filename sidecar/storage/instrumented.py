@@ -1,8 +1,9 @@
 """A redis-py asyncio client whose round trips are timed and traced
 (sidecar/telemetry/redis_calls.py): single commands, pipelines (MULTI/EXEC or plain)
 and the pre-packed script calls of scripts.Script.run_packed (decorated with
-round_trip). Instrumenting the client, not the store's methods, means retries
-wrapped around store methods show up as one span per attempt.
+round_trip). Instrumenting the client, not the store's methods, covers every caller;
+the client class it wraps (resilience.ResilientRedis) retries inside, so a retried
+call is one span covering all its attempts.
 
 The instrumentation is a mixin over any redis.asyncio.Redis subclass:
 instrument(SomeRedis) returns SomeRedis with timing on top (its pipelines too,
