@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .background import BackgroundLoop
 from .cluster import Cluster
 from .log_bytes import record_bytes
 from .protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL
@@ -65,28 +66,13 @@ class PassResult:
     kept: int
 
 
-class Compactor:
+class Compactor(BackgroundLoop):
     def __init__(self, store: RedisStore, cluster: Cluster, backoff_ms: int) -> None:
+        super().__init__()
         self.store = store
         self.cluster = cluster
         self.backoff = backoff_ms / 1000
         self.token = secrets.token_hex(8)
-        self._task: asyncio.Task[None] | None = None
-        # Also checked by the loop: a cancellation may land in redis-py, which can turn
-        # it into a connection error the loop catches.
-        self._stopping = False
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        self._stopping = True
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
 
     async def _run(self) -> None:
         while not self._stopping:

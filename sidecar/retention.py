@@ -13,33 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from .background import BackgroundLoop
 from .cluster import Cluster
 from .storage.store import RedisStore, StoreError
 
 log = logging.getLogger(__name__)
 
 
-class RetentionSweeper:
+class RetentionSweeper(BackgroundLoop):
     def __init__(self, store: RedisStore, cluster: Cluster, interval_ms: int) -> None:
+        super().__init__()
         self.store = store
         self.cluster = cluster
         self.interval = interval_ms / 1000
-        self._task: asyncio.Task[None] | None = None
-        # Also checked by the loop: a cancellation may land in redis-py, which can turn
-        # it into a connection error the loop catches.
-        self._stopping = False
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        self._stopping = True
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
 
     async def _run(self) -> None:
         while not self._stopping:

@@ -13,6 +13,7 @@ from ..protocol import errors
 from ..protocol.kio_codec import encode_response
 from ..storage import topic_admin
 from ..topics import invalid_name_reason
+from .replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -22,7 +23,6 @@ MAX_VERSION = 3
 # (MAX_PARTITIONS_PER_BATCH, for CreateTopics; 3.9's CreatePartitions fails with an
 # unknown server error instead). Skiff applies it to both.
 MAX_NEW_PARTITIONS = 10_000
-INVALID_REPLICA_ASSIGNMENT = errors.code("INVALID_REPLICA_ASSIGNMENT")
 POLICY_VIOLATION = errors.code("POLICY_VIOLATION")
 
 
@@ -36,23 +36,7 @@ def _check_assignments(broker: Broker, assignments: Any, added: int) -> None:
     live = {b.node_id for b in broker.cluster.brokers()}
     for assignment in assignments:
         ids = list(assignment.broker_ids)
-        if not ids:
-            raise AdminError(
-                INVALID_REPLICA_ASSIGNMENT,
-                "The manual partition assignment includes an empty replica list.",
-            )
-        for node in ids:
-            if ids.count(node) > 1:
-                raise AdminError(
-                    INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes the broker {node} more than once.",
-                )
-            if node not in live:
-                raise AdminError(
-                    INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {node}, but no such "
-                    "broker is registered.",
-                )
+        check_replicas(ids, live)
         if len(ids) != 1:
             raise AdminError(
                 INVALID_REPLICA_ASSIGNMENT,

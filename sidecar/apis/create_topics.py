@@ -17,13 +17,13 @@ from ..protocol.kio_codec import encode_response
 from ..storage.topic_admin import topic_names
 from ..topic_config import ConfigError, describe, validate
 from ..topics import collision_key, invalid_name_reason
+from .replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
 
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
 
 MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's controller: MAX_PARTITIONS_PER_BATCH
-INVALID_REPLICA_ASSIGNMENT = errors.code("INVALID_REPLICA_ASSIGNMENT")
 POLICY_VIOLATION = errors.code("POLICY_VIOLATION")
 
 
@@ -51,23 +51,7 @@ def _check_assignments(broker: Broker, topic: Any) -> int:
             )
         seen.add(a.partition_index)
         ids = list(a.broker_ids)
-        if not ids:
-            raise AdminError(
-                INVALID_REPLICA_ASSIGNMENT,
-                "The manual partition assignment includes an empty replica list.",
-            )
-        for node in ids:
-            if ids.count(node) > 1:
-                raise AdminError(
-                    INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes the broker {node} more than once.",
-                )
-            if node not in live:
-                raise AdminError(
-                    INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {node}, but no such "
-                    "broker is registered.",
-                )
+        check_replicas(ids, live)
         if len(ids) > 1:
             raise AdminError(errors.INVALID_REPLICATION_FACTOR, _one_copy(len(ids)))
     if seen != set(range(len(seen))):

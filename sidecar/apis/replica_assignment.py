@@ -1,0 +1,30 @@
+"""The replica-list checks CreateTopics and CreatePartitions share for manual
+assignments, with Kafka 3.9's messages (ReplicationControlManager)."""
+
+from __future__ import annotations
+
+from ..config_admin import AdminError
+from ..protocol import errors
+
+INVALID_REPLICA_ASSIGNMENT = errors.code("INVALID_REPLICA_ASSIGNMENT")
+
+
+def check_replicas(ids: list[int], live: set[int]) -> None:
+    """A manual assignment's broker ids: not empty, no repeats, every one a live sidecar."""
+    if not ids:
+        raise AdminError(
+            INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    for node in ids:
+        if ids.count(node) > 1:
+            raise AdminError(
+                INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {node} more than once.",
+            )
+        if node not in live:
+            raise AdminError(
+                INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {node}, but no such "
+                "broker is registered.",
+            )
