@@ -172,6 +172,20 @@ def _overrides(admin: AdminClient, topic: str) -> dict[str, str]:
     }
 
 
+def _overrides_after(
+    admin: AdminClient, topic: str, before: dict[str, str], result: tuple[str, str]
+) -> dict[str, str]:
+    """The overrides after an alter answered `result`. Kafka applies a change a moment
+    after it answers (the broker learns it from the controller's metadata), so after a
+    successful change read until the overrides differ from `before`."""
+    deadline = time.monotonic() + 15
+    while True:
+        now = _overrides(admin, topic)
+        if result[0] != "NO_ERROR" or now != before or time.monotonic() > deadline:
+            return now
+        time.sleep(0.1)
+
+
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
 def test_confluent_incremental_and_legacy_alter_like_kafka(kafka: str, skiff: Skiff) -> None:
     topic = name("ck")
@@ -196,6 +210,7 @@ def test_confluent_incremental_and_legacy_alter_like_kafka(kafka: str, skiff: Sk
     for side, bootstrap in (("kafka", kafka), ("skiff", skiff.bootstrap)):
         admin = _admin(bootstrap)
         _create(bootstrap, topic, {"retention.ms": "1000"})
+        current = _overrides_after(admin, topic, {}, ("NO_ERROR", ""))
         out: list[Any] = []
         for resource in (
             res(topic, ("cleanup.policy", APPEND, "compact"), ("retention.ms", DELETE, None)),
@@ -205,16 +220,18 @@ def test_confluent_incremental_and_legacy_alter_like_kafka(kafka: str, skiff: Sk
             res(missing, ("retention.ms", SET, "5")),
         ):
             [future] = admin.incremental_alter_configs([resource]).values()
-            out.append(_result(future))
-            out.append(_overrides(admin, topic))
+            result = _result(future)
+            current = _overrides_after(admin, topic, current, result)
+            out += [result, current]
         validate_only = res(topic, ("segment.ms", SET, "1"))
         [future] = admin.incremental_alter_configs([validate_only], validate_only=True).values()
-        out += [_result(future), _overrides(admin, topic)]
+        out += [_result(future), _overrides(admin, topic)]  # validate_only changes nothing
         legacy = ConfigResource(
             ConfigResource.Type.TOPIC, topic, set_config={"max.message.bytes": "3000"}
         )
         [future] = admin.alter_configs([legacy]).values()
-        out += [_result(future), _overrides(admin, topic)]
+        result = _result(future)
+        out += [result, _overrides_after(admin, topic, current, result)]
         answers[side] = out
     assert answers["skiff"] == answers["kafka"]
     got = answers["skiff"]
