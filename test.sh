@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh --test
 echo "[test] ruff check" >&2
-.venv/bin/ruff check sidecar tests bench tools pipeline
+.venv/bin/ruff check sidecar tests bench tools pipeline loadtest
 echo "[test] pytest" >&2
 exec .venv/bin/pytest -ra "$@"
