@@ -1,0 +1,237 @@
+"""The Kubernetes manifests in k8s/: every kustomization renders, every object passes the
+Kubernetes schemas (strict, 1.27 and 1.37) and the cross-reference checks of
+tools/k8s_check.py; the deployment has what docs/kubernetes.md promises; Redis accepts
+the redis.conf the manifests ship; and a deliberately broken copy fails the check."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from conftest import ROOT, free_port, stop_process, wait_for_port
+
+sys.path.insert(0, str(ROOT / "tools"))
+import k8s_check  # noqa: E402 - tools/ is not a package
+
+DIRS = k8s_check.kustomization_dirs()
+
+
+def _by_kind(objs: list[dict], kind: str, name: str) -> dict:
+    return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def test_every_variant_is_there() -> None:
+    assert {d.name for d in DIRS} >= {
+        "default", "redis", "skiff", "sentinel", "in-pod", "otel", "redis-cluster"
+    }
+
+
+@pytest.mark.parametrize("directory", DIRS, ids=[d.name for d in DIRS])
+def test_kustomization_passes_schemas_and_references(directory: Path) -> None:
+    assert k8s_check.check(directory) == []
+
+
+def test_default_deployment_has_what_the_docs_promise() -> None:
+    objs = k8s_check.render(ROOT / "k8s" / "default")
+    kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objs)
+    assert kinds == [
+        "ConfigMap/redis-config", "ConfigMap/skiff-env", "Deployment/skiff",
+        "HorizontalPodAutoscaler/skiff", "PodDisruptionBudget/skiff", "Service/redis",
+        "Service/redis-headless", "Service/skiff", "StatefulSet/redis",
+    ]
+    redis_set = _by_kind(objs, "StatefulSet", "redis")
+    assert redis_set["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+    conf = _by_kind(objs, "ConfigMap", "redis-config")["data"]["redis.conf"].splitlines()
+    assert "appendonly yes" in conf and "maxmemory-policy noeviction" in conf
+
+    pod = _by_kind(objs, "Deployment", "skiff")["spec"]["template"]["spec"]
+    (skiff,) = pod["containers"]
+    assert skiff["image"] == "skiff:0.1.0"
+    assert skiff["args"] == ["serve", "--listen", "0.0.0.0:9092", "--advertise",
+                             "$(POD_IP):9092", "--http-listen", "0.0.0.0:8080"]
+    assert skiff["env"][0] == {
+        "name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}
+    }
+    assert skiff["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert skiff["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert skiff["resources"]["requests"]["cpu"] and skiff["resources"]["limits"]["memory"]
+    assert pod["terminationGracePeriodSeconds"] == 20
+    hpa = _by_kind(objs, "HorizontalPodAutoscaler", "skiff")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    svc = _by_kind(objs, "Service", "skiff")
+    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 8080]
+
+
+def test_overlays_set_what_they_are_for() -> None:
+    sentinel = k8s_check.render(ROOT / "k8s" / "sentinel")
+    env = _by_kind(sentinel, "ConfigMap", "skiff-env")["data"]
+    assert env["SKIFF_REDIS_URL"] == "redis+sentinel://redis-sentinel:26379/mymaster/0"
+    assert env["SKIFF_MIN_INSYNC_REPLICAS"] == "2"
+    assert _by_kind(sentinel, "StatefulSet", "redis-sentinel")["spec"]["replicas"] == 3
+
+    otel = k8s_check.render(ROOT / "k8s" / "otel")
+    env = _by_kind(otel, "ConfigMap", "skiff-env")["data"]
+    assert env["OTEL_TRACES_EXPORTER"] == "otlp"
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4317"
+    _by_kind(otel, "Deployment", "otel-collector")
+
+    in_pod = k8s_check.render(ROOT / "k8s" / "in-pod")
+    assert not [o for o in in_pod if o["kind"] == "Deployment"]
+    pod = _by_kind(in_pod, "StatefulSet", "redis")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["redis", "skiff"]
+    assert _by_kind(in_pod, "ConfigMap", "skiff-env")["data"]["SKIFF_REDIS_URL"] == (
+        "redis://127.0.0.1:6379/0"
+    )
+
+
+def test_image_can_be_overridden_in_an_overlay(tmp_path: Path) -> None:
+    overlay = tmp_path / "k8s" / "mine"
+    shutil.copytree(ROOT / "k8s", tmp_path / "k8s")
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "resources: [../default]\n"
+        "images:\n  - {name: skiff, newName: registry.example.com/team/skiff, newTag: '1.2'}\n"
+    )
+    objs = k8s_check.render(overlay)
+    skiff = _by_kind(objs, "Deployment", "skiff")["spec"]["template"]["spec"]["containers"][0]
+    assert skiff["image"] == "registry.example.com/team/skiff:1.2"
+    assert k8s_check.check(overlay) == []
+
+
+# (kustomization, file, text, replacement, expected problem)
+BROKEN = [
+    ("default", "skiff/deployment.yaml", "readinessProbe:", "readinesProbe:",
+     "'readinesProbe' was unexpected"),
+    ("default", "skiff/deployment.yaml", "containerPort: 9092", "containerPort: '9092'",
+     "schema"),
+    ("default", "skiff/service.yaml", "component: broker", "component: brokr",
+     "Service/skiff: selector"),
+    ("default", "skiff/service.yaml", "targetPort: kafka", "targetPort: kafak",
+     "targetPort 'kafak' is no port"),
+    ("default", "skiff/deployment.yaml", "port: http\n            periodSeconds: 2\n"
+     "            failureThreshold: 2", "port: htttp\n            periodSeconds: 2\n"
+     "            failureThreshold: 2", "readinessProbe port 'htttp' is no port"),
+    ("default", "skiff/deployment.yaml", "name: skiff-env", "name: skiff-envv",
+     "envFrom ConfigMap skiff-envv does not exist"),
+    ("default", "redis/statefulset.yaml", "name: redis-config", "name: redis-conf",
+     "ConfigMap redis-conf does not exist"),
+    ("default", "skiff/configmap.yaml", "SKIFF_REDIS_URL:", "SKIFF_REDIS_ULR:",
+     "SKIFF_REDIS_ULR is no `skiff serve` setting"),
+    ("default", "skiff/configmap.yaml", 'SKIFF_NUM_PARTITIONS: "6"',
+     'SKIFF_NUM_PARTITIONS: "six"', "skiff serve refuses its settings"),
+    ("default", "skiff/deployment.yaml", "$(POD_IP):9092", "$(POD_IPS):9092",
+     "refers to $(POD_IPS)"),
+    ("default", "skiff/deployment.yaml", "- 0.0.0.0:8080", "- 127.0.0.1:8080",
+     "not reachable by the kubelet's probes"),
+    ("default", "skiff/deployment.yaml", "terminationGracePeriodSeconds: 20",
+     "terminationGracePeriodSeconds: 12", "terminationGracePeriodSeconds 12 leaves no time"),
+    ("default", "skiff/pdb.yaml", "app.kubernetes.io/name: skiff\n      app",
+     "app.kubernetes.io/name: skif\n      app", "PodDisruptionBudget/skiff: selector"),
+    ("default", "skiff/hpa.yaml", "name: skiff\n  minReplicas", "name: skif\n  minReplicas",
+     "scaleTargetRef Deployment/skif not found"),
+    ("default", "skiff/kustomization.yaml", '    newTag: "0.1.0"', '    newTagg: "0.1.0"',
+     "unsupported images"),
+    ("default", "redis/statefulset.yaml", "serviceName: redis-headless",
+     "serviceName: redis-headles", "is no headless Service"),
+    ("sentinel", "sentinel/kustomization.yaml", "path: /data/SKIFF_REDIS_URL",
+     "path: /data/SKIFF_REDIS_URI", "patch replace /data/SKIFF_REDIS_URI"),
+    ("otel", "otel/kustomization.yaml", "name: skiff\n    patch", "name: skif\n    patch",
+     "matches no resource"),
+    ("in-pod", "in-pod/add-skiff-container.yaml", "name: skiff-env", "name: skiff-environment",
+     "envFrom ConfigMap skiff-environment does not exist"),
+]
+
+
+@pytest.mark.parametrize("case", BROKEN, ids=[f"{c[0]}:{c[4][:30]}" for c in BROKEN])
+def test_a_broken_copy_fails(tmp_path: Path, case: tuple[str, str, str, str, str]) -> None:
+    variant, file, text, replacement, expected = case
+    copy = tmp_path / "k8s"
+    shutil.copytree(ROOT / "k8s", copy)
+    path = copy / file
+    source = path.read_text()
+    assert source.count(text) == 1, f"{text!r} must occur once in {file}"
+    path.write_text(source.replace(text, replacement))
+    problems = k8s_check.check(copy / variant)
+    assert any(expected in p for p in problems), problems
+    assert k8s_check.check(ROOT / "k8s" / variant) == []  # the original still passes
+
+
+def test_the_command_line_exits_1_on_a_broken_manifest(tmp_path: Path) -> None:
+    copy = tmp_path / "k8s"
+    shutil.copytree(ROOT / "k8s", copy)
+    tool = [sys.executable, str(ROOT / "tools" / "k8s_check.py")]
+    ok = subprocess.run([*tool, str(copy / "default")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout
+    (copy / "skiff" / "service.yaml").write_text(
+        (copy / "skiff" / "service.yaml").read_text().replace("targetPort: http", "targetPort: 80")
+    )
+    bad = subprocess.run([*tool, str(copy / "default")], capture_output=True, text=True)
+    assert bad.returncode == 1 and "targetPort 80 is no port" in bad.stdout
+
+
+def _redis_confs() -> list[tuple[str, str]]:
+    confs = {}
+    for d in DIRS:
+        for obj in k8s_check.render(d):
+            if obj["kind"] == "ConfigMap" and "redis.conf" in (obj.get("data") or {}):
+                confs[obj["metadata"]["name"]] = obj["data"]["redis.conf"]
+    return sorted(confs.items())
+
+
+@pytest.mark.parametrize("name,conf", _redis_confs(), ids=lambda v: v if "\n" not in v else "")
+def test_redis_accepts_the_shipped_redis_conf(tmp_path: Path, name: str, conf: str) -> None:
+    """redis-server starts with the ConfigMap's redis.conf (its data dir and port moved
+    to the test's) and runs with AOF on and eviction off."""
+    port = free_port()
+    lines = []
+    for line in conf.splitlines():
+        key = line.split(" ", 1)[0]
+        if key in ("port", "dir", "bind", "cluster-config-file"):
+            continue
+        lines.append(line)
+    lines += [f"port {port}", "bind 127.0.0.1", f"dir {tmp_path}",
+              f"cluster-config-file {tmp_path}/nodes.conf"]
+    path = tmp_path / "redis.conf"
+    path.write_text("\n".join(lines) + "\n")
+    proc = subprocess.Popen(
+        [shutil.which("redis-server") or "redis-server", str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, proc, timeout=20)
+        client = redis.Redis(port=port)
+        assert client.config_get("appendonly") == {"appendonly": "yes"}
+        assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        assert int(client.config_get("maxmemory")["maxmemory"]) > 0
+    finally:
+        stop_process(proc)
+
+
+def test_shell_scripts_in_configmaps_parse() -> None:
+    scripts = [
+        (d.name, key, text)
+        for d in DIRS for obj in k8s_check.render(d) if obj["kind"] == "ConfigMap"
+        for key, text in (obj.get("data") or {}).items() if key.endswith(".sh")
+    ]
+    assert {key for _, key, _ in scripts} >= {"redis-init.sh", "sentinel-init.sh", "create.sh"}
+    for variant, key, text in scripts:
+        run = subprocess.run(["sh", "-n"], input=text, capture_output=True, text=True)
+        assert run.returncode == 0, f"{variant} {key}: {run.stderr}"
+
+
+def test_dockerfile_copies_what_exists_and_ignores_nothing_it_needs() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text().splitlines()
+    assert dockerfile[[i for i, ln in enumerate(dockerfile) if ln.startswith("FROM")][0]] == (
+        "FROM python:3.11-slim"
+    )
+    sources = [ln.split()[1] for ln in dockerfile if ln.startswith("COPY ")]
+    assert sources and all((ROOT / s).exists() for s in sources), sources
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert not ignored & {s.rstrip("/") for s in sources}
+    # pyproject's packages (all must be in the image for `pip install -e .`) are copied.
+    assert {"sidecar", "pipeline", "lua", "pyproject.toml"} <= set(sources)
