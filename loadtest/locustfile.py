@@ -133,6 +133,12 @@ def _final_csv_pass(environment: Environment, **_: Any) -> None:
         gevent.sleep(CSV_STATS_INTERVAL_SEC + 0.5)
 
 
+def _acked_offset(msg: Any) -> int | None:
+    """The offset a delivery report names; acks=0 reports none (None or -1)."""
+    offset = msg.offset()
+    return offset if offset is not None and offset >= 0 else None
+
+
 def _padded(head: bytes, size: int) -> bytes:
     return head + b"x" * max(0, size - len(head))
 
@@ -152,7 +158,7 @@ class RecordLog:
 
     def on_prefill(self, seq: int) -> Any:
         def done(err: KafkaError | None, msg: Any) -> None:
-            if err is None and msg.offset() >= 0:
+            if err is None and _acked_offset(msg) is not None:
                 self.produced.append((msg.partition(), msg.offset(), f"prefill:{seq}"))
 
         return done
@@ -207,7 +213,7 @@ class ProducerUser(KafkaUser):
             self.pending -= 1
             exc = KafkaException(err) if err is not None else None
             self.fire("produce", self.opts.topic, start, length, exc)
-            if err is None and msg.offset() >= 0:
+            if err is None and _acked_offset(msg) is not None:
                 self.log.produced.append((msg.partition(), msg.offset(), rid))
 
         return report
