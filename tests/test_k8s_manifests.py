@@ -5,14 +5,22 @@ the redis.conf the manifests ship; and a deliberately broken copy fails the chec
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 import redis
-from conftest import ROOT, free_port, stop_process, wait_for_port
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+from conftest import ROOT, RedisServer, free_port, stop_process, wait_for_port
 
 sys.path.insert(0, str(ROOT / "tools"))
 import k8s_check  # noqa: E402 - tools/ is not a package
@@ -235,3 +243,65 @@ def test_dockerfile_copies_what_exists_and_ignores_nothing_it_needs() -> None:
     assert not ignored & {s.rstrip("/") for s in sources}
     # pyproject's packages (all must be in the image for `pip install -e .`) are copied.
     assert {"sidecar", "pipeline", "lua", "pyproject.toml"} <= set(sources)
+
+
+@pytest.mark.parametrize("variant", ["default", "sentinel", "in-pod", "otel"])
+def test_skiff_container_runs_as_rendered(
+    own_redis: RedisServer, tmp_path: Path, variant: str
+) -> None:
+    """The Skiff container of each variant, started with exactly its rendered args and
+    environment (ConfigMap included), except: Redis is the test's, the pod IP is
+    127.0.0.1 and ports 9092/8080 are free ones. Its probes answer 200 on the probed
+    paths, Metadata names the advertised pod address, a record goes round, and SIGTERM
+    ends it with exit 0 within the pod's grace period less the preStop sleep."""
+    ((_, env, args),) = k8s_check.skiff_containers(
+        k8s_check.render(ROOT / "k8s" / variant), pod_ip="127.0.0.1"
+    )
+    kafka_port, http_port = free_port(), free_port()
+    args = [a.replace(":9092", f":{kafka_port}").replace(":8080", f":{http_port}")
+            for a in args]
+    env["SKIFF_REDIS_URL"] = own_redis.url
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SKIFF_", "OTEL_"))}
+    log_path = tmp_path / "skiff.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli", *args], cwd=ROOT,
+                                env={**base, **env}, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(kafka_port, proc)
+
+        def get(path: str) -> tuple[int, dict]:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{http_port}{path}", timeout=2) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        deadline = time.monotonic() + 30
+        while get("/readyz")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert get("/readyz") == (200, {"ready": True, "reason": "ready"})
+        assert get("/healthz") == (200, {"status": "alive"})
+
+        brokers = AdminClient({"bootstrap.servers": f"127.0.0.1:{kafka_port}"}).list_topics(
+            timeout=10).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", kafka_port)]
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{kafka_port}", "acks": 1})
+        producer.produce("k8s-check", b"hello")
+        assert producer.flush(20) == 0
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{kafka_port}",
+                             "group.id": "k8s-check", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["k8s-check"])
+        msg = None
+        deadline = time.monotonic() + 30
+        while msg is None and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+        consumer.close()
+        assert msg is not None and msg.error() is None and msg.value() == b"hello"
+
+        # SKIFF_LOG_FORMAT=json from the ConfigMap took effect.
+        first = log_path.read_text().splitlines()[0]
+        assert json.loads(first)["level"] in ("INFO", "WARNING")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        stop_process(proc)

@@ -368,7 +368,8 @@ _VAR = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def _container_env(c: Obj, configmaps: dict[str, dict[str, str]], where: str,
-                   errors: list[str]) -> tuple[dict[str, str], list[str]]:
+                   errors: list[str], pod_ip: str = EXAMPLE_POD_IP
+                   ) -> tuple[dict[str, str], list[str]]:
     """The container's environment as Kubernetes builds it (envFrom, then env in order,
     $(VAR) expanded) and its args expanded; undefined references and missing
     ConfigMaps/keys are errors."""
@@ -407,7 +408,7 @@ def _container_env(c: Obj, configmaps: dict[str, dict[str, str]], where: str,
                 continue
             env[var["name"]] = str(data[ref["key"]])
         elif (source.get("fieldRef") or {}).get("fieldPath") == "status.podIP":
-            env[var["name"]] = EXAMPLE_POD_IP
+            env[var["name"]] = pod_ip
         else:
             env[var["name"]] = f"<{var['name']}>"
     for a in c.get("command") or []:
@@ -487,6 +488,25 @@ def _skiff_errors(
                       f"preStop ({sleep_s:g} s) and --shutdown-timeout-ms "
                       f"({parsed.shutdown_timeout_ms} ms)")
     return errors
+
+
+def skiff_containers(
+    objs: list[Obj], pod_ip: str = EXAMPLE_POD_IP
+) -> list[tuple[str, dict[str, str], list[str]]]:
+    """(where, environment, args) of every Skiff container, as its pod would start it."""
+    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in objs
+                  if o["kind"] == "ConfigMap"}
+    found = []
+    for obj in objs:
+        for c in _containers(obj):
+            if _is_skiff(c):
+                where = f"{_name(obj)} container {c['name']}"
+                errors: list[str] = []
+                env, args = _container_env(c, configmaps, where, errors, pod_ip)
+                if errors:
+                    raise RenderError("; ".join(errors))
+                found.append((where, env, args))
+    return found
 
 
 def check(directory: Path) -> list[str]:
