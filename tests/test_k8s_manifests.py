@@ -191,7 +191,10 @@ def _redis_confs() -> list[tuple[str, str]]:
     return sorted(confs.items())
 
 
-@pytest.mark.parametrize("name,conf", _redis_confs(), ids=lambda v: v if "\n" not in v else "")
+REDIS_CONFS = _redis_confs()
+
+
+@pytest.mark.parametrize("name,conf", REDIS_CONFS, ids=[name for name, _ in REDIS_CONFS])
 def test_redis_accepts_the_shipped_redis_conf(tmp_path: Path, name: str, conf: str) -> None:
     """redis-server starts with the ConfigMap's redis.conf (its data dir and port moved
     to the test's) and runs with AOF on and eviction off."""
