@@ -204,6 +204,36 @@ def raw_client(
 # -- phases ---------------------------------------------------------------------------
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of live processes so far."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+class Cpu:
+    """CPU seconds of Redis, the sidecar processes and the client processes over a phase."""
+
+    def __init__(self, redis: int, sidecars: list[int], clients: list[int]) -> None:
+        self.groups = (redis and [redis], sidecars, clients)
+
+    def __enter__(self) -> Cpu:
+        self.before = [cpu_seconds(g) for g in self.groups]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spent = "/".join(
+            f"{cpu_seconds(g) - b:.1f}" for g, b in zip(self.groups, self.before, strict=True)
+        )
+
+
 def rate(results: list[tuple[float, ...]]) -> float:
     """All records over the time from the first client's start to the last one's end
     (a client whose imports took longer than the common start delay starts late)."""
@@ -211,7 +241,11 @@ def rate(results: list[tuple[float, ...]]) -> float:
     return total / (max(r[1] for r in results) - min(r[0] for r in results))
 
 
-def run_raw(pool: Any, args: argparse.Namespace, url: str) -> tuple[float, float]:
+def pool_pids(pool: Any) -> list[int]:
+    return [p.pid for p in pool._pool]
+
+
+def run_raw(pool: Any, args: argparse.Namespace, url: str, redis_pid: int) -> tuple[Any, ...]:
     from sidecar.storage.store import RedisStore
 
     topic = f"raw-{uuid.uuid4().hex[:8]}"
@@ -228,15 +262,16 @@ def run_raw(pool: Any, args: argparse.Namespace, url: str) -> tuple[float, float
          args.record_bytes, args.batch, start_at)
         for i in range(args.clients)
     ]  # fmt: skip
-    results = pool.starmap(raw_client, jobs)
+    with Cpu(redis_pid, [], pool_pids(pool)) as cpu:
+        results = pool.starmap(raw_client, jobs)
     appended = rate([(r[0], r[1], r[-1]) for r in results])
     read_s = max(r[3] for r in results) - min(r[2] for r in results)
-    return appended, sum(r[-1] for r in results) / read_s
+    return appended, sum(r[-1] for r in results) / read_s, cpu.spent
 
 
 def run_sidecars(
-    pool: Any, args: argparse.Namespace, url: str, workers: int, work: Path
-) -> tuple[float, float, float]:
+    pool: Any, args: argparse.Namespace, url: str, workers: int, work: Path, redis_pid: int
+) -> tuple[Any, ...]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     port = free_port(workers)
@@ -268,11 +303,16 @@ def run_sidecars(
             (bootstrap, topic, parts[i], args.records, args.record_bytes, args.batch, start_at)
             for i in range(args.clients)
         ]
-        produced = rate(pool.starmap(produce_client, jobs))
+        import psutil
+
+        sidecars = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children()]
+        with Cpu(redis_pid, sidecars, pool_pids(pool)) as cpu_p:
+            produced = rate(pool.starmap(produce_client, jobs))
         start_at = time.time() + 5
         jobs2 = [(bootstrap, topic, parts[i], args.records, start_at) for i in range(args.clients)]
-        consumed = rate(pool.starmap(consume_client, jobs2))
-        return produced, consumed, len(leaders)
+        with Cpu(redis_pid, sidecars, pool_pids(pool)) as cpu_c:
+            consumed = rate(pool.starmap(consume_client, jobs2))
+        return produced, consumed, len(leaders), cpu_p.spent, cpu_c.spent
     finally:
         stop(proc)
 
@@ -300,18 +340,22 @@ def main(argv: list[str] | None = None) -> int:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         url = f"redis://127.0.0.1:{rport}/0"
-        rows: list[tuple[str, float, float, str]] = []
+        rows: list[tuple[str, float, float, str, str, str]] = []
         try:
             wait_for_port(rport, redis)
             ctx = multiprocessing.get_context("spawn")
             with ctx.Pool(args.clients) as pool:
                 progress(f"Redis ceiling: {args.clients} clients, lua/append.lua and XRANGE")
-                appended, read = run_raw(pool, args, url)
-                rows.append(("Redis ceiling (no sidecar)", appended, read, "-"))
+                appended, read, cpu = run_raw(pool, args, url, redis.pid)
+                rows.append(("Redis ceiling (no sidecar)", appended, read, "-", cpu, ""))
                 for n in counts:
                     progress(f"{n} sidecar process(es): produce, then consume")
-                    produced, consumed, leading = run_sidecars(pool, args, url, n, work)
-                    rows.append((f"{n} sidecar process(es)", produced, consumed, str(leading)))
+                    produced, consumed, leading, cpu_p, cpu_c = run_sidecars(
+                        pool, args, url, n, work, redis.pid
+                    )
+                    rows.append(
+                        (f"{n} sidecar process(es)", produced, consumed, str(leading), cpu_p, cpu_c)
+                    )
         finally:
             stop(redis)
     total = args.clients * args.records
@@ -320,12 +364,20 @@ def main(argv: list[str] | None = None) -> int:
         f"({total:,} per phase), batches of {args.batch}, {args.partitions} partitions, "
         f"{os.cpu_count()} CPUs\n"
     )
-    print("| setup | produced records/s | consumed records/s | leaders | produce / ceiling |")
-    print("|---|---:|---:|---:|---:|")
-    ceiling = rows[0][1]
-    for name, produced, consumed, leaders in rows:
-        ratio = "-" if leaders == "-" else f"{produced / ceiling:.0%}"
-        print(f"| {name} | {produced:,.0f} | {consumed:,.0f} | {leaders} | {ratio} |")
+    print(
+        "| setup | produced records/s | consumed records/s | leaders | produce / ceiling | "
+        "consume / ceiling | CPU s produce: redis/sidecars/clients | CPU s consume |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|---|")
+    ceiling, read_ceiling = rows[0][1], rows[0][2]
+    for name, produced, consumed, leaders, cpu_p, cpu_c in rows:
+        ratios = ("-", "-") if leaders == "-" else (
+            f"{produced / ceiling:.0%}", f"{consumed / read_ceiling:.0%}"
+        )  # fmt: skip
+        print(
+            f"| {name} | {produced:,.0f} | {consumed:,.0f} | {leaders} | {ratios[0]} | "
+            f"{ratios[1]} | {cpu_p} | {cpu_c or '(append and read: one column)'} |"
+        )
     return 0
 
 
