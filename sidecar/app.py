@@ -47,7 +47,11 @@ async def _connect(url: str, description: str, timeout: float = 30.0) -> RedisSt
             await asyncio.sleep(0.2)
 
 
-async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
+async def serve(
+    settings: Settings, ready: asyncio.Event | None = None, private_redis: bool = False
+) -> None:
+    """One sidecar. `private_redis`: a `--workers` parent's embedded Redis, which only its
+    workers use (node ids are forced as with a sidecar's own embedded Redis)."""
     embedded = None
     url = settings.redis_url
     if url is None:
@@ -73,7 +77,9 @@ async def serve(settings: Settings, ready: asyncio.Event | None = None) -> None:
         if embedded is not None and settings.node_id < 0:
             # The embedded Redis is private: any registration in it is a dead run's.
             settings = dataclasses.replace(settings, node_id=0)
-        cluster = Cluster(settings, Registry(store.redis), force_node_id=embedded is not None)
+        cluster = Cluster(
+            settings, Registry(store.redis), force_node_id=embedded is not None or private_redis
+        )
         await cluster.start()
         started.push_async_callback(cluster.stop)
         groups = GroupCoordinator(settings, GroupStore(store.redis), cluster)

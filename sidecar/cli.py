@@ -310,6 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
         "text or json (one JSON object a line)",
         choices=["text", "json"],
     )
+    _flag(
+        serve,
+        "workers",
+        "1",
+        "sidecar processes on this host (one per core); worker i listens on the --listen, "
+        "--advertise and --http-listen ports + i with a node id of its own",
+        type=_at_least(1),
+    )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     return parser
@@ -400,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")
+    if args.workers > 1:
+        if args.listen.port == 0:
+            parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
+        from .workers import run
+
+        return run(settings, args.workers, str(args.log_level), args.log_format)
     from .app import serve
 
     try:

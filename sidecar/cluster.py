@@ -12,10 +12,11 @@ when Redis answers again."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import logging
 import secrets
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .settings import Settings
 from .storage.registry import BrokerInfo, Registry
@@ -23,9 +24,36 @@ from .storage.registry import BrokerInfo, Registry
 log = logging.getLogger("skiff.cluster")
 
 
-def spread(key: str, n: int, offset: int = 0) -> int:
-    """Index in 0..n-1 for a topic or group: the same on every sidecar."""
-    return (zlib.crc32(key.encode()) + offset) % n
+def _weight(key: str, node_id: int) -> int:
+    """Rendezvous (highest random weight) score of a node for a key."""
+    return int.from_bytes(hashlib.blake2b(f"{key}\0{node_id}".encode(), digest_size=8).digest())
+
+
+def rendezvous(key: str, node_ids: Sequence[int]) -> int:
+    """The node a key belongs to: the one with the highest weight. When a node leaves,
+    only its keys move; when one joins, it takes only the keys it now wins."""
+    return max(node_ids, key=lambda n: _weight(key, n))
+
+
+@functools.lru_cache(maxsize=4096)
+def assign(topic: str, count: int, node_ids: tuple[int, ...]) -> tuple[int, ...]:
+    """Leaders of a topic's partitions: rendezvous hashing with bounded loads. Partition
+    p goes to the node of highest weight for "topic/p" that leads fewer than
+    ceil(count / nodes) of the topic's partitions so far, so a topic is spread evenly
+    (plain rendezvous left a 6-partition topic on 4/2/0 of 3 nodes) while a membership
+    change moves few partitions: a leaving node's, plus the few the new caps reshuffle
+    (measured in docs/architecture.md, "Sidecars and Metadata")."""
+    cap = -(-count // len(node_ids))
+    load = dict.fromkeys(node_ids, 0)
+    out = []
+    for p in range(count):
+        key = f"{topic}/{p}"
+        for node in sorted(node_ids, key=lambda n: _weight(key, n), reverse=True):
+            if load[node] < cap:
+                load[node] += 1
+                out.append(node)
+                break
+    return tuple(out)
 
 
 class Cluster:
@@ -152,15 +180,19 @@ class Cluster:
             return sorted([*self.live, self.me], key=lambda b: b.node_id)
         return self.live
 
-    def leader(self, topic: str, partition: int) -> int:
-        """Partition leadership is spread over live sidecars; any sidecar serves any
-        partition, so this only spreads clients' load."""
-        brokers = self.brokers()
-        return brokers[spread(topic, len(brokers), partition)].node_id
+    def leaders(self, topic: str, count: int) -> tuple[int, ...]:
+        """Leaders of a topic's `count` partitions, spread over the live sidecars (see
+        `assign`); any sidecar serves any partition, so this only spreads clients' load."""
+        return assign(topic, count, tuple(b.node_id for b in self.brokers()))
+
+    def leader(self, topic: str, partition: int, count: int) -> int:
+        return self.leaders(topic, count)[partition]
 
     def preferred(self, key: str) -> BrokerInfo:
+        """The sidecar a group or transactional id belongs to while no one holds it."""
         brokers = self.brokers()
-        return brokers[spread(key, len(brokers))]
+        node = rendezvous(key, [b.node_id for b in brokers])
+        return next(b for b in brokers if b.node_id == node)
 
     def by_token(self, token: str) -> BrokerInfo | None:
         for b in self.brokers():

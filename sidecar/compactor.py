@@ -92,7 +92,7 @@ class Compactor(BackgroundLoop):
             if "compact" not in info.config["cleanup.policy"]:
                 continue
             for p in range(info.partitions):
-                if self.cluster.leader(info.name, p) != self.cluster.node_id:
+                if self.cluster.leader(info.name, p, info.partitions) != self.cluster.node_id:
                     continue
                 try:
                     if await self.compact(info, p) is not None:

@@ -49,7 +49,7 @@ class RetentionSweeper(BackgroundLoop):
             if retention_ms < 0 and retention_bytes < 0:
                 continue
             for p in range(info.partitions):
-                if self.cluster.leader(info.name, p) != self.cluster.node_id:
+                if self.cluster.leader(info.name, p, info.partitions) != self.cluster.node_id:
                     continue
                 try:
                     before = (await self.store.meta(info.name, p, "lso"))[0]

@@ -53,7 +53,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     # Not from memory: while Redis is unreachable the log dir is offline (unavailable.py).
     for info in await store.list_topics(fresh=True):
         hosted = [
-            p for p in range(info.partitions) if cluster.leader(info.name, p) == cluster.node_id
+            p
+            for p, leader in enumerate(cluster.leaders(info.name, info.partitions))
+            if leader == cluster.node_id
         ]
         if not hosted:
             continue

@@ -20,7 +20,7 @@ MAX_VERSION = 12
 
 
 def _topic_entry(info: TopicInfo, cluster: Cluster) -> dict[str, Any]:
-    leaders = [cluster.leader(info.name, p) for p in range(info.partitions)]
+    leaders = cluster.leaders(info.name, info.partitions)
     return {
         "error_code": errors.NONE,
         "name": info.name,
