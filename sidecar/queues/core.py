@@ -65,6 +65,7 @@ DESCRIBE_SCAN = 10_000  # pending entries looked at per partition by describe()
 RELEASED = "~released"
 REASON_LIMIT = "delivery limit"
 REASON_REJECTED = "rejected"
+REJECT_MARK = 1_000_000  # added to a rejected record's count until its copy is made
 GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -428,14 +429,19 @@ class QueueStore:
         now = int(reply[0])
         again: dict[int, int] = {}
         dead: list[tuple[int, int]] = []
+        rejected: list[tuple[int, int]] = []
         for i in range(1, len(reply), 3):
             offset, count, kind = int(reply[i]), int(reply[i + 1]), int(reply[i + 2])
             if kind == 1:
                 again[offset] = count
             else:
-                dead.append((offset, count))
+                (dead if kind == 2 else rejected).append((offset, count))
         if dead:
             await self._dead_letter(cfg, topic, partition, dead, REASON_LIMIT, self.dead_holder)
+        if rejected:
+            await self._dead_letter(
+                cfg, topic, partition, rejected, REASON_REJECTED, self.dead_holder
+            )
         out: list[Acquired] = []
         deadline = now + cfg.lock_ms
         if again:
@@ -500,10 +506,11 @@ class QueueStore:
         cfg = await self.config(group)
         if action is Action.REJECT and cfg.dead_letter_topic:
             done = await self._run_settle(cfg, holder, topic, partition, offsets, "dead")
-            moved = [(o, 0) for o, err in done.items() if err is None]
+            moved = [o for o, err in done.items() if err is None]
             if moved:
+                counts = await self._counts(cfg.group, topic, partition, moved, self.dead_holder)
                 await self._dead_letter(
-                    cfg, topic, partition, moved, REASON_REJECTED, self.dead_holder
+                    cfg, topic, partition, list(counts.items()), REASON_REJECTED, self.dead_holder
                 )
             return done
         return await self._run_settle(cfg, holder, topic, partition, offsets, action.value)
@@ -561,11 +568,8 @@ class QueueStore:
         offsets = [o for o, _ in items]
         if cfg.dead_letter_topic:
             bodies = await self._bodies(topic, partition, offsets)
-            counts = dict(items)
-            if reason == REASON_REJECTED:  # counts of explicitly rejected records
-                counts = await self._counts(cfg.group, topic, partition, offsets, holder)
             try:
-                await self._append_dead(cfg, topic, partition, bodies, counts, reason)
+                await self._append_dead(cfg, topic, partition, bodies, dict(items), reason)
             except (StoreError, QueueError) as exc:
                 log.warning(
                     "queue group %s: dead-lettering %d record(s) of %s/%d to %s failed: %s",
@@ -591,7 +595,8 @@ class QueueStore:
                 )
             replies = await pipe.execute()
         for o, rows in zip(offsets, replies, strict=True):
-            out[o] = int(rows[0]["times_delivered"]) if rows else 0
+            # Rejected records carry REJECT_MARK until copied (lua/queue_settle.lua).
+            out[o] = int(rows[0]["times_delivered"]) % REJECT_MARK if rows else 0
         return out
 
     async def _append_dead(
