@@ -2,21 +2,29 @@
 
 How to call it (HTTP API in sidecar/queues/http_api.py, Kafka share groups):
 
-    queues = QueueStore(broker.store)              # one per sidecar, no state of its own
+    queues = queue_store(broker)                   # the sidecar's QueueStore (shared cache)
     cfg = await queues.configure("g", lock_ms=30_000, delivery_limit=5,
                                  dead_letter_topic="g.dlq", auto_offset_reset="earliest")
-    got = await queues.acquire("g", holder, "orders", 0, max_records=100)  # list[Acquired]
-    errs = await queues.settle("g", holder, "orders", 0, [o.offset for o in got],
-                               Action.ACCEPT)      # {offset: None | RecordError}
+    cfg = await queues.config("g", create=True)    # share groups: created on first use
+    await queues.exists("g")                       # is "g" a queue group (cached 1 s)
+    got = await queues.acquire("g", holder, "orders", 0, max_records=100,
+                               max_bytes=None)     # list[Acquired], leased to holder
+    done = await queues.settle("g", holder, "orders", 0, [r.offset for r in got],
+                               Action.ACCEPT)      # Settled: {offset: None | RecordError},
+                                                   # .now_ms (renewed leases end +lock_ms)
     await queues.release_holder("g", holder)        # a member left: its records go back
-    desc = await queues.describe("g")               # QueueDescription
+    desc = await queues.describe("g")               # QueueDescription (.partitions)
     await queues.committed("g", "orders", 0)        # lowest unfinished offset, -1: none
     await queues.reset("g", "orders", 0, 0)          # or "earliest" / "latest"
-    queues.wake_channels("orders", [0])             # for broker.wakeups.register(...)
+    queues.wake_channels("orders", [0])             # for broker.wakeups.register(...):
+                                                   # appends and releases publish there
 
+Action: ACCEPT, RELEASE, REJECT, RENEW. Acquired: topic, partition, offset,
+delivery_count, lease_deadline_ms (Redis time), timestamp, key, value, headers.
 `holder` is any string not starting with '~' (an HTTP worker id, a share member id).
 Whole-request problems raise QueueError(code, message) (codes: GROUP_NOT_FOUND,
-UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_GROUP_ID, GROUP_ID_CONFLICT);
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_GROUP_ID, GROUP_ID_CONFLICT,
+STORAGE_ERROR); Redis outages raise the store's RedisUnavailable / StoreError;
 per-record problems of settle() are RecordError values (NOT_PENDING, OTHER_HOLDER,
 LEASE_EXPIRED) and change nothing for that record.
 
@@ -66,7 +74,7 @@ RELEASED = "~released"
 REASON_LIMIT = "delivery limit"
 REASON_REJECTED = "rejected"
 REJECT_MARK = 1_000_000  # added to a rejected record's count until its copy is made
-GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+GROUP_ID = re.compile(r"^[^\x00-\x1f]{1,249}$")  # Kafka group ids are any string
 
 
 class Action(enum.Enum):
@@ -209,7 +217,7 @@ def check_group_id(group: str) -> None:
     if not GROUP_ID.match(group):
         raise QueueError(
             "INVALID_GROUP_ID",
-            f"queue group ids are 1-249 characters of A-Z a-z 0-9 . _ -, got {group!r}",
+            f"queue group ids are 1-249 characters without control characters, got {group!r}",
         )
 
 
