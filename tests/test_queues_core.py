@@ -189,3 +189,32 @@ def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> N
         await store.close()
 
     run(go())
+
+
+def test_due_hint_follows_lock_changes_and_recreated_topics(redis_server: RedisServer) -> None:
+    """The scan-skipping hint never hides an available record: after the lock duration
+    grows, after a topic is deleted and made again (its consumer group gone)."""
+
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 3)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, lock_ms=100, auto_offset_reset="earliest")
+        assert [r.offset for r in await q.acquire(group, "a", topic, 0, 1)] == [0]
+        await q.configure(group, lock_ms=400)
+        await asyncio.sleep(0.2)  # past the old lock, not the new one
+        assert [r.offset for r in await q.acquire(group, "b", topic, 0, 1)] == [1]
+        await asyncio.sleep(0.25)
+        got = await q.acquire(group, "b", topic, 0, 5)
+        assert [(r.offset, r.delivery_count) for r in got] == [(0, 2), (2, 1)]
+        # Deleted and created again: the consumer group is gone with the stream.
+        await store.delete_topic(topic)
+        await store.create_topic(topic, 1)
+        records: list[Any] = [5, b"k", b"new", b"", 0]
+        await store.append(store.prepare_append(topic, 0, [1, 0, 5, 0, -1, -1, -1, *records]))
+        got = await q.acquire(group, "c", topic, 0, 5)
+        assert [(r.offset, r.value) for r in got] == [(0, b"new")]
+        assert await q.settle(group, "c", topic, 0, [0], Action.RELEASE) == {0: None}
+        assert [r.delivery_count for r in await q.acquire(group, "d", topic, 0, 5)] == [2]
+        await store.close()
+
+    run(go())

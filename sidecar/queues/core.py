@@ -34,7 +34,9 @@ group `q:<group>` on `skiff:{t/p}:log`; its pending entries list is the lease ta
 Released records belong to the consumer `~released` with an idle time near the epoch
 (expired for every lock duration); records at the delivery limit pass through a
 `~dead:<token>` holder while they are copied to the dead-letter topic, so a sidecar
-dying in between leaves them to be found again. Group config is the hash
+dying in between leaves them to be found again. The due hint
+`skiff:{t/p}:q:<group>:due` (lease start times) lets an acquire skip the O(pending)
+expiry scan while no lease can have ended. Group config is the hash
 `skiff:{q/<group>}:config`, its topics the set `skiff:{q/<group>}:topics`, and every
 queue group is in the set `skiff:queues`. Every script touches one slot.
 """
@@ -213,6 +215,15 @@ def topics_key(group: str) -> str:
     return f"skiff:{{q/{group}}}:topics"
 
 
+def due_key(group: str, topic: str, partition: int) -> str:
+    """The group's due hint on a partition (lua/queue_acquire.lua)."""
+    return f"{keys.partition_tag(topic, partition)}:q:{group}:due"
+
+
+def hint_ttl_ms(cfg: QueueConfig) -> int:
+    return 2 * cfg.lock_ms + 60_000
+
+
 def check_group_id(group: str) -> None:
     if not GROUP_ID.match(group):
         raise QueueError(
@@ -342,6 +353,7 @@ class QueueStore:
                 await self.redis.xgroup_destroy(log_key, consumer_group(group))
             except ResponseError:
                 pass
+            await self.redis.delete(due_key(group, topic, partition))
         await self.redis.delete(config_key(group), topics_key(group))
         await self.redis.srem(QUEUES, group)
         self._configs.pop(group, None)
@@ -373,10 +385,11 @@ class QueueStore:
         self, group: str, topic: str, partition: int, start: str, offset: int, mode: str
     ) -> int:
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        script_keys = [log_key, meta, due_key(group, topic, partition)]
         try:
             return int(
                 await scripts.QUEUE_INIT(
-                    self.redis, [log_key, meta], [consumer_group(group), start, offset, mode]
+                    self.redis, script_keys, [consumer_group(group), start, offset, mode]
                 )
             )
         except ResponseError as exc:
@@ -429,10 +442,12 @@ class QueueStore:
         group = cfg.group
         grp = consumer_group(group)
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        due = due_key(group, topic, partition)
+        ttl = hint_ttl_ms(cfg)
         reply = await scripts.QUEUE_ACQUIRE(
             self.redis,
-            [log_key, meta],
-            [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder],
+            [log_key, meta, due],
+            [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder, ttl],
         )
         now = int(reply[0])
         again: dict[int, int] = {}
@@ -466,11 +481,23 @@ class QueueStore:
         left = max_records - len(out)
         if left <= 0:
             return out
+        delivered = scripts.QUEUE_DELIVERED
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hget(meta, "lso")
             pipe.xreadgroup(grp, holder, {log_key: ">"}, count=left)
             pipe.time()
-            lso_raw, streams, (secs, micros) = await pipe.execute()
+            # The new leases' due hint, in the same transaction (lua/queue_delivered.lua).
+            pipe.evalsha(delivered.sha, 1, due, ttl)
+            lso_raw, streams, (secs, micros), hinted = await pipe.execute(raise_on_error=False)
+        if isinstance(lso_raw, Exception):
+            raise lso_raw
+        if isinstance(streams, Exception):
+            raise streams  # NOGROUP: acquire() creates the consumer group and retries
+        if isinstance(hinted, Exception):
+            # NOSCRIPT (Redis lost its scripts): load it and note the leases now; a
+            # later TIME only moves the hint later, which stays correct.
+            await delivered.load(self.redis)
+            await delivered(self.redis, [due], [ttl])
         lso = int(lso_raw or 0)
         deadline = secs * 1000 + micros // 1000 + cfg.lock_ms
         below = []
@@ -540,7 +567,7 @@ class QueueStore:
         try:
             reply = await scripts.QUEUE_SETTLE(
                 self.redis,
-                [log_key],
+                [log_key, due_key(cfg.group, topic, partition)],
                 [
                     consumer_group(cfg.group),
                     holder,
@@ -548,6 +575,7 @@ class QueueStore:
                     action,
                     self.dead_holder,
                     channel,
+                    hint_ttl_ms(cfg),
                     *offsets,
                 ],
             )
