@@ -525,3 +525,50 @@ def test_queue_group_and_consumer_group_ids_do_not_mix(skiff: Skiff) -> None:
     status, body = api.call("PUT", f"/v1/queues/{classic}", {})
     assert status == 409 and body["error"]["code"] == "GROUP_ID_CONFLICT"
     api.close()
+
+
+def test_workers_across_two_sidecars_and_partitions(own_redis: RedisServer, tmp_path: Path) -> None:
+    """Six workers, each reading at one sidecar and acknowledging at the other, over a
+    3-partition topic: every record finished exactly once, every partition drained."""
+    one = start_skiff(tmp_path / "one.log", "--redis-url", own_redis.url)
+    two = start_skiff(tmp_path / "two.log", "--redis-url", own_redis.url)
+    try:
+        topic, group = names()
+        create_topic(one.bootstrap, topic, 3)
+        producer = Producer({"bootstrap.servers": one.bootstrap, "linger.ms": 5})
+        for i in range(3000):
+            producer.produce(topic, value=f"{i % 3}:{i}".encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+        configure(Api(one.http_port), group, lock_ms=60_000)
+        got: dict[str, list[tuple[int, int]]] = {}
+        errors: list[str] = []
+
+        def worker(name: str, read_port: int, ack_port: int) -> None:
+            reader, acker = Api(read_port), Api(ack_port)
+            mine = got.setdefault(name, [])
+            try:
+                while True:
+                    recs = read(reader, group, topic, name, 40, wait_ms=300)
+                    if not recs:
+                        return
+                    status, body = settle(acker, group, "acknowledge", name, recs)
+                    if status != 200:
+                        errors.append(f"{name}: {body}")
+                    mine += [(r["partition"], r["offset"]) for r in recs]
+            except Exception as exc:
+                errors.append(f"{name}: {exc!r}")
+
+        ports = [(one.http_port, two.http_port), (two.http_port, one.http_port)]
+        threads = [threading.Thread(target=worker, args=(f"w{i}", *ports[i % 2])) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not errors, errors[:5]
+        everything = sorted(x for v in got.values() for x in v)
+        assert everything == sorted((p, o) for p in range(3) for o in range(1000))
+        assert all(got.values())
+        assert committed(two.bootstrap, group, topic, 3) == [1000, 1000, 1000]
+    finally:
+        stop_process(one.proc)
+        stop_process(two.proc)
