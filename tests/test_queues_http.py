@@ -421,6 +421,12 @@ def test_bad_input_and_binary_round_trip(skiff: Skiff) -> None:
         {"key": "none", "value": None, "value_encoding": "utf8"},
     ]
     assert (recs[1]["key"], recs[1]["value"], recs[1]["value_encoding"]) == (None, "text ✓", "utf8")
+    # A batch naming an unknown partition changes nothing, not even its good records.
+    status, body = settle(api, group, "acknowledge", "w", [recs[0], {**recs[1], "partition": 7}])
+    assert status == 404 and body["error"]["code"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    status, body = settle(api, group, "acknowledge", "w", [recs[0], recs[0], recs[1]])
+    assert status == 200, body  # a record named twice is acknowledged once, both say so
+    assert [r["error"] for r in body["results"]] == [None, None, None]
     # ListGroups and DescribeGroups keep working with a queue group present.
     admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
     admin.list_consumer_groups().result(timeout=30)

@@ -260,12 +260,14 @@ class QueueApi:
             cfg = await self.queues.config(group)
             results: dict[tuple[str, int, int], Any] = {}
             deadlines: dict[tuple[str, int], int] = {}
-            for (topic, partition), offsets in by_partition.items():
+            for topic, partition in by_partition:  # all checked before anything changes
                 if partition >= await self._partitions(topic):
                     raise QueueError(
                         "UNKNOWN_TOPIC_OR_PARTITION",
                         f"topic {topic!r} has no partition {partition}",
                     )
+            for (topic, partition), offsets in by_partition.items():
+                offsets = list(dict.fromkeys(offsets))  # a record named twice: settled once
                 done = await self.queues.settle(group, worker, topic, partition, offsets, action)
                 deadlines[(topic, partition)] = done.now_ms + cfg.lock_ms
                 for offset, err in done.items():
