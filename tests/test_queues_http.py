@@ -578,3 +578,29 @@ def test_workers_across_two_sidecars_and_partitions(own_redis: RedisServer, tmp_
     finally:
         stop_process(one.proc)
         stop_process(two.proc)
+
+
+def test_sigterm_answers_waiting_reads(own_redis: RedisServer, tmp_path: Path) -> None:
+    one = start_skiff(tmp_path / "one.log", "--redis-url", own_redis.url)
+    try:
+        topic, group = names()
+        create_topic(one.bootstrap, topic)
+        api = Api(one.http_port)
+        configure(api, group)
+        answers: list[Any] = []
+        waiter = threading.Thread(
+            target=lambda: answers.append(read(Api(one.http_port), group, topic, "w", 5, 60_000))
+        )
+        waiter.start()
+        from telemetry_helpers import scrape, value
+
+        deadline = time.monotonic() + 30
+        while value(scrape(one.http_port), "skiff_longpoll_waiters") < 1:  # read is waiting
+            assert time.monotonic() < deadline, "the read never waited"
+            time.sleep(0.05)
+        os.kill(one.proc.pid, signal.SIGTERM)
+        waiter.join(timeout=30)
+        assert answers == [[]]  # answered (empty) by the draining sidecar, not cut off
+        assert one.proc.wait(timeout=30) == 0
+    finally:
+        stop_process(one.proc)
