@@ -76,6 +76,9 @@ RELEASED = "~released"
 REASON_LIMIT = "delivery limit"
 REASON_REJECTED = "rejected"
 REJECT_MARK = 1_000_000  # added to a rejected record's count until its copy is made
+# Stream entries: fields t, k, v, h, f in this order (docs/architecture.md, "Stream
+# entries"); XRANGE and XREADGROUP replies stay flat lists (store.py), values at:
+T, K, V, H, F = 1, 3, 5, 7, 9
 GROUP_ID = re.compile(r"^[^\x00-\x1f]{1,249}$")  # Kafka group ids are any string
 
 
@@ -501,7 +504,9 @@ class QueueStore:
         lso = int(lso_raw or 0)
         deadline = secs * 1000 + micros // 1000 + cfg.lock_ms
         below = []
-        for _, entries in streams or ():
+        # A map {stream: entries} in RESP3, a list of [stream, entries] in RESP2.
+        replies = streams.items() if isinstance(streams, dict) else (streams or ())
+        for _, entries in replies:
             for entry_id, fields in entries:
                 offset = int(entry_id[2:]) - 1
                 if offset < lso:
@@ -514,7 +519,7 @@ class QueueStore:
 
     async def _bodies(
         self, topic: str, partition: int, offsets: list[int]
-    ) -> dict[int, dict[bytes, bytes]]:
+    ) -> dict[int, list[bytes]]:
         log_key = keys.partition_keys(topic, partition)[0]
         async with self.redis.pipeline(transaction=False) as pipe:
             for offset in offsets:
@@ -523,8 +528,7 @@ class QueueStore:
         out = {}
         for offset, entries in zip(offsets, replies, strict=True):
             if entries:
-                flat = entries[0][1]  # XRANGE replies stay flat lists (store.py)
-                out[offset] = dict(zip(flat[::2], flat[1::2], strict=True))
+                out[offset] = entries[0][1]  # XRANGE replies stay flat lists (store.py)
         return out
 
     async def settle(
@@ -640,7 +644,7 @@ class QueueStore:
         cfg: QueueConfig,
         topic: str,
         partition: int,
-        bodies: dict[int, dict[bytes, bytes]],
+        bodies: dict[int, list[bytes]],
         counts: dict[int, int],
         reason: str,
     ) -> None:
@@ -659,8 +663,8 @@ class QueueStore:
         records: list[Any] = []
         max_ts, max_delta = -1, 0
         for i, (offset, f) in enumerate(sorted(bodies.items())):
-            flags = int(f[b"f"])
-            headers = decode_headers(f[b"h"]) if f[b"h"] else []
+            flags = int(f[F])
+            headers = decode_headers(f[H]) if f[H] else []
             headers += [
                 ("skiff.dlq.reason", reason.encode()),
                 ("skiff.dlq.group", cfg.group.encode()),
@@ -669,13 +673,13 @@ class QueueStore:
                 ("skiff.dlq.offset", str(offset).encode()),
                 ("skiff.dlq.delivery.count", str(counts.get(offset, 0)).encode()),
             ]
-            ts = int(f[b"t"])
+            ts = int(f[T])
             if ts > max_ts:
                 max_ts, max_delta = ts, i
             records += (
                 ts,
-                f[b"k"],
-                f[b"v"],
+                f[K],
+                f[V],
                 encode_headers(headers),
                 flags & (FLAG_KEY_NULL | FLAG_VALUE_NULL),
             )
@@ -788,19 +792,19 @@ def queue_store(broker: Any) -> QueueStore:
 
 
 def _acquired(
-    topic: str, partition: int, offset: int, count: int, deadline: int, f: dict[bytes, bytes]
+    topic: str, partition: int, offset: int, count: int, deadline: int, f: list[bytes]
 ) -> Acquired:
-    flags = int(f[b"f"])
+    flags = int(f[F])
     return Acquired(
         topic,
         partition,
         offset,
         count,
         deadline,
-        int(f[b"t"]),
-        None if flags & FLAG_KEY_NULL else f[b"k"],
-        None if flags & FLAG_VALUE_NULL else f[b"v"],
-        decode_headers(f[b"h"]) if f[b"h"] else [],
+        int(f[T]),
+        None if flags & FLAG_KEY_NULL else f[K],
+        None if flags & FLAG_VALUE_NULL else f[V],
+        decode_headers(f[H]) if f[H] else [],
     )
 
 
