@@ -604,3 +604,12 @@ def test_sigterm_answers_waiting_reads(own_redis: RedisServer, tmp_path: Path) -
         assert one.proc.wait(timeout=30) == 0
     finally:
         stop_process(one.proc)
+
+
+def test_oversized_body_is_refused_with_json(skiff: Skiff) -> None:
+    api = Api(skiff.http_port)
+    raw = b'{"records": [{"value": "' + b"x" * (17 * 1024 * 1024) + b'"}]}'
+    status, body = api.call("POST", "/v1/topics/never-made/records", raw=raw)
+    assert status == 413 and body["error"]["code"] == "REQUEST_TOO_LARGE"
+    check("Error", body)
+    api.close()
