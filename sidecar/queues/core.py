@@ -420,8 +420,10 @@ class QueueStore:
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise _queue_error(exc, topic, partition) from None
-            # The stream or the consumer group went away (topic recreated, reset).
+            # The stream or the consumer group went away (topic recreated, group deleted
+            # and made again elsewhere): forget what this sidecar saw and start over.
             self._ready.discard((group, topic, partition))
+            self._topics_seen.discard((group, topic))
             await self._ensure(group, cfg, topic, partition)
             got = await self._acquire(cfg, holder, topic, partition, max_records)
         if max_bytes is not None and len(got) > 1:
