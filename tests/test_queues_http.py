@@ -216,6 +216,20 @@ def test_unacknowledged_records_come_back_then_dead_letter(skiff: Skiff) -> None
             ("skiff.dlq.offset", str(i).encode()),
             ("skiff.dlq.delivery.count", b"3"),
         ]
+    from telemetry_helpers import scrape, value
+
+    samples = scrape(skiff.http_port)
+    counted = {
+        action: value(samples, "skiff_queue_records_total", group=group, action=action)
+        for action in ("delivered", "redelivered", "delivery_limit", "dead_lettered")
+    }
+    assert counted == {
+        "delivered": 3,
+        "redelivered": 6,
+        "delivery_limit": 3,
+        "dead_lettered": 3,
+    }
+    assert value(samples, "skiff_queue_records_total", group=group, action="settle_refused") == 1
     # Redrive puts them back on the original partition, without the dlq headers.
     status, moved = api.call("POST", f"/v1/queues/{group}/dead-letters:redrive", {})
     assert status == 200 and moved["moved"] == 3, moved

@@ -62,6 +62,7 @@ from ..protocol.record_batch import (
 from ..storage import keys, scripts
 from ..storage.store import RedisStore, StoreError
 from ..topic_config import effective_config
+from . import metrics
 
 log = logging.getLogger(__name__)
 
@@ -426,6 +427,8 @@ class QueueStore:
             self._topics_seen.discard((group, topic))
             await self._ensure(group, cfg, topic, partition)
             got = await self._acquire(cfg, holder, topic, partition, max_records)
+        metrics.count(group, "redelivered", sum(1 for r in got if r.delivery_count > 1))
+        metrics.count(group, "delivered", sum(1 for r in got if r.delivery_count == 1))
         if max_bytes is not None and len(got) > 1:
             size, keep = 0, 0
             for rec in got:
@@ -465,6 +468,7 @@ class QueueStore:
             else:
                 (dead if kind == 2 else rejected).append((offset, count))
         if dead:
+            metrics.count(group, "delivery_limit", len(dead))
             await self._dead_letter(cfg, topic, partition, dead, REASON_LIMIT, self.dead_holder)
         if rejected:
             await self._dead_letter(
@@ -553,8 +557,11 @@ class QueueStore:
                 await self._dead_letter(
                     cfg, topic, partition, list(counts.items()), REASON_REJECTED, self.dead_holder
                 )
+            _count_settled(group, action, done)
             return done
-        return await self._run_settle(cfg, holder, topic, partition, offsets, action.value)
+        done = await self._run_settle(cfg, holder, topic, partition, offsets, action.value)
+        _count_settled(group, action, done)
+        return done
 
     async def _run_settle(
         self,
@@ -612,6 +619,7 @@ class QueueStore:
             bodies = await self._bodies(topic, partition, offsets)
             try:
                 await self._append_dead(cfg, topic, partition, bodies, dict(items), reason)
+                metrics.count(cfg.group, "dead_lettered", len(bodies))
             except (StoreError, QueueError) as exc:
                 log.warning(
                     "queue group %s: dead-lettering %d record(s) of %s/%d to %s failed: %s",
@@ -770,6 +778,20 @@ class QueueStore:
     def wake_channels(topic: str, partitions: list[int]) -> list[str]:
         """Wake-up channels (broker.wakeups.register): appends and releases publish."""
         return [keys.wake_channel(topic, p) for p in partitions]
+
+
+_SETTLED = {
+    Action.ACCEPT: "acknowledged",
+    Action.RELEASE: "released",
+    Action.REJECT: "rejected",
+    Action.RENEW: "renewed",
+}
+
+
+def _count_settled(group: str, action: Action, done: Settled) -> None:
+    refused = sum(1 for err in done.values() if err is not None)
+    metrics.count(group, _SETTLED[action], len(done) - refused)
+    metrics.count(group, "settle_refused", refused)
 
 
 def retention_bytes(info: Any) -> int:
