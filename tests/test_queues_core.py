@@ -218,3 +218,17 @@ def test_due_hint_follows_lock_changes_and_recreated_topics(redis_server: RedisS
         await store.close()
 
     run(go())
+
+
+def test_max_bytes_hands_the_rest_back_uncounted(redis_server: RedisServer) -> None:
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 4)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, auto_offset_reset="earliest")
+        got = await q.acquire(group, "a", topic, 0, 4, max_bytes=5)  # k0+v0 is 4 bytes
+        assert [r.offset for r in got] == [0]
+        rest = await q.acquire(group, "b", topic, 0, 10)
+        assert [(r.offset, r.delivery_count) for r in rest] == [(1, 1), (2, 1), (3, 1)]
+        await store.close()
+
+    run(go())
