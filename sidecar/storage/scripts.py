@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import resilience
+from . import cluster_client, resilience
 from .instrumented import round_trip
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
@@ -54,7 +54,11 @@ class Script:
         wait=(replicas, timeout_ms) sends `WAIT replicas timeout_ms` right behind it on
         the same connection (WAIT covers that connection's writes) in the same round
         trip. Returns (reply, replicas that acknowledged, or None without wait).
-        One attempt: the caller runs it under resilience.run (NOSCRIPT included)."""
+        One attempt: the caller runs it under resilience.run (NOSCRIPT included).
+        On a Redis Cluster it goes to the primary of the keys' slot (one slot per script),
+        and WAIT counts that primary's replicas."""
+        if cluster_client.is_cluster(redis):
+            return await self._run_on_node(redis, packed, keys, wait)
         pool = redis.connection_pool
         conn = await pool.get_connection()
         send = packed
@@ -83,6 +87,40 @@ class Script:
             await pool.release(conn)
             raise
         await pool.release(conn)
+        return reply, acked
+
+    async def _run_on_node(
+        self, cluster: Any, packed: bytes, keys: list[str], wait: tuple[int, int] | None
+    ) -> tuple[Any, int | None]:
+        node = await cluster_client.node_for(cluster, keys[0])
+        conn = node.acquire_connection()
+        send = packed
+        if wait is not None:
+            send += hiredis.pack_command(("WAIT", wait[0], wait[1]))
+        try:
+            await conn.send_packed_command(send)
+            try:
+                reply = await conn.read_response()
+            except ResponseError:
+                if wait is not None:
+                    await conn.read_response()
+                raise
+            acked = None
+            if wait is not None:
+                read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
+                if read is None:
+                    raise RedisTimeoutError("no reply to WAIT")
+                acked = int(read)
+        except ResponseError as exc:
+            node.release(conn)
+            await cluster_client.after_failure(cluster, exc)  # MOVED: update the slot map
+            raise
+        except BaseException as exc:
+            await conn.disconnect()
+            node.release(conn)
+            await cluster_client.after_failure(cluster, exc)
+            raise
+        node.release(conn)
         return reply, acked
 
 

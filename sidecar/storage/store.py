@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from .. import topic_config
-from . import keys, resilience, scripts
+from . import cluster_client, keys, resilience, scripts
 from .connection import client_for
 from .log_ops import PartitionLogOps
 from .resilience import RedisUnavailable
@@ -121,7 +121,7 @@ class RedisStore(PartitionLogOps):
 
     async def close(self) -> None:
         await self.redis.aclose()
-        sentinel = getattr(self.redis.connection_pool, "sentinel_manager", None)
+        sentinel = getattr(getattr(self.redis, "connection_pool", None), "sentinel_manager", None)
         if sentinel is not None:  # redis+sentinel://: its connections to the sentinels
             await sentinel.aclose()
 
@@ -253,7 +253,21 @@ class RedisStore(PartitionLogOps):
         """Replicas connected to the Redis primary now (ROLE), for acks=-1's check
         before appending; cached for REPLICA_CACHE_SECONDS."""
         now = time.monotonic()
-        if now - self._replicas[0] >= REPLICA_CACHE_SECONDS:
+        if now - self._replicas[0] >= REPLICA_CACHE_SECONDS and cluster_client.is_cluster(
+            self.redis
+        ):
+            # A topic's partitions spread over every shard: the fewest replicas any
+            # primary has (each append's WAIT then counts its own primary's replicas).
+            roles = await self.redis.execute_command(
+                "ROLE", target_nodes=self.redis.get_primaries()
+            )
+            if not isinstance(roles, dict):
+                roles = {"one": roles}
+            counts = [
+                len(r[2]) if r and r[0] in (b"master", "master") else 0 for r in roles.values()
+            ]
+            self._replicas = (now, min(counts, default=0))
+        elif now - self._replicas[0] >= REPLICA_CACHE_SECONDS:
             role = await self.redis.execute_command("ROLE")
             count = len(role[2]) if role and role[0] in (b"master", "master") else 0
             self._replicas = (now, count)
@@ -349,13 +363,31 @@ class RedisStore(PartitionLogOps):
     async def read(self, requests: list[tuple[str, int, int, int]]) -> list[PartitionRead]:
         """One MULTI/EXEC for all (topic, partition, offset, count): watermarks and
         records are read at one instant, so a record is never past the high watermark
-        the same response reports."""
+        the same response reports. On a Redis Cluster: one MULTI/EXEC per partition (its
+        slot), pipelined per node (cluster_client.multi_each)."""
+        if cluster_client.is_cluster(self.redis):
+            groups = []
+            for topic, partition, offset, count in requests:
+                log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
+                commands = [
+                    ("HMGET", meta_key, "hw", "lso"),
+                    ("XRANGE", log_key, f"0-{offset + 1}", "+", "COUNT", count),
+                ]
+                groups.append((meta_key, commands))
+            replies = [
+                r for pair in await cluster_client.multi_each(self.redis, groups) for r in pair
+            ]
+            return self._partition_reads(replies)
         async with self.redis.pipeline(transaction=True) as pipe:
             for topic, partition, offset, count in requests:
                 log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
                 pipe.hmget(meta_key, "hw", "lso")
                 pipe.xrange(log_key, f"0-{offset + 1}", "+", count=count)
             replies = await pipe.execute()
+        return self._partition_reads(replies)
+
+    @staticmethod
+    def _partition_reads(replies: list[Any]) -> list[PartitionRead]:
         out = []
         for i in range(0, len(replies), 2):
             hw, lso = replies[i]
