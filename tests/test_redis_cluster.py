@@ -315,3 +315,39 @@ def test_failover_during_idempotent_produce(tmp_path: Path) -> None:
         if skiff is not None:
             stop_process(skiff.proc)
         cluster.stop()
+
+
+def test_long_poll_wakes_on_an_append_on_any_primary(
+    cluster_skiff: Skiff, redis_cluster: RedisClusterNodes
+) -> None:
+    """One pattern subscription per sidecar on one node hears appends on every primary
+    (classic PUBLISH is broadcast across the cluster)."""
+    from rawkafka import RawKafka, Rec, build_batch, fetch_request, fetched_records, produce_request
+
+    topic = f"lp-{uuid.uuid4().hex[:8]}"
+    _create(cluster_skiff.bootstrap, topic)
+    numpat = sum(
+        int(redis_cluster.node(p).execute_command("PUBSUB NUMPAT")) for p in redis_cluster.ports
+    )
+    assert numpat == 1  # this module's one sidecar
+    # A partition on each primary.
+    chosen: dict[int, int] = {}
+    for p in range(PARTITIONS):
+        chosen.setdefault(redis_cluster.owner(keys.partition_keys(topic, p)[0]), p)
+    assert len(chosen) == 3
+    with (
+        RawKafka("127.0.0.1", cluster_skiff.port) as waiter,
+        RawKafka("127.0.0.1", cluster_skiff.port) as producer,
+    ):
+        for p in chosen.values():
+            cid = waiter.send(1, 12, fetch_request(topic, {p: 0}, max_wait_ms=30000, min_bytes=1))
+            assert not waiter.closed(0.3) and not waiter._buf  # waiting
+            resp = producer.request(0, 9, produce_request(topic, {p: build_batch([Rec(b"w")])}))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+            started = time.monotonic()
+            resp = waiter.recv(1, 12)
+            # Woken by the append, not by the end of the 30 s wait.
+            assert time.monotonic() - started < 15
+            assert waiter.last_correlation_id == cid
+            [part] = resp.responses[0].partitions
+            assert [(r.offset, r.value) for r in fetched_records(part.records)] == [(0, b"w")]
