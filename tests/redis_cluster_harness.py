@@ -88,9 +88,29 @@ class RedisClusterNodes:
                 raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
             time.sleep(0.1)
 
+    def as_session_server(self) -> ClusterAsServer:
+        return ClusterAsServer(self.ports[0], self.procs[0], self.dir, self)
+
     def stop(self) -> None:
         for proc in self.procs:
             stop_process(proc)
+
+
+@dataclass
+class ClusterAsServer:
+    """Stands in for conftest.RedisServer (SKIFF_TEST_REDIS=cluster)."""
+
+    port: int
+    proc: subprocess.Popen[bytes]
+    dir: Path
+    cluster: RedisClusterNodes
+
+    @property
+    def url(self) -> str:
+        return self.cluster.url
+
+    def client(self) -> redis.RedisCluster:
+        return self.cluster.client()
 
 
 def _cluster_ports(count: int) -> list[int]:
