@@ -241,7 +241,10 @@ def test_failover_during_idempotent_produce(tmp_path: Path) -> None:
     cluster = start_redis_cluster(tmp_path / "cluster")
     skiff = None
     try:
-        skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", cluster.url)
+        # acks=all waits for the partition primary's replica (WAIT 1 on its shard).
+        skiff = start_skiff(
+            tmp_path / "skiff.log", "--redis-url", cluster.url, "--min-insync-replicas", "2"
+        )
         topic = "failover"
         _create(skiff.bootstrap, topic)
         victim = cluster.owner(keys.partition_keys(topic, 0)[0])
@@ -351,3 +354,28 @@ def test_long_poll_wakes_on_an_append_on_any_primary(
             assert waiter.last_correlation_id == cid
             [part] = resp.responses[0].partitions
             assert [(r.offset, r.value) for r in fetched_records(part.records)] == [(0, b"w")]
+
+
+def test_spark_redis_read_path_on_a_cluster(
+    cluster_skiff: Skiff, redis_cluster: RedisClusterNodes
+) -> None:
+    pytest.importorskip("pyarrow")
+    from pipeline.skiff_logs import RedisLog
+
+    topic = f"spark-{uuid.uuid4().hex[:8]}"
+    _create(cluster_skiff.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": cluster_skiff.bootstrap, "acks": "all"})
+    for i in range(120):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % PARTITIONS)
+    producer.flush(30)
+    log = RedisLog(redis_cluster.url)
+    try:
+        assert log.partition_count(topic) == PARTITIONS
+        for p in range(PARTITIONS):
+            assert log.watermarks(topic, p) == (0, 10)
+            rows = [row for batch in log.read(topic, p, 0, 10) for row in batch.to_pylist()]
+            assert [(r["offset"], r["value"]) for r in rows] == [
+                (o, b"v%d" % (o * PARTITIONS + p)) for o in range(10)
+            ]
+    finally:
+        log.close()
