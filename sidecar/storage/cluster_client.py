@@ -113,6 +113,32 @@ async def node_for(cluster: RedisCluster, key: str | bytes) -> ClusterNode:
     return cluster.nodes_manager.get_node_from_slot(cluster.keyslot(key))
 
 
+async def fewest_replicas(cluster: RedisCluster) -> int:
+    """The fewest connected replicas of any primary, by asking every known node its ROLE
+    (the slot map may still call a demoted primary a primary: then it is refreshed).
+    Nodes that do not answer within a second are left out."""
+    if cluster._initialize:
+        await cluster.initialize()
+    nodes = cluster.get_nodes()
+
+    async def role(node: ClusterNode) -> Any:
+        return await asyncio.wait_for(
+            RedisCluster.execute_command(cluster, "ROLE", target_nodes=node), 1.0
+        )
+
+    replies = await asyncio.gather(*(role(n) for n in nodes), return_exceptions=True)
+    counts = []
+    for node, reply in zip(nodes, replies, strict=True):
+        if isinstance(reply, BaseException) or not reply:
+            continue
+        is_primary = reply[0] in (b"master", "master")
+        if is_primary:
+            counts.append(len(reply[2]))
+        if is_primary != (node.server_type == "primary"):
+            cluster._initialize = True  # a failover happened: rediscover the slot map
+    return min(counts, default=0)
+
+
 # -- the client -------------------------------------------------------------------------
 
 

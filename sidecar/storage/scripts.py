@@ -70,7 +70,7 @@ class Script:
                 reply = await conn.read_response()
             except ResponseError:
                 if wait is not None:
-                    await conn.read_response()  # WAIT's reply is still due
+                    await _skip_reply(conn)  # WAIT's reply is still due
                 raise
             acked = None
             if wait is not None:
@@ -103,7 +103,7 @@ class Script:
                 reply = await conn.read_response()
             except ResponseError:
                 if wait is not None:
-                    await conn.read_response()
+                    await _skip_reply(conn)  # WAIT's reply is still due
                 raise
             acked = None
             if wait is not None:
@@ -122,6 +122,15 @@ class Script:
             raise
         node.release(conn)
         return reply, acked
+
+
+async def _skip_reply(conn: Any) -> None:
+    """Read a reply nobody needs; an error in it (WAIT on a node that was demoted
+    meanwhile) must not replace the script's error (MOVED, READONLY)."""
+    try:
+        await conn.read_response()
+    except ResponseError:
+        pass
 
 
 APPEND = Script("append")

@@ -258,15 +258,7 @@ class RedisStore(PartitionLogOps):
         ):
             # A topic's partitions spread over every shard: the fewest replicas any
             # primary has (each append's WAIT then counts its own primary's replicas).
-            roles = await self.redis.execute_command(
-                "ROLE", target_nodes=self.redis.get_primaries()
-            )
-            if not isinstance(roles, dict):
-                roles = {"one": roles}
-            counts = [
-                len(r[2]) if r and r[0] in (b"master", "master") else 0 for r in roles.values()
-            ]
-            self._replicas = (now, min(counts, default=0))
+            self._replicas = (now, await cluster_client.fewest_replicas(self.redis))
         elif now - self._replicas[0] >= REPLICA_CACHE_SECONDS:
             role = await self.redis.execute_command("ROLE")
             count = len(role[2]) if role and role[0] in (b"master", "master") else 0
