@@ -47,6 +47,7 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     MasterDownError,
+    MovedError,
     NoScriptError,
     ReadOnlyError,
     RedisClusterException,
@@ -71,7 +72,17 @@ T = TypeVar("T")
 
 # Reasons for which the server refused the command: nothing ran, a resend is safe.
 REFUSED = frozenset(
-    {"loading", "busy", "readonly", "masterdown", "noscript", "tryagain", "moved", "clusterdown"}
+    {
+        "loading",
+        "busy",
+        "readonly",
+        "masterdown",
+        "noscript",
+        "tryagain",
+        "moved",
+        "ask",
+        "clusterdown",
+    }
 )
 MIN_ATTEMPT_S = 0.25
 # Reasons that do not make Redis count as unreachable (a reload fixes it at once).
@@ -109,8 +120,10 @@ def cluster_classify(exc: BaseException) -> str | None:
     append's own routing; redis-py follows them for other commands), CLUSTERDOWN, a slot
     without a primary or no reachable node mid-failover. None of them ran the command:
     it is resent once the slot map is current."""
-    if isinstance(exc, AskError):  # MovedError too
+    if isinstance(exc, MovedError):
         return "moved"
+    if isinstance(exc, AskError):  # a slot migrating: resent with backoff until it moved
+        return "ask"
     if isinstance(exc, (ClusterDownError, SlotNotCoveredError)):
         return "clusterdown"
     if isinstance(exc, RedisClusterException) and "connect" in str(exc):
