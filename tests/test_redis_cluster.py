@@ -379,3 +379,38 @@ def test_spark_redis_read_path_on_a_cluster(
             ]
     finally:
         log.close()
+
+
+def test_one_slot_transactions_and_pipelines_through_the_cluster_client(
+    redis_cluster: RedisClusterNodes,
+) -> None:
+    """pipeline(transaction=True) on the cluster client: one MULTI/EXEC on the slot's
+    primary with redis-py's reply parsing (options included); a plain pipeline spans
+    nodes."""
+    import asyncio
+
+    from sidecar.storage.connection import client_for
+
+    async def run() -> None:
+        client = client_for(redis_cluster.url, 2.0)
+        try:
+            tag = f"skiff:{{tx-{uuid.uuid4().hex[:6]}/0}}"
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.hset(f"{tag}:meta", mapping={"hw": 3, "lso": 1})
+                pipe.zadd(f"{tag}:time", {"0": 10, "2": 20})
+                pipe.zrange(f"{tag}:time", 0, -1, withscores=True)
+                pipe.hmget(f"{tag}:meta", "hw", "lso")
+                pipe.time()
+                pipe.evalsha("0" * 40, 1, f"{tag}:meta")  # NOSCRIPT, kept in its place
+                reply = await pipe.execute(raise_on_error=False)
+            assert reply[:4] == [2, 2, [(b"0", 10.0), (b"2", 20.0)], [b"3", b"1"]]
+            assert isinstance(reply[4], tuple) and len(reply[4]) == 2
+            assert type(reply[5]).__name__ == "NoScriptError"
+            async with client.pipeline(transaction=False) as pipe:
+                for p in range(PARTITIONS):
+                    pipe.hsetnx(f"skiff:{{spread/{p}}}:meta", "hw", 0)
+                assert await pipe.execute() == [True] * PARTITIONS
+        finally:
+            await client.aclose()
+
+    asyncio.run(run())

@@ -196,6 +196,14 @@ class ResilientClusterPipeline(ClusterPipeline):
 
     _skiff_transaction = False
 
+    # redis-py blocks these in cluster pipelines; in a one-slot MULTI (and, for EVALSHA,
+    # routed by its keys) they are what a single Redis does.
+    def time(self) -> Any:  # type: ignore[override]
+        return self.execute_command("TIME")
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:  # type: ignore[override]
+        return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+
     @property
     def is_transaction(self) -> bool:
         return self._skiff_transaction
@@ -219,14 +227,14 @@ class ResilientClusterPipeline(ClusterPipeline):
             (reply,) = await multi_each(self.cluster_client, [(_first_key(commands), commands)])
             callbacks = self.cluster_client.response_callbacks
             out = []
-            for args, value in zip(commands, reply, strict=True):
+            for (args, options), value in zip(stack, reply, strict=True):
                 if isinstance(value, ResponseError):
                     if raise_on_error:
                         raise value
                     out.append(value)
                     continue
                 callback = callbacks.get(str(args[0]).upper())
-                out.append(callback(value) if callback else value)
+                out.append(callback(value, **options) if callback else value)
             return out
 
         async def attempt() -> Any:
