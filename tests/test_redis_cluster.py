@@ -414,3 +414,44 @@ def test_one_slot_transactions_and_pipelines_through_the_cluster_client(
             await client.aclose()
 
     asyncio.run(run())
+
+
+def test_acks_all_counts_the_replicas_of_each_partitions_primary(tmp_path: Path) -> None:
+    """min.insync.replicas=2 on a cluster: a partition whose primary lost its replica
+    answers NOT_ENOUGH_REPLICAS (nothing appended); partitions on the other primaries
+    are acknowledged as usual."""
+    from rawkafka import RawKafka, Rec, build_batch, produce_request
+
+    cluster = start_redis_cluster(tmp_path / "cluster")
+    skiff = None
+    try:
+        skiff = start_skiff(
+            tmp_path / "skiff.log", "--redis-url", cluster.url, "--min-insync-replicas", "2"
+        )
+        topic = "isr"
+        _create(skiff.bootstrap, topic)
+        owners = {p: cluster.owner(keys.partition_keys(topic, p)[0]) for p in range(PARTITIONS)}
+        lonely = owners[0]
+        replica = cluster.replica_of(lonely)
+        stop_process(cluster.procs[cluster.ports.index(replica)])
+        deadline = time.monotonic() + 10
+        while cluster.node(lonely).execute_command("ROLE")[2]:
+            assert time.monotonic() < deadline, "the primary still lists its replica"
+            time.sleep(0.1)
+        time.sleep(0.6)  # past the sidecar's 0.5 s replica cache
+        with RawKafka("127.0.0.1", skiff.port) as kafka:
+            batches = {p: build_batch([Rec(b"p%d" % p)]) for p in range(PARTITIONS)}
+            resp = kafka.request(0, 9, produce_request(topic, batches, acks=-1))
+            codes = {r.index: r.error_code for r in resp.responses[0].partition_responses}
+        not_enough = 19
+        for p, port in owners.items():
+            if port == lonely:
+                assert codes[p] == not_enough, p
+                assert cluster.node(port).xlen(keys.partition_keys(topic, p)[0]) == 0
+            else:
+                assert codes[p] == 0, p
+                assert cluster.node(port).xlen(keys.partition_keys(topic, p)[0]) == 1
+    finally:
+        if skiff is not None:
+            stop_process(skiff.proc)
+        cluster.stop()

@@ -113,10 +113,10 @@ async def node_for(cluster: RedisCluster, key: str | bytes) -> ClusterNode:
     return cluster.nodes_manager.get_node_from_slot(cluster.keyslot(key))
 
 
-async def fewest_replicas(cluster: RedisCluster) -> int:
-    """The fewest connected replicas of any primary, by asking every known node its ROLE
-    (the slot map may still call a demoted primary a primary: then it is refreshed).
-    Nodes that do not answer within a second are left out."""
+async def replica_counts(cluster: RedisCluster) -> dict[str, int]:
+    """Connected replicas of every primary (node name -> count), by asking every known
+    node its ROLE; a node whose answer contradicts the slot map (a demoted primary still
+    mapped as one) makes the map be re-read. Nodes silent for a second are left out."""
     if cluster._initialize:
         await cluster.initialize()
     nodes = cluster.get_nodes()
@@ -127,16 +127,16 @@ async def fewest_replicas(cluster: RedisCluster) -> int:
         )
 
     replies = await asyncio.gather(*(role(n) for n in nodes), return_exceptions=True)
-    counts = []
+    counts: dict[str, int] = {}
     for node, reply in zip(nodes, replies, strict=True):
         if isinstance(reply, BaseException) or not reply:
             continue
         is_primary = reply[0] in (b"master", "master")
         if is_primary:
-            counts.append(len(reply[2]))
+            counts[node.name] = len(reply[2])
         if is_primary != (node.server_type == "primary"):
             cluster._initialize = True  # a failover happened: rediscover the slot map
-    return min(counts, default=0)
+    return counts
 
 
 # -- the client -------------------------------------------------------------------------

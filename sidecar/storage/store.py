@@ -90,6 +90,7 @@ class RedisStore(PartitionLogOps):
         self.topic_defaults: dict[str, Any] = dict(topic_config.KAFKA_DEFAULTS)
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
         self._replicas: tuple[float, int] = (float("-inf"), 0)
+        self._shard_replicas: dict[str, int] | None = None  # Redis Cluster: primary -> replicas
         self._all_topics: list[TopicInfo] | None = None  # the last full list (Metadata)
 
     @classmethod
@@ -249,17 +250,27 @@ class RedisStore(PartitionLogOps):
         log.info("deleted topic %s", name)
         return True
 
-    async def connected_replicas(self) -> int:
+    @property
+    def replicas_per_partition(self) -> bool:
+        """A Redis Cluster: each partition's primary has replicas of its own."""
+        return cluster_client.is_cluster(self.redis)
+
+    async def connected_replicas(self, topic: str | None = None, partition: int = 0) -> int:
         """Replicas connected to the Redis primary now (ROLE), for acks=-1's check
-        before appending; cached for REPLICA_CACHE_SECONDS."""
+        before appending; cached for REPLICA_CACHE_SECONDS. On a Redis Cluster: those of
+        the primary holding `topic`/`partition` (without a topic: the fewest of any)."""
         now = time.monotonic()
-        if now - self._replicas[0] >= REPLICA_CACHE_SECONDS and cluster_client.is_cluster(
-            self.redis
-        ):
-            # A topic's partitions spread over every shard: the fewest replicas any
-            # primary has (each append's WAIT then counts its own primary's replicas).
-            self._replicas = (now, await cluster_client.fewest_replicas(self.redis))
-        elif now - self._replicas[0] >= REPLICA_CACHE_SECONDS:
+        if cluster_client.is_cluster(self.redis):
+            if now - self._replicas[0] >= REPLICA_CACHE_SECONDS or self._shard_replicas is None:
+                self._shard_replicas = await cluster_client.replica_counts(self.redis)
+                self._replicas = (now, min(self._shard_replicas.values(), default=0))
+            if topic is None:
+                return self._replicas[1]
+            node = await cluster_client.node_for(
+                self.redis, keys.partition_keys(topic, partition)[0]
+            )
+            return self._shard_replicas.get(node.name, 0)
+        if now - self._replicas[0] >= REPLICA_CACHE_SECONDS:
             role = await self.redis.execute_command("ROLE")
             count = len(role[2]) if role and role[0] in (b"master", "master") else 0
             self._replicas = (now, count)
