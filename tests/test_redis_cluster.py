@@ -455,3 +455,54 @@ def test_acks_all_counts_the_replicas_of_each_partitions_primary(tmp_path: Path)
         if skiff is not None:
             stop_process(skiff.proc)
         cluster.stop()
+
+
+def test_append_follows_ask_while_a_partitions_slot_migrates(
+    cluster_skiff: Skiff, redis_cluster: RedisClusterNodes
+) -> None:
+    """A partition's slot moves to another primary (CLUSTER SETSLOT MIGRATING/IMPORTING,
+    MIGRATE of its keys, as `redis-cli --cluster reshard` does): a produce in the middle
+    of it follows ASK to the importing node, and after the slot is handed over, Fetch
+    follows MOVED; offsets continue."""
+    import redis as redis_py
+
+    topic = f"mig-{uuid.uuid4().hex[:8]}"
+    _create(cluster_skiff.bootstrap, topic, 1)
+    log_key = keys.partition_keys(topic, 0)[0]
+    # Idempotent, so the partition has all six keys of the append script: with ASKING
+    # the importing node runs a multi-key script only when every key is there (else
+    # TRYAGAIN, retried until the slot is handed over).
+    producer = Producer(
+        {"bootstrap.servers": cluster_skiff.bootstrap, "acks": "all", "enable.idempotence": True}
+    )
+    producer.produce(topic, value=b"before", partition=0)
+    producer.flush(30)
+    src = redis_cluster.owner(log_key)
+    dst = next(p for p in redis_cluster.primaries() if p != src)
+    src_node, dst_node = redis_cluster.node(src), redis_cluster.node(dst)
+    slot = int(src_node.execute_command("CLUSTER KEYSLOT", log_key))
+    src_id = src_node.execute_command("CLUSTER MYID").decode()
+    dst_id = dst_node.execute_command("CLUSTER MYID").decode()
+    dst_node.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+    src_node.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+    moved = src_node.execute_command("CLUSTER GETKEYSINSLOT", slot, 1000)
+    assert set(keys.append_keys(topic, 0)) <= set(moved)
+    src_node.execute_command("MIGRATE", "127.0.0.1", dst, "", 0, 5000, "KEYS", *moved)
+
+    producer.produce(topic, value=b"during", partition=0)
+    assert producer.flush(30) == 0
+    asking = redis_py.Redis(port=dst, single_connection_client=True)
+    asking.execute_command("ASKING")
+    assert asking.xlen(log_key) == 2  # appended on the importing node
+
+    for port in redis_cluster.primaries():
+        redis_cluster.node(port).execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+    assert redis_cluster.owner(log_key) == dst
+    producer.produce(topic, value=b"after", partition=0)
+    producer.flush(30)
+    got = confluent_client.consume(cluster_skiff.bootstrap, topic, 0, 0, 3)
+    assert [(g["offset"], g["value"]) for g in got] == [
+        (0, b"before"),
+        (1, b"during"),
+        (2, b"after"),
+    ]

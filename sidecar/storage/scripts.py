@@ -10,7 +10,7 @@ from typing import Any
 
 import hiredis
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import AskError, MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import cluster_client, resilience
@@ -93,35 +93,58 @@ class Script:
         self, cluster: Any, packed: bytes, keys: list[str], wait: tuple[int, int] | None
     ) -> tuple[Any, int | None]:
         node = await cluster_client.node_for(cluster, keys[0])
-        conn = node.acquire_connection()
         send = packed
         if wait is not None:
             send += hiredis.pack_command(("WAIT", wait[0], wait[1]))
         try:
-            await conn.send_packed_command(send)
-            try:
-                reply = await conn.read_response()
-            except ResponseError:
-                if wait is not None:
-                    await _skip_reply(conn)  # WAIT's reply is still due
+            return await _exchange(cluster, node, send, wait, asking=False)
+        except AskError as exc:
+            if isinstance(exc, MovedError):
+                raise  # the slot map is updated: resent by the retry policy
+            # The slot is being migrated and the keys are on the importing node already:
+            # ASKING + the command there (nothing ran on the first node).
+            target = cluster.get_node(host=exc.host, port=exc.port)
+            if target is None:
                 raise
-            acked = None
+            return await _exchange(cluster, target, _ASKING + send, wait, asking=True)
+
+
+_ASKING = hiredis.pack_command(("ASKING",))
+
+
+async def _exchange(
+    cluster: Any, node: Any, send: bytes, wait: tuple[int, int] | None, asking: bool
+) -> tuple[Any, int | None]:
+    """Send pre-packed commands on a connection of a cluster node and read the replies:
+    [ASKING's,] the script's[, WAIT's]."""
+    conn = node.acquire_connection()
+    try:
+        await conn.send_packed_command(send)
+        if asking:
+            await _skip_reply(conn)
+        try:
+            reply = await conn.read_response()
+        except ResponseError:
             if wait is not None:
-                read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
-                if read is None:
-                    raise RedisTimeoutError("no reply to WAIT")
-                acked = int(read)
-        except ResponseError as exc:
-            node.release(conn)
-            await cluster_client.after_failure(cluster, exc)  # MOVED: update the slot map
+                await _skip_reply(conn)  # WAIT's reply is still due
             raise
-        except BaseException as exc:
-            await conn.disconnect()
-            node.release(conn)
-            await cluster_client.after_failure(cluster, exc)
-            raise
+        acked = None
+        if wait is not None:
+            read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
+            if read is None:
+                raise RedisTimeoutError("no reply to WAIT")
+            acked = int(read)
+    except ResponseError as exc:
         node.release(conn)
-        return reply, acked
+        await cluster_client.after_failure(cluster, exc)  # MOVED: update the slot map
+        raise
+    except BaseException as exc:
+        await conn.disconnect()
+        node.release(conn)
+        await cluster_client.after_failure(cluster, exc)
+        raise
+    node.release(conn)
+    return reply, acked
 
 
 async def _skip_reply(conn: Any) -> None:
