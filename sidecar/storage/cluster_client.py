@@ -224,7 +224,11 @@ class ResilientClusterPipeline(ClusterPipeline):
         if self._skiff_transaction:
             await self.reset()
             commands = [args for args, _ in stack]
-            (reply,) = await multi_each(self.cluster_client, [(_first_key(commands), commands)])
+            # Timed by the instrumented pipeline's execute(): no second span here.
+            (reply,) = await resilience.run(
+                lambda: _multi_each_once(self.cluster_client, [(_first_key(commands), commands)]),
+                "MULTI",
+            )
             callbacks = self.cluster_client.response_callbacks
             out = []
             for (args, options), value in zip(stack, reply, strict=True):
