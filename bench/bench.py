@@ -172,16 +172,26 @@ class RedisProbe:
     """INFO deltas around a phase: CPU seconds of redis-server and commandstats."""
 
     def __init__(self, url: str) -> None:
-        self.client = redis.Redis.from_url(url)
+        if url.startswith(("redis+cluster://", "rediss+cluster://")):
+            # A Redis Cluster: the sums over every node (primaries and replicas).
+            seed = url.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2].split(",")[0]
+            host, _, port = seed.rpartition(":")
+            nodes = redis.Redis(host=host, port=int(port)).execute_command("CLUSTER NODES")
+            self.clients = [redis.Redis(host=a.split(":")[0], port=int(a.split(":")[1]))
+                            for a in nodes]
+        else:
+            self.clients = [redis.Redis.from_url(url)]
 
     def snapshot(self) -> dict[str, Any]:
-        cpu = self.client.info("cpu")
-        stats = self.client.info("commandstats")
-        return {
-            "cpu": float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
-            "cmd": {k.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
-                    for k, v in stats.items()},
-        }
+        total = 0.0
+        cmd: dict[str, tuple[int, int]] = {}
+        for client in self.clients:
+            cpu = client.info("cpu")
+            total += float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+            for k, v in client.info("commandstats").items():
+                calls, usec = cmd.get(k.removeprefix("cmdstat_"), (0, 0))
+                cmd[k.removeprefix("cmdstat_")] = (calls + int(v["calls"]), usec + int(v["usec"]))
+        return {"cpu": total, "cmd": cmd}
 
     @staticmethod
     def delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -519,7 +529,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             progress(f"started redis-server pid {redis_proc.pid} at {url}")
         probe = RedisProbe(url)
         try:
-            version = probe.client.info("server")["redis_version"]
+            version = probe.clients[0].info("server")["redis_version"]
         except redis.RedisError as exc:
             raise BenchError(f"cannot reach Redis at {url}: {exc}") from None
 

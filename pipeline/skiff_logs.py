@@ -31,17 +31,58 @@ class PartitionLog(Protocol):
     def close(self) -> None: ...
 
 
+def _cluster(url: str) -> Any:
+    """redis+cluster://[[user:]password@]h1:p1[,h2:p2...] as a redis-py RedisCluster."""
+    from urllib.parse import unquote
+
+    import redis
+    from redis.cluster import ClusterNode
+
+    scheme, _, rest = url.partition("://")
+    netloc = rest.split("/", 1)[0]
+    auth, _, hosts = netloc.rpartition("@")
+    user, _, password = auth.partition(":") if ":" in auth else ("", "", auth)
+    nodes = []
+    for part in hosts.split(","):
+        host, _, port = part.rpartition(":")
+        nodes.append(ClusterNode(host.strip("[]"), int(port or 6379)))
+    cluster = redis.RedisCluster(
+        startup_nodes=nodes,
+        username=unquote(user) or None,
+        password=unquote(password) or None,
+        ssl=scheme.startswith("rediss"),
+    )
+    # The cluster applies its callbacks after each node's: keep the nodes' replies raw.
+    for node in cluster.get_nodes():
+        node.redis_connection.set_response_callback("XRANGE", _raw_entries)
+    return cluster
+
+
+def _raw_entries(response: Any, **_: Any) -> Any:
+    """XRANGE entries as [id, [field, value, ...]], also from a node (one a failover
+    added) whose callback built (id, dict) pairs."""
+    if response and isinstance(response[0][1], dict):
+        return [[i, [x for kv in d.items() for x in kv]] for i, d in response]
+    return response
+
+
 class RedisLog:
     """Skiff's Redis data model (docs/architecture.md): `skiff:topics` holds each topic's
     partition count, `skiff:{t/p}:meta` its watermarks, `skiff:{t/p}:log` one stream entry
-    per record with fields t k v h f in that order and ID 0-<offset+1>."""
+    per record with fields t k v h f in that order and ID 0-<offset+1>. Every call names
+    one key, so on a Redis Cluster (`redis+cluster://h1:p1,h2:p2`) each goes to its slot's
+    node."""
 
     def __init__(self, url: str) -> None:
         import redis
 
-        self.redis = redis.Redis.from_url(url)
+        self.redis = (
+            _cluster(url)
+            if url.startswith(("redis+cluster://", "rediss+cluster://"))
+            else redis.Redis.from_url(url)
+        )
         # Raw replies: redis-py would build a dict per entry, which costs more than the rest.
-        self.redis.set_response_callback("XRANGE", lambda response, **_: response)
+        self.redis.set_response_callback("XRANGE", _raw_entries)
 
     def partition_count(self, topic: str) -> int:
         raw = self.redis.hget("skiff:topics", topic)

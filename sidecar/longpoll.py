@@ -2,7 +2,9 @@
 
 The append script PUBLISHes once per batch on the partition's channel; one pattern
 subscription per sidecar turns that into asyncio events, so a waiting Fetch returns
-as soon as data arrives and no sidecar polls Redis in a loop.
+as soon as data arrives and no sidecar polls Redis in a loop. On a Redis Cluster the
+publish (classic, not sharded) reaches every node, and the subscription is on any one
+node (storage/cluster_client.py ResilientCluster.pubsub picks the next after a loss).
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class Wakeups:
     def _stale(self, pubsub: PubSub) -> bool:
         """Subscribed to a Redis that is no longer the Sentinel-managed primary (its
         publishes would still reach us through replication, until it is cut off)."""
-        master = getattr(self._redis.connection_pool, "master_address", None)
+        pool = getattr(self._redis, "connection_pool", None)  # none on a Redis Cluster
+        master = getattr(pool, "master_address", None)
         conn = pubsub.connection
         return master is not None and conn is not None and (conn.host, conn.port) != master
 

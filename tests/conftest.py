@@ -156,6 +156,15 @@ def start_skiff(
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if os.environ.get("SKIFF_TEST_REDIS") == "cluster":
+        # The session Redis is a 3+3 Redis Cluster (tests/redis_cluster_harness.py), its
+        # client() a RedisCluster: runs tests written for one Redis against a cluster.
+        from redis_cluster_harness import start_redis_cluster
+
+        cluster = start_redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
+        yield cluster.as_session_server()  # type: ignore[misc]
+        cluster.stop()
+        return
     server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     stop_process(server.proc)

@@ -228,8 +228,14 @@ def kafka_headers(headers: list[tuple[str, bytes | None]]) -> bytes:
     return b"".join(out)
 
 
+def node_for(redis_server: Any, key: str) -> redis.Redis:
+    """A plain client of the Redis holding key (SKIFF_TEST_REDIS=cluster: its primary)."""
+    cluster = getattr(redis_server, "cluster", None)
+    return redis.Redis(port=cluster.owner(key) if cluster else redis_server.port)
+
+
 def stream_entries(redis_server: Any, topic: str, partition: int = 0) -> list[Any]:
-    client = redis.Redis(port=redis_server.port)
+    client = node_for(redis_server, f"skiff:{{{topic}/{partition}}}:log")
     client.set_response_callback("XRANGE", lambda response, **_: response)  # keep field order
     try:
         return client.execute_command("XRANGE", f"skiff:{{{topic}/{partition}}}:log", "-", "+")
@@ -378,7 +384,8 @@ def test_fetch_from_middle_of_a_batch(
     # One batch: records queue up during the linger and go out together on flush.
     meta = adapter.produce(skiff.bootstrap, topic, records, linger_ms=1000)
     assert [m["offset"] for m in meta] == list(range(MID_N))
-    batches = redis.Redis(port=redis_server.port).zcard(f"skiff:{{{topic}/0}}:time")
+    time_key = f"skiff:{{{topic}/0}}:time"
+    batches = node_for(redis_server, time_key).zcard(time_key)
     assert batches == 1, f"{client} sent the records in {batches} batches, not one"
 
     got = adapter.consume(skiff.bootstrap, topic, 0, MID_AT, MID_N - MID_AT)

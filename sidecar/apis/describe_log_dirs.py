@@ -17,6 +17,7 @@ from ..broker import Broker
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
 from ..protocol.primitives import Reader
+from ..storage import cluster_client
 
 API_KEY = 35
 MIN_VERSION = 0
@@ -28,17 +29,24 @@ def log_dir_name(description: str) -> str:
     parts = urlsplit(description)
     if not parts.scheme or not parts.hostname:
         return description
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    # The host list as written (a redis+cluster:// or Sentinel URL names several).
+    netloc = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 async def _capacity(broker: Broker) -> tuple[int, int]:
-    info = await broker.store.redis.info("memory")
-    limit = int(info.get("maxmemory", 0) or 0)
-    if limit <= 0:
+    redis = broker.store.redis
+    if cluster_client.is_cluster(redis):
+        # A Redis Cluster: the sum over its primaries (-1 if any has no maxmemory).
+        found = await redis.info("memory", target_nodes=redis.get_primaries())
+        infos = list(found.values()) if len(redis.get_primaries()) > 1 else [found]
+    else:
+        infos = [await redis.info("memory")]
+    limits = [int(info.get("maxmemory", 0) or 0) for info in infos]
+    if not limits or min(limits) <= 0:
         return -1, -1
-    return limit, max(limit - int(info.get("used_memory", 0) or 0), 0)
+    used = sum(int(info.get("used_memory", 0) or 0) for info in infos)
+    return sum(limits), max(sum(limits) - used, 0)
 
 
 async def handle(broker: Broker, request: Any) -> bytes:

@@ -187,6 +187,8 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
                 items.append(PartitionResult(p.index, error))
             elif info is None or not 0 <= p.index < info.partitions:
                 items.append(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+            elif await _shard_short_of_replicas(broker, name, p.index, waits.get(name)):
+                items.append(PartitionResult(p.index, errors.NOT_ENOUGH_REPLICAS))
             else:
                 prepared = _prepare(broker, name, p.index, p.records, version < 3, info)
                 items.append(
@@ -249,9 +251,20 @@ async def _replication(
     min_isr = min_insync_replicas(broker, info)
     if min_isr <= 1:
         return errors.NONE, None
-    if await broker.store.connected_replicas() < min_isr - 1:
+    per_shard = broker.store.replicas_per_partition  # Redis Cluster: checked per partition
+    if not per_shard and await broker.store.connected_replicas() < min_isr - 1:
         return errors.NOT_ENOUGH_REPLICAS, None
     return errors.NONE, (min_isr - 1, max(timeout_ms, 0))
+
+
+async def _shard_short_of_replicas(
+    broker: Broker, topic: str, partition: int, wait: tuple[int, int] | None
+) -> bool:
+    """On a Redis Cluster: whether the primary holding the partition has fewer replicas
+    connected than acks=-1 waits for (each shard has its own)."""
+    if wait is None or not broker.store.replicas_per_partition:
+        return False
+    return await broker.store.connected_replicas(topic, partition) < wait[0]
 
 
 def min_insync_replicas(broker: Broker, info: TopicInfo) -> int:

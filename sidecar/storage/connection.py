@@ -6,7 +6,9 @@ redis.asyncio packs arguments in pure Python: 8.1 ms for one append of 1,000 rec
 (5,000+ arguments) against 0.8 ms with hiredis.pack_command (measured here with
 redis-py 8.1, hiredis 3.5), which made packing cost more than the script itself.
 
-URLs: `redis://`, `rediss://` and `unix://` as redis-py reads them, and for Sentinel
+URLs: `redis://`, `rediss://` and `unix://` as redis-py reads them, for a Redis Cluster
+`redis+cluster://[[user:]password@]host1:port[,host2:port...]` (cluster_client.py), and
+for Sentinel
 
     redis+sentinel://[[user:]password@]host1:26379[,host2:26379...]/service[/db][?opts]
 
@@ -37,7 +39,7 @@ from redis.asyncio.sentinel import (
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from . import resilience
+from . import cluster_client, resilience
 from .instrumented import instrument
 
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
@@ -179,9 +181,10 @@ def redact(url: str) -> str:
     return url
 
 
-def client_for(url: str, timeout_s: float) -> resilience.ResilientRedis:
+def client_for(url: str, timeout_s: float) -> Any:
     """The Redis client for a URL: commands time out after timeout_s, redis-py's own
-    retries are off (resilience.run retries, knowing which writes may be resent)."""
+    retries are off (resilience.run retries, knowing which writes may be resent).
+    A resilience.ResilientRedis, or for redis+cluster:// a cluster_client.ResilientCluster."""
     common: dict[str, Any] = {
         "decode_responses": False,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
@@ -189,7 +192,16 @@ def client_for(url: str, timeout_s: float) -> resilience.ResilientRedis:
         "socket_connect_timeout": timeout_s,
         "retry": Retry(NoBackoff(), 0),
     }
-    if urlparse(url).scheme in SENTINEL_SCHEMES:
+    scheme = urlparse(url).scheme
+    if scheme in cluster_client.CLUSTER_SCHEMES:
+        return cluster_client.cluster_client_for(
+            url,
+            timeout_s,
+            instrument(cluster_client.ResilientCluster),  # type: ignore[arg-type]
+            FastSSLConnection if scheme.startswith("rediss") else FastConnection,
+            common,
+        )
+    if scheme in SENTINEL_SCHEMES:
         spec = parse_sentinel_url(url)
         sentinel_kwargs: dict[str, Any] = {
             "socket_timeout": timeout_s,

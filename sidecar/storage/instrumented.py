@@ -38,6 +38,10 @@ def server_attributes(pool: Any) -> dict[str, Any]:
     cached = getattr(pool, "_skiff_server_attributes", None)
     if cached is not None:
         return cached
+    if hasattr(pool, "nodes_manager"):  # a Redis Cluster client: its first seed node
+        from .cluster_client import endpoint
+
+        return endpoint(pool)
     kwargs = pool.connection_kwargs
     attributes: dict[str, Any] = {"db.namespace": str(kwargs.get("db", 0))}
     if "path" in kwargs:
@@ -55,7 +59,7 @@ class InstrumentedMixin:
     connection_pool: Any
 
     def _attributes(self) -> dict[str, Any]:
-        return server_attributes(self.connection_pool)
+        return server_attributes(getattr(self, "connection_pool", None) or self)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         name = args[0]
@@ -148,9 +152,8 @@ def round_trip(
         extra = {"db.stored_procedure.name": self.name}
         if wait is not None:
             extra["skiff.redis.wait_replicas"] = wait[0]
-        started = redis_calls.begin(
-            f"EVALSHA {self.name}", server_attributes(redis.connection_pool), extra
-        )
+        pool = getattr(redis, "connection_pool", None) or redis
+        started = redis_calls.begin(f"EVALSHA {self.name}", server_attributes(pool), extra)
         try:
             result = await method(self, redis, *args, **kwargs)
         except BaseException as exc:

@@ -40,13 +40,19 @@ from typing import Any, NoReturn, TypeVar
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     AuthorizationError,
     BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
     MasterDownError,
+    MovedError,
     NoScriptError,
     ReadOnlyError,
+    RedisClusterException,
     ResponseError,
+    SlotNotCoveredError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -65,7 +71,19 @@ log = logging.getLogger("skiff.redis")
 T = TypeVar("T")
 
 # Reasons for which the server refused the command: nothing ran, a resend is safe.
-REFUSED = frozenset({"loading", "busy", "readonly", "masterdown", "noscript", "tryagain"})
+REFUSED = frozenset(
+    {
+        "loading",
+        "busy",
+        "readonly",
+        "masterdown",
+        "noscript",
+        "tryagain",
+        "moved",
+        "ask",
+        "clusterdown",
+    }
+)
 MIN_ATTEMPT_S = 0.25
 # Reasons that do not make Redis count as unreachable (a reload fixes it at once).
 BENIGN = frozenset({"noscript"})
@@ -97,10 +115,31 @@ class RedisUnavailable(Exception):
         self.maybe_applied = maybe_applied
 
 
+def cluster_classify(exc: BaseException) -> str | None:
+    """Redis Cluster faults (storage/cluster_client.py): MOVED/ASK that reached us (the
+    append's own routing; redis-py follows them for other commands), CLUSTERDOWN, a slot
+    without a primary or no reachable node mid-failover. None of them ran the command:
+    it is resent once the slot map is current."""
+    if isinstance(exc, MovedError):
+        return "moved"
+    if isinstance(exc, AskError):  # a slot migrating: resent with backoff until it moved
+        return "ask"
+    if isinstance(exc, (ClusterDownError, SlotNotCoveredError)):
+        return "clusterdown"
+    if isinstance(exc, RedisClusterException) and "connect" in str(exc):
+        return "connection"  # no seed node answered the topology query
+    if isinstance(exc, ClusterError):  # "TTL exhausted": redirected too often
+        return "moved"
+    return None
+
+
 def classify(exc: BaseException) -> str | None:
     """The fault reason of a Redis error that a retry may cure, else None."""
     if isinstance(exc, RedisUnavailable):
         return exc.reason
+    cluster_reason = cluster_classify(exc)
+    if cluster_reason is not None:
+        return cluster_reason
     if isinstance(exc, NoScriptError):
         return "noscript"
     if isinstance(exc, ReadOnlyError):
@@ -225,8 +264,8 @@ _WAIT = wait_random_exponential(multiplier=0.05, max=1.0)
 
 def _wait(state: RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
-    if exc is not None and classify(exc) == "noscript":
-        return 0.0  # reloaded before the next attempt: no reason to wait
+    if exc is not None and classify(exc) in ("noscript", "moved"):
+        return 0.0  # reloaded / slot map updated before the next attempt: no reason to wait
     _WAIT.multiplier = POLICY.backoff_initial_s
     _WAIT.max = POLICY.backoff_max_s
     return float(_WAIT(state))

@@ -10,10 +10,10 @@ from typing import Any
 
 import hiredis
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import AskError, MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import resilience
+from . import cluster_client, resilience
 from .instrumented import round_trip
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
@@ -54,7 +54,11 @@ class Script:
         wait=(replicas, timeout_ms) sends `WAIT replicas timeout_ms` right behind it on
         the same connection (WAIT covers that connection's writes) in the same round
         trip. Returns (reply, replicas that acknowledged, or None without wait).
-        One attempt: the caller runs it under resilience.run (NOSCRIPT included)."""
+        One attempt: the caller runs it under resilience.run (NOSCRIPT included).
+        On a Redis Cluster it goes to the primary of the keys' slot (one slot per script),
+        and WAIT counts that primary's replicas."""
+        if cluster_client.is_cluster(redis):
+            return await self._run_on_node(redis, packed, keys, wait)
         pool = redis.connection_pool
         conn = await pool.get_connection()
         send = packed
@@ -66,7 +70,7 @@ class Script:
                 reply = await conn.read_response()
             except ResponseError:
                 if wait is not None:
-                    await conn.read_response()  # WAIT's reply is still due
+                    await _skip_reply(conn)  # WAIT's reply is still due
                 raise
             acked = None
             if wait is not None:
@@ -84,6 +88,72 @@ class Script:
             raise
         await pool.release(conn)
         return reply, acked
+
+    async def _run_on_node(
+        self, cluster: Any, packed: bytes, keys: list[str], wait: tuple[int, int] | None
+    ) -> tuple[Any, int | None]:
+        node = await cluster_client.node_for(cluster, keys[0])
+        send = packed
+        if wait is not None:
+            send += hiredis.pack_command(("WAIT", wait[0], wait[1]))
+        try:
+            return await _exchange(cluster, node, send, wait, asking=False)
+        except AskError as exc:
+            if isinstance(exc, MovedError):
+                raise  # the slot map is updated: resent by the retry policy
+            # The slot is being migrated and the keys are on the importing node already:
+            # ASKING + the command there (nothing ran on the first node).
+            target = cluster.get_node(host=exc.host, port=exc.port)
+            if target is None:
+                raise
+            return await _exchange(cluster, target, _ASKING + send, wait, asking=True)
+
+
+_ASKING = hiredis.pack_command(("ASKING",))
+
+
+async def _exchange(
+    cluster: Any, node: Any, send: bytes, wait: tuple[int, int] | None, asking: bool
+) -> tuple[Any, int | None]:
+    """Send pre-packed commands on a connection of a cluster node and read the replies:
+    [ASKING's,] the script's[, WAIT's]."""
+    conn = node.acquire_connection()
+    try:
+        await conn.send_packed_command(send)
+        if asking:
+            await _skip_reply(conn)
+        try:
+            reply = await conn.read_response()
+        except ResponseError:
+            if wait is not None:
+                await _skip_reply(conn)  # WAIT's reply is still due
+            raise
+        acked = None
+        if wait is not None:
+            read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
+            if read is None:
+                raise RedisTimeoutError("no reply to WAIT")
+            acked = int(read)
+    except ResponseError as exc:
+        node.release(conn)
+        await cluster_client.after_failure(cluster, exc)  # MOVED: update the slot map
+        raise
+    except BaseException as exc:
+        await conn.disconnect()
+        node.release(conn)
+        await cluster_client.after_failure(cluster, exc)
+        raise
+    node.release(conn)
+    return reply, acked
+
+
+async def _skip_reply(conn: Any) -> None:
+    """Read a reply nobody needs; an error in it (WAIT on a node that was demoted
+    meanwhile) must not replace the script's error (MOVED, READONLY)."""
+    try:
+        await conn.read_response()
+    except ResponseError:
+        pass
 
 
 APPEND = Script("append")

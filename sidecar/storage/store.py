@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from .. import topic_config
-from . import keys, resilience, scripts
+from . import cluster_client, keys, resilience, scripts
 from .connection import client_for
 from .log_ops import PartitionLogOps
 from .resilience import RedisUnavailable
@@ -90,6 +90,7 @@ class RedisStore(PartitionLogOps):
         self.topic_defaults: dict[str, Any] = dict(topic_config.KAFKA_DEFAULTS)
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
         self._replicas: tuple[float, int] = (float("-inf"), 0)
+        self._shard_replicas: dict[str, int] | None = None  # Redis Cluster: primary -> replicas
         self._all_topics: list[TopicInfo] | None = None  # the last full list (Metadata)
 
     @classmethod
@@ -121,7 +122,7 @@ class RedisStore(PartitionLogOps):
 
     async def close(self) -> None:
         await self.redis.aclose()
-        sentinel = getattr(self.redis.connection_pool, "sentinel_manager", None)
+        sentinel = getattr(getattr(self.redis, "connection_pool", None), "sentinel_manager", None)
         if sentinel is not None:  # redis+sentinel://: its connections to the sentinels
             await sentinel.aclose()
 
@@ -249,10 +250,26 @@ class RedisStore(PartitionLogOps):
         log.info("deleted topic %s", name)
         return True
 
-    async def connected_replicas(self) -> int:
+    @property
+    def replicas_per_partition(self) -> bool:
+        """A Redis Cluster: each partition's primary has replicas of its own."""
+        return cluster_client.is_cluster(self.redis)
+
+    async def connected_replicas(self, topic: str | None = None, partition: int = 0) -> int:
         """Replicas connected to the Redis primary now (ROLE), for acks=-1's check
-        before appending; cached for REPLICA_CACHE_SECONDS."""
+        before appending; cached for REPLICA_CACHE_SECONDS. On a Redis Cluster: those of
+        the primary holding `topic`/`partition` (without a topic: the fewest of any)."""
         now = time.monotonic()
+        if cluster_client.is_cluster(self.redis):
+            if now - self._replicas[0] >= REPLICA_CACHE_SECONDS or self._shard_replicas is None:
+                self._shard_replicas = await cluster_client.replica_counts(self.redis)
+                self._replicas = (now, min(self._shard_replicas.values(), default=0))
+            if topic is None:
+                return self._replicas[1]
+            node = await cluster_client.node_for(
+                self.redis, keys.partition_keys(topic, partition)[0]
+            )
+            return self._shard_replicas.get(node.name, 0)
         if now - self._replicas[0] >= REPLICA_CACHE_SECONDS:
             role = await self.redis.execute_command("ROLE")
             count = len(role[2]) if role and role[0] in (b"master", "master") else 0
@@ -349,13 +366,31 @@ class RedisStore(PartitionLogOps):
     async def read(self, requests: list[tuple[str, int, int, int]]) -> list[PartitionRead]:
         """One MULTI/EXEC for all (topic, partition, offset, count): watermarks and
         records are read at one instant, so a record is never past the high watermark
-        the same response reports."""
+        the same response reports. On a Redis Cluster: one MULTI/EXEC per partition (its
+        slot), pipelined per node (cluster_client.multi_each)."""
+        if cluster_client.is_cluster(self.redis):
+            groups = []
+            for topic, partition, offset, count in requests:
+                log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
+                commands = [
+                    ("HMGET", meta_key, "hw", "lso"),
+                    ("XRANGE", log_key, f"0-{offset + 1}", "+", "COUNT", count),
+                ]
+                groups.append((meta_key, commands))
+            replies = [
+                r for pair in await cluster_client.multi_each(self.redis, groups) for r in pair
+            ]
+            return self._partition_reads(replies)
         async with self.redis.pipeline(transaction=True) as pipe:
             for topic, partition, offset, count in requests:
                 log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
                 pipe.hmget(meta_key, "hw", "lso")
                 pipe.xrange(log_key, f"0-{offset + 1}", "+", count=count)
             replies = await pipe.execute()
+        return self._partition_reads(replies)
+
+    @staticmethod
+    def _partition_reads(replies: list[Any]) -> list[PartitionRead]:
         out = []
         for i in range(0, len(replies), 2):
             hw, lso = replies[i]
