@@ -1,0 +1,219 @@
+"""Acquisition and acknowledgement for share groups on the queue core.
+
+A share member is a lease holder of the queue core (sidecar/queues/core.py) under its
+member id, so Kafka share consumers and HTTP workers of one group id share one state:
+a record leased to either is handed to no one else while the lease lasts.
+
+Acknowledgement batches (first offset, last offset, types) become per-offset actions:
+0 gap (nothing to do), 1 accept, 2 release, 3 reject, 4 renew. Acquired records are
+encoded as v2 batches (the topic's compression.type, as Fetch does) built from the
+acquired records only, and described by AcquiredRecords ranges of consecutive offsets
+with one delivery count."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol import errors
+from ..protocol.record_batch import (
+    FLAG_KEY_NULL,
+    FLAG_VALUE_NULL,
+    encode_entries_sized,
+    encode_headers,
+)
+from ..queues.core import Acquired, Action, QueueError, QueueStore
+from ..storage.store import TopicInfo
+from ..topic_config import fetch_compression
+
+log = logging.getLogger("skiff.share")
+
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+ACTIONS = {
+    ACCEPT: Action.ACCEPT,
+    RELEASE: Action.RELEASE,
+    REJECT: Action.REJECT,
+    RENEW: Action.RENEW,
+}
+INVALID_RECORD_STATE = errors.code("INVALID_RECORD_STATE")
+INVALID_REQUEST = errors.code("INVALID_REQUEST")
+
+_QUEUES: dict[int, QueueStore] = {}
+
+
+def queues(broker: Any) -> QueueStore:
+    """The queue core for this broker (the broker's own if the app made one)."""
+    own = getattr(broker, "queues", None)
+    if isinstance(own, QueueStore):
+        return own
+    found = _QUEUES.get(id(broker.store))
+    if found is None or found.store is not broker.store:
+        found = _QUEUES[id(broker.store)] = QueueStore(broker.store)
+    return found
+
+
+async def release_member(broker: Any, group_id: str, member_id: str) -> None:
+    try:
+        n = await queues(broker).release_holder(group_id, member_id)
+    except QueueError:
+        return  # not a queue group (yet): nothing was acquired
+    if n:
+        log.info("share group %r: released %d record(s) of member %s", group_id, n, member_id)
+
+
+async def lock_ms(broker: Any, group_id: str) -> int:
+    """The group's acquisition lock duration (0 when it is no queue group yet)."""
+    try:
+        return (await queues(broker).config(group_id)).lock_ms
+    except QueueError:
+        return 0
+
+
+@dataclass(slots=True)
+class AckResult:
+    error: int = errors.NONE
+    message: str | None = None
+
+
+def parse_batches(batches: Any, allow_renew: bool) -> dict[Action, list[int]] | str:
+    """Acknowledgement batches as offsets per action, or the reason they are invalid."""
+    out: dict[Action, list[int]] = defaultdict(list)
+    last_seen = -1
+    for b in batches:
+        first, last, types = b.first_offset, b.last_offset, list(b.acknowledge_types)
+        if first < 0 or last < first:
+            return f"Invalid acknowledgement batch {first}-{last}."
+        if first <= last_seen:
+            return "Acknowledgement batches overlap or are out of order."
+        last_seen = last
+        n = last - first + 1
+        if len(types) not in (1, n):
+            return "AcknowledgeTypes must have one type or one per offset."
+        for t in types:
+            if t not in (GAP, *ACTIONS) or (t == RENEW and not allow_renew):
+                return f"Invalid acknowledge type {t}."
+        if n > 1_000_000:
+            return "Acknowledgement batch too large."
+        for i in range(n):
+            t = types[0] if len(types) == 1 else types[i]
+            if t != GAP:
+                out[ACTIONS[t]].append(first + i)
+    return out
+
+
+async def acknowledge(
+    broker: Any,
+    group_id: str,
+    member_id: str,
+    topic: str,
+    partition: int,
+    batches: Any,
+    allow_renew: bool,
+) -> AckResult:
+    parsed = parse_batches(batches, allow_renew)
+    if isinstance(parsed, str):
+        return AckResult(INVALID_REQUEST, parsed)
+    core = queues(broker)
+    bad: list[int] = []
+    try:
+        for action, offsets in parsed.items():
+            settled = await core.settle(group_id, member_id, topic, partition, offsets, action)
+            bad += [o for o, err in settled.items() if err is not None]
+    except QueueError as exc:
+        if exc.code == "GROUP_NOT_FOUND":
+            return AckResult(INVALID_RECORD_STATE, "The records are not acquired by this member.")
+        return AckResult(errors.code(exc.code), exc.message)
+    if bad:
+        shown = ", ".join(str(o) for o in sorted(bad)[:10])
+        return AckResult(
+            INVALID_RECORD_STATE,
+            f"Record(s) {shown} are not acquired by member {member_id} (not delivered to "
+            "it, already acknowledged, or their acquisition lock expired).",
+        )
+    return AckResult()
+
+
+@dataclass(slots=True)
+class PartitionRecords:
+    records: bytes = b""
+    acquired: list[dict[str, int]] = field(default_factory=list)
+    count: int = 0
+    error: int = errors.NONE
+    message: str | None = None
+
+
+def _entries(got: list[Acquired]) -> list[tuple[bytes, list[bytes]]]:
+    """Acquired records in the stream-entry shape the batch encoder reads."""
+    out = []
+    for r in got:
+        flags = (FLAG_KEY_NULL if r.key is None else 0) | (
+            FLAG_VALUE_NULL if r.value is None else 0
+        )
+        out.append(
+            (
+                b"0-%d" % (r.offset + 1),
+                [
+                    b"t",
+                    str(r.timestamp).encode(),
+                    b"k",
+                    r.key or b"",
+                    b"v",
+                    r.value or b"",
+                    b"h",
+                    encode_headers(r.headers) if r.headers else b"",
+                    b"f",
+                    str(flags).encode(),
+                ],
+            )
+        )
+    return out
+
+
+def _ranges(got: list[Acquired]) -> list[dict[str, int]]:
+    out: list[dict[str, int]] = []
+    for r in got:
+        last = out[-1] if out else None
+        if (
+            last
+            and last["last_offset"] == r.offset - 1
+            and last["delivery_count"] == r.delivery_count
+        ):
+            last["last_offset"] = r.offset
+        else:
+            out.append(
+                {
+                    "first_offset": r.offset,
+                    "last_offset": r.offset,
+                    "delivery_count": r.delivery_count,
+                }
+            )
+    return out
+
+
+async def acquire(
+    broker: Any,
+    group_id: str,
+    member_id: str,
+    info: TopicInfo,
+    partition: int,
+    max_records: int,
+    max_bytes: int,
+) -> PartitionRecords:
+    core = queues(broker)
+    try:
+        await core.config(group_id, create=True)
+        got = await core.acquire(group_id, member_id, info.name, partition, max_records, max_bytes)
+    except QueueError as exc:
+        code = (
+            errors.code(exc.code)
+            if exc.code != "GROUP_ID_CONFLICT"
+            else errors.code("INVALID_GROUP_ID")
+        )
+        return PartitionRecords(error=code, message=exc.message)
+    if not got:
+        return PartitionRecords()
+    got.sort(key=lambda r: r.offset)
+    data, taken, _ = encode_entries_sized(_entries(got), 2**31 - 1, fetch_compression(info))
+    return PartitionRecords(data, _ranges(got[:taken]), taken)

@@ -1,0 +1,57 @@
+"""Share-group membership in Redis (sidecar/share/membership.py is its only user).
+
+One hash per share group under the group's hash tag, beside the coordinator lease
+(keys.group_keys): field `epoch` is the group epoch, field `m:<member id>` a member's
+JSON. Written by the coordinator when membership changes (not on every heartbeat), read
+when a sidecar takes the group over and when a share session opens elsewhere (the
+member must belong to the group). `skiff:share_groups` lists the ids."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from redis.asyncio import Redis
+
+SHARE_GROUPS = "skiff:share_groups"
+
+
+def share_key(group_id: str) -> str:
+    return f"skiff:{{g/{group_id}}}:share"
+
+
+class ShareStore:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def exists(self, group_id: str) -> bool:
+        return bool(await self.redis.exists(share_key(group_id)))
+
+    async def load(self, group_id: str) -> tuple[int, dict[str, dict[str, Any]]]:
+        raw = await self.redis.hgetall(share_key(group_id))
+        epoch = int(raw.pop(b"epoch", b"0"))
+        members = {f.decode()[2:]: json.loads(v) for f, v in raw.items() if f.startswith(b"m:")}
+        return epoch, members
+
+    async def save(
+        self,
+        group_id: str,
+        epoch: int,
+        members: dict[str, dict[str, Any]],
+        gone: list[str],
+    ) -> None:
+        key = share_key(group_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, "epoch", epoch)
+            for member_id, doc in members.items():
+                pipe.hset(key, f"m:{member_id}", json.dumps(doc))
+            if gone:
+                pipe.hdel(key, *(f"m:{m}" for m in gone))
+            pipe.sadd(SHARE_GROUPS, group_id)
+            await pipe.execute()
+
+    async def is_member(self, group_id: str, member_id: str) -> bool:
+        return bool(await self.redis.hexists(share_key(group_id), f"m:{member_id}"))
+
+    async def all_ids(self) -> list[str]:
+        return sorted(m.decode() for m in await self.redis.smembers(SHARE_GROUPS))
