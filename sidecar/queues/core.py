@@ -1,0 +1,749 @@
+"""Queue groups: records handed out one by one under leases, on Redis consumer groups.
+
+How to call it (HTTP API in sidecar/queues/http_api.py, Kafka share groups):
+
+    queues = QueueStore(broker.store)              # one per sidecar, no state of its own
+    cfg = await queues.configure("g", lock_ms=30_000, delivery_limit=5,
+                                 dead_letter_topic="g.dlq", auto_offset_reset="earliest")
+    got = await queues.acquire("g", holder, "orders", 0, max_records=100)  # list[Acquired]
+    errs = await queues.settle("g", holder, "orders", 0, [o.offset for o in got],
+                               Action.ACCEPT)      # {offset: None | RecordError}
+    await queues.release_holder("g", holder)        # a member left: its records go back
+    desc = await queues.describe("g")               # QueueDescription
+    await queues.committed("g", "orders", 0)        # lowest unfinished offset, -1: none
+    await queues.reset("g", "orders", 0, 0)          # or "earliest" / "latest"
+    queues.wake_channels("orders", [0])             # for broker.wakeups.register(...)
+
+`holder` is any string not starting with '~' (an HTTP worker id, a share member id).
+Whole-request problems raise QueueError(code, message) (codes: GROUP_NOT_FOUND,
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_GROUP_ID, GROUP_ID_CONFLICT);
+per-record problems of settle() are RecordError values (NOT_PENDING, OTHER_HOLDER,
+LEASE_EXPIRED) and change nothing for that record.
+
+Redis data model (docs/architecture.md, "Queue groups"): per partition the consumer
+group `q:<group>` on `skiff:{t/p}:log`; its pending entries list is the lease table
+(consumer = lease holder, idle time = lease age, delivery count = deliveries).
+Released records belong to the consumer `~released` with an idle time near the epoch
+(expired for every lock duration); records at the delivery limit pass through a
+`~dead:<token>` holder while they are copied to the dead-letter topic, so a sidecar
+dying in between leaves them to be found again. Group config is the hash
+`skiff:{q/<group>}:config`, its topics the set `skiff:{q/<group>}:topics`, and every
+queue group is in the set `skiff:queues`. Every script touches one slot.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from ..protocol.record_batch import (
+    FLAG_KEY_NULL,
+    FLAG_VALUE_NULL,
+    decode_headers,
+    encode_headers,
+)
+from ..storage import keys, scripts
+from ..storage.store import RedisStore, StoreError
+
+log = logging.getLogger(__name__)
+
+QUEUES = "skiff:queues"  # set: every queue group id
+CONFIG_CACHE_S = 1.0
+DEFAULT_LOCK_MS = 30_000  # Kafka's share.record.lock.duration.ms
+DEFAULT_DELIVERY_LIMIT = 5  # Kafka's share.delivery.count.limit
+MAX_LOCK_MS = 3_600_000
+MAX_DELIVERY_LIMIT = 1_000
+DESCRIBE_SCAN = 10_000  # pending entries looked at per partition by describe()
+RELEASED = "~released"
+REASON_LIMIT = "delivery limit"
+REASON_REJECTED = "rejected"
+GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class Action(enum.Enum):
+    ACCEPT = "accept"  # finished: XACK
+    RELEASE = "release"  # available again at once, delivery count unchanged
+    REJECT = "reject"  # finished unprocessed; copied to the dead-letter topic if any
+    RENEW = "renew"  # the lease starts again
+
+
+class RecordError(enum.Enum):
+    NOT_PENDING = "RECORD_NOT_PENDING"  # never handed out, finished, or reset
+    OTHER_HOLDER = "RECORD_HELD_BY_OTHER"  # pending under another holder (or released)
+    LEASE_EXPIRED = "LEASE_EXPIRED"  # yours, but the lock duration has passed
+
+    @property
+    def message(self) -> str:
+        return {
+            "RECORD_NOT_PENDING": "the record is not pending: never read in this group, "
+            "already finished, or the group was reset",
+            "RECORD_HELD_BY_OTHER": "the record is not leased to this worker (another "
+            "worker holds it, or it was cancelled)",
+            "LEASE_EXPIRED": "the lease on the record expired; it may be handed to "
+            "another worker: read it again",
+        }[self.value]
+
+
+_CODES = {1: RecordError.NOT_PENDING, 2: RecordError.OTHER_HOLDER, 3: RecordError.LEASE_EXPIRED}
+
+
+class QueueError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    group: str
+    lock_ms: int = DEFAULT_LOCK_MS
+    delivery_limit: int = DEFAULT_DELIVERY_LIMIT
+    dead_letter_topic: str | None = None
+    auto_offset_reset: str = "latest"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "lock_ms": self.lock_ms,
+            "delivery_limit": self.delivery_limit,
+            "dead_letter_topic": self.dead_letter_topic,
+            "auto_offset_reset": self.auto_offset_reset,
+        }
+
+
+@dataclass(slots=True)
+class Acquired:
+    """One record handed out under a lease."""
+
+    topic: str
+    partition: int
+    offset: int
+    delivery_count: int  # 1 on the first delivery
+    lease_deadline_ms: int  # Redis TIME + lock ms
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class Settled(dict[int, RecordError | None]):
+    """settle()'s answer: offset -> None (done) or the RecordError; .now_ms is Redis
+    time when it ran (a renewed lease ends at now_ms + lock_ms)."""
+
+    now_ms: int = 0
+
+
+@dataclass(slots=True)
+class PartitionState:
+    topic: str
+    partition: int
+    high_watermark: int
+    log_start_offset: int
+    next_offset: int  # the next record never handed out
+    pending: int  # handed out and not finished (leased, expired or released)
+    committed: int  # lowest unfinished offset
+    available: int  # pending records whose lease expired or that were released
+    oldest_lease_ms: int  # age of the longest-held current lease
+    delivery_counts: dict[int, int]  # delivery count -> records pending with it
+    holders: dict[str, int]  # holder -> records pending under it
+
+    @property
+    def lag(self) -> int:
+        """Records not finished: from the lowest unfinished offset to the end."""
+        return max(self.high_watermark - self.committed, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "high_watermark": self.high_watermark,
+            "log_start_offset": self.log_start_offset,
+            "next_offset": self.next_offset,
+            "committed_offset": self.committed,
+            "lag": self.lag,
+            "pending": self.pending,
+            "available_pending": self.available,
+            "oldest_lease_ms": self.oldest_lease_ms,
+            "delivery_counts": {str(k): v for k, v in sorted(self.delivery_counts.items())},
+            "holders": dict(sorted(self.holders.items())),
+        }
+
+
+@dataclass(slots=True)
+class QueueDescription:
+    config: QueueConfig
+    partitions: list[PartitionState] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.config.as_dict(),
+            "pending": sum(p.pending for p in self.partitions),
+            "lag": sum(p.lag for p in self.partitions),
+            "partitions": [p.as_dict() for p in self.partitions],
+        }
+
+
+def consumer_group(group: str) -> str:
+    return f"q:{group}"
+
+
+def config_key(group: str) -> str:
+    return f"skiff:{{q/{group}}}:config"
+
+
+def topics_key(group: str) -> str:
+    return f"skiff:{{q/{group}}}:topics"
+
+
+def check_group_id(group: str) -> None:
+    if not GROUP_ID.match(group):
+        raise QueueError(
+            "INVALID_GROUP_ID",
+            f"queue group ids are 1-249 characters of A-Z a-z 0-9 . _ -, got {group!r}",
+        )
+
+
+def check_holder(holder: str) -> None:
+    if not holder or holder.startswith("~") or len(holder) > 255:
+        raise QueueError(
+            "INVALID_WORKER", f"worker ids are 1-255 characters not starting with '~': {holder!r}"
+        )
+
+
+def _parse_config(group: str, raw: dict[bytes, bytes]) -> QueueConfig:
+    get = {k.decode(): v.decode() for k, v in raw.items()}
+    return QueueConfig(
+        group,
+        int(get.get("lock_ms", DEFAULT_LOCK_MS)),
+        int(get.get("delivery_limit", DEFAULT_DELIVERY_LIMIT)),
+        get.get("dead_letter_topic") or None,
+        get.get("auto_offset_reset", "latest"),
+    )
+
+
+def validate_config(changes: dict[str, Any]) -> dict[str, Any]:
+    """Checked config fields as stored (strings); raises QueueError INVALID_CONFIG."""
+    out: dict[str, Any] = {}
+    for name, value in changes.items():
+        if value is None and name != "dead_letter_topic":
+            continue
+        if name == "lock_ms":
+            if type(value) is not int or not 1 <= value <= MAX_LOCK_MS:
+                raise QueueError("INVALID_CONFIG", f"lock_ms must be 1..{MAX_LOCK_MS}: {value!r}")
+        elif name == "delivery_limit":
+            if type(value) is not int or not 1 <= value <= MAX_DELIVERY_LIMIT:
+                raise QueueError(
+                    "INVALID_CONFIG", f"delivery_limit must be 1..{MAX_DELIVERY_LIMIT}: {value!r}"
+                )
+        elif name == "auto_offset_reset":
+            if value not in ("earliest", "latest"):
+                raise QueueError(
+                    "INVALID_CONFIG", f"auto_offset_reset is earliest or latest: {value!r}"
+                )
+        elif name == "dead_letter_topic":
+            if value is not None and (not isinstance(value, str) or not value):
+                raise QueueError("INVALID_CONFIG", f"dead_letter_topic: {value!r}")
+            value = value or ""
+        else:
+            raise QueueError("INVALID_CONFIG", f"unknown queue group setting {name!r}")
+        out[name] = value
+    return out
+
+
+class QueueStore:
+    """The queue core: every piece of state is in Redis; this object only caches the
+    group configs (CONFIG_CACHE_S) and which consumer groups it has seen exist."""
+
+    def __init__(self, store: RedisStore, dead_letter_partitions: int = 1) -> None:
+        self.store = store
+        self.redis = store.redis
+        self.dead_letter_partitions = dead_letter_partitions  # a new dead-letter topic's
+        self.dead_holder = f"~dead:{secrets.token_hex(6)}"
+        self._configs: dict[str, tuple[float, QueueConfig | None]] = {}
+        self._ready: set[tuple[str, str, int]] = set()  # consumer groups known to exist
+        self._topics_seen: set[tuple[str, str]] = set()
+
+    # -- groups -----------------------------------------------------------------
+
+    async def config(self, group: str, create: bool = False) -> QueueConfig:
+        """The group's config (cached briefly). Unknown: GROUP_NOT_FOUND, or created
+        with the defaults when `create`."""
+        now = time.monotonic()
+        cached = self._configs.get(group)
+        if cached and cached[1] is not None and now - cached[0] < CONFIG_CACHE_S:
+            return cached[1]
+        raw = await self.redis.hgetall(config_key(group))
+        if not raw:
+            if not create:
+                self._configs[group] = (now, None)
+                raise QueueError("GROUP_NOT_FOUND", f"queue group {group!r} does not exist")
+            return await self.configure(group)
+        cfg = _parse_config(group, raw)
+        self._configs[group] = (now, cfg)
+        return cfg
+
+    async def exists(self, group: str) -> bool:
+        """Whether `group` is a queue group (cached like config())."""
+        cached = self._configs.get(group)
+        if cached and time.monotonic() - cached[0] < CONFIG_CACHE_S:
+            return cached[1] is not None
+        try:
+            await self.config(group)
+        except QueueError:
+            return False
+        return True
+
+    async def configure(self, group: str, **changes: Any) -> QueueConfig:
+        """Create the group (defaults for what is not given) or change its settings:
+        lock_ms, delivery_limit, dead_letter_topic (None/"" for none),
+        auto_offset_reset (where partitions the group has not read yet start)."""
+        check_group_id(group)
+        fields = validate_config(changes)
+        if await self.redis.sismember(keys.GROUPS, group):
+            raise QueueError(
+                "GROUP_ID_CONFLICT", f"{group!r} is a consumer group; pick another queue group id"
+            )
+        key = config_key(group)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "created_ms", int(time.time() * 1000))
+            if fields:
+                pipe.hset(key, mapping=fields)
+            await pipe.execute()
+        await self.redis.sadd(QUEUES, group)
+        self._configs.pop(group, None)
+        return await self.config(group)
+
+    async def groups(self) -> list[str]:
+        return sorted(m.decode() for m in await self.redis.smembers(QUEUES))
+
+    async def delete(self, group: str) -> None:
+        """Forget the group: its consumer groups on every partition and its config."""
+        for topic, partition in await self._partitions(group):
+            log_key = keys.partition_keys(topic, partition)[0]
+            try:
+                await self.redis.xgroup_destroy(log_key, consumer_group(group))
+            except ResponseError:
+                pass
+        await self.redis.delete(config_key(group), topics_key(group))
+        await self.redis.srem(QUEUES, group)
+        self._configs.pop(group, None)
+        self._ready = {r for r in self._ready if r[0] != group}
+        self._topics_seen = {t for t in self._topics_seen if t[0] != group}
+
+    async def topics(self, group: str) -> list[str]:
+        return sorted(m.decode() for m in await self.redis.smembers(topics_key(group)))
+
+    async def _partitions(self, group: str) -> list[tuple[str, int]]:
+        out = []
+        for topic in await self.topics(group):
+            info = await self.store.get_topic(topic)
+            if info is not None:
+                out += [(topic, p) for p in range(info.partitions)]
+        return out
+
+    async def _ensure(self, group: str, cfg: QueueConfig, topic: str, partition: int) -> None:
+        """The consumer group exists on the partition (created at auto_offset_reset)."""
+        if (group, topic, partition) in self._ready:
+            return
+        if (group, topic) not in self._topics_seen:
+            await self.redis.sadd(topics_key(group), topic)
+            self._topics_seen.add((group, topic))
+        await self._init(group, topic, partition, cfg.auto_offset_reset, 0, "create")
+        self._ready.add((group, topic, partition))
+
+    async def _init(
+        self, group: str, topic: str, partition: int, start: str, offset: int, mode: str
+    ) -> int:
+        log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        try:
+            return int(
+                await scripts.QUEUE_INIT(
+                    self.redis, [log_key, meta], [consumer_group(group), start, offset, mode]
+                )
+            )
+        except ResponseError as exc:
+            raise _queue_error(exc, topic, partition) from None
+
+    # -- records ------------------------------------------------------------------
+
+    async def acquire(
+        self,
+        group: str,
+        holder: str,
+        topic: str,
+        partition: int,
+        max_records: int,
+        max_bytes: int | None = None,
+    ) -> list[Acquired]:
+        """Up to max_records records leased to `holder`: expired or released ones first
+        (records at the delivery limit are rejected on the way), then new ones. With
+        max_bytes the records past it (at least one is kept) are handed back at once
+        without counting a delivery."""
+        cfg = await self.config(group)
+        await self._ensure(group, cfg, topic, partition)
+        try:
+            got = await self._acquire(cfg, holder, topic, partition, max_records)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise _queue_error(exc, topic, partition) from None
+            # The stream or the consumer group went away (topic recreated, reset).
+            self._ready.discard((group, topic, partition))
+            await self._ensure(group, cfg, topic, partition)
+            got = await self._acquire(cfg, holder, topic, partition, max_records)
+        if max_bytes is not None and len(got) > 1:
+            size, keep = 0, 0
+            for rec in got:
+                size += len(rec.key or b"") + len(rec.value or b"")
+                if keep and size > max_bytes:
+                    break
+                keep += 1
+            extra = got[keep:]
+            if extra:
+                await self._run_settle(
+                    cfg, holder, topic, partition, [r.offset for r in extra], "unacquire"
+                )
+                got = got[:keep]
+        return got
+
+    async def _acquire(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int, max_records: int
+    ) -> list[Acquired]:
+        group = cfg.group
+        grp = consumer_group(group)
+        log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        reply = await scripts.QUEUE_ACQUIRE(
+            self.redis,
+            [log_key, meta],
+            [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder],
+        )
+        now = int(reply[0])
+        again: dict[int, int] = {}
+        dead: list[tuple[int, int]] = []
+        for i in range(1, len(reply), 3):
+            offset, count, kind = int(reply[i]), int(reply[i + 1]), int(reply[i + 2])
+            if kind == 1:
+                again[offset] = count
+            else:
+                dead.append((offset, count))
+        if dead:
+            await self._dead_letter(cfg, topic, partition, dead, REASON_LIMIT, self.dead_holder)
+        out: list[Acquired] = []
+        deadline = now + cfg.lock_ms
+        if again:
+            bodies = await self._bodies(topic, partition, list(again))
+            gone = []
+            for offset, count in again.items():
+                fields = bodies.get(offset)
+                if fields is None:
+                    gone.append(offset)  # deleted meanwhile (compaction): finished
+                    continue
+                out.append(_acquired(topic, partition, offset, count, deadline, fields))
+            if gone:
+                await self._run_settle(cfg, holder, topic, partition, gone, "finish")
+        left = max_records - len(out)
+        if left <= 0:
+            return out
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(meta, "lso")
+            pipe.xreadgroup(grp, holder, {log_key: ">"}, count=left)
+            pipe.time()
+            lso_raw, streams, (secs, micros) = await pipe.execute()
+        lso = int(lso_raw or 0)
+        deadline = secs * 1000 + micros // 1000 + cfg.lock_ms
+        below = []
+        for _, entries in streams or ():
+            for entry_id, fields in entries:
+                offset = int(entry_id[2:]) - 1
+                if offset < lso:
+                    below.append(offset)  # under the log start, not trimmed yet
+                    continue
+                out.append(_acquired(topic, partition, offset, 1, deadline, fields))
+        if below:
+            await self._run_settle(cfg, holder, topic, partition, below, "finish")
+        return out
+
+    async def _bodies(
+        self, topic: str, partition: int, offsets: list[int]
+    ) -> dict[int, dict[bytes, bytes]]:
+        log_key = keys.partition_keys(topic, partition)[0]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for offset in offsets:
+                pipe.xrange(log_key, f"0-{offset + 1}", f"0-{offset + 1}")
+            replies = await pipe.execute()
+        out = {}
+        for offset, entries in zip(offsets, replies, strict=True):
+            if entries:
+                flat = entries[0][1]  # XRANGE replies stay flat lists (store.py)
+                out[offset] = dict(zip(flat[::2], flat[1::2], strict=True))
+        return out
+
+    async def settle(
+        self,
+        group: str,
+        holder: str,
+        topic: str,
+        partition: int,
+        offsets: list[int],
+        action: Action,
+    ) -> Settled:
+        """Finish, release, reject or renew records leased to `holder`. Per offset:
+        None (done) or the RecordError that left it unchanged."""
+        cfg = await self.config(group)
+        if action is Action.REJECT and cfg.dead_letter_topic:
+            done = await self._run_settle(cfg, holder, topic, partition, offsets, "dead")
+            moved = [(o, 0) for o, err in done.items() if err is None]
+            if moved:
+                await self._dead_letter(
+                    cfg, topic, partition, moved, REASON_REJECTED, self.dead_holder
+                )
+            return done
+        return await self._run_settle(cfg, holder, topic, partition, offsets, action.value)
+
+    async def _run_settle(
+        self,
+        cfg: QueueConfig,
+        holder: str,
+        topic: str,
+        partition: int,
+        offsets: list[int],
+        action: str,
+    ) -> Settled:
+        out = Settled()
+        if not offsets:
+            return out
+        log_key = keys.partition_keys(topic, partition)[0]
+        channel = keys.wake_channel(topic, partition)
+        try:
+            reply = await scripts.QUEUE_SETTLE(
+                self.redis,
+                [log_key],
+                [
+                    consumer_group(cfg.group),
+                    holder,
+                    cfg.lock_ms,
+                    action,
+                    self.dead_holder,
+                    channel,
+                    *offsets,
+                ],
+            )
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise _queue_error(exc, topic, partition) from None
+            reply = [0] + [1] * len(offsets)  # no consumer group: nothing is pending
+        out.now_ms = int(reply[0])
+        for offset, code in zip(offsets, reply[1:], strict=True):
+            out[offset] = _CODES.get(int(code))
+        return out
+
+    async def _dead_letter(
+        self,
+        cfg: QueueConfig,
+        topic: str,
+        partition: int,
+        items: list[tuple[int, int]],
+        reason: str,
+        holder: str,
+    ) -> None:
+        """Copy records (held by `holder`, the dead-letter holder) to the dead-letter
+        topic through the normal append path, then finish them. When the copy fails
+        they stay with the dead-letter holder: its lease expires and whoever acquires
+        next dead-letters them again (at least once, never lost)."""
+        offsets = [o for o, _ in items]
+        if cfg.dead_letter_topic:
+            bodies = await self._bodies(topic, partition, offsets)
+            counts = dict(items)
+            if reason == REASON_REJECTED:  # counts of explicitly rejected records
+                counts = await self._counts(cfg.group, topic, partition, offsets, holder)
+            try:
+                await self._append_dead(cfg, topic, partition, bodies, counts, reason)
+            except (StoreError, QueueError) as exc:
+                log.warning(
+                    "queue group %s: dead-lettering %d record(s) of %s/%d to %s failed: %s",
+                    cfg.group,
+                    len(bodies),
+                    topic,
+                    partition,
+                    cfg.dead_letter_topic,
+                    exc,
+                )
+                return
+        await self._run_settle(cfg, holder, topic, partition, offsets, "finish")
+
+    async def _counts(
+        self, group: str, topic: str, partition: int, offsets: list[int], holder: str
+    ) -> dict[int, int]:
+        log_key = keys.partition_keys(topic, partition)[0]
+        out = {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for o in offsets:
+                pipe.xpending_range(
+                    log_key, consumer_group(group), f"0-{o + 1}", f"0-{o + 1}", 1, holder
+                )
+            replies = await pipe.execute()
+        for o, rows in zip(offsets, replies, strict=True):
+            out[o] = int(rows[0]["times_delivered"]) if rows else 0
+        return out
+
+    async def _append_dead(
+        self,
+        cfg: QueueConfig,
+        topic: str,
+        partition: int,
+        bodies: dict[int, dict[bytes, bytes]],
+        counts: dict[int, int],
+        reason: str,
+    ) -> None:
+        if not bodies:
+            return
+        name = cfg.dead_letter_topic
+        assert name is not None
+        info = await self.store.get_topic(name)
+        if info is None:
+            info = await self.store.create_topic(name, self.dead_letter_partitions)
+            if info is None:
+                info = await self.store.get_topic(name, fresh=True)
+            if info is None:
+                raise QueueError("UNKNOWN_TOPIC_OR_PARTITION", f"cannot create {name}")
+        target = partition % info.partitions
+        records: list[Any] = []
+        max_ts, max_delta = -1, 0
+        for i, (offset, f) in enumerate(sorted(bodies.items())):
+            flags = int(f[b"f"])
+            headers = decode_headers(f[b"h"]) if f[b"h"] else []
+            headers += [
+                ("skiff.dlq.reason", reason.encode()),
+                ("skiff.dlq.group", cfg.group.encode()),
+                ("skiff.dlq.topic", topic.encode()),
+                ("skiff.dlq.partition", str(partition).encode()),
+                ("skiff.dlq.offset", str(offset).encode()),
+                ("skiff.dlq.delivery.count", str(counts.get(offset, 0)).encode()),
+            ]
+            ts = int(f[b"t"])
+            if ts > max_ts:
+                max_ts, max_delta = ts, i
+            records += (
+                ts,
+                f[b"k"],
+                f[b"v"],
+                encode_headers(headers),
+                flags & (FLAG_KEY_NULL | FLAG_VALUE_NULL),
+            )
+        args = [len(bodies), 0, max_ts, max_delta, -1, -1, -1, *records]
+        size = sum(len(r) for r in records if isinstance(r, bytes))
+        await self.store.append(self.store.prepare_append(name, target, args, size))
+
+    async def release_holder(self, group: str, holder: str) -> int:
+        """Release every record leased to `holder` (a member left or was fenced);
+        returns how many."""
+        cfg = await self.config(group)
+        total = 0
+        for topic, partition in await self._partitions(group):
+            log_key = keys.partition_keys(topic, partition)[0]
+            start = "-"
+            while True:
+                try:
+                    rows = await self.redis.xpending_range(
+                        log_key, consumer_group(group), start, "+", 1000, holder
+                    )
+                except ResponseError:
+                    break  # no consumer group on this partition
+                offsets = [int(r["message_id"][2:]) - 1 for r in rows]
+                done = await self._run_settle(cfg, holder, topic, partition, offsets, "release")
+                total += sum(1 for e in done.values() if e is None)
+                if len(rows) < 1000:
+                    break
+                start = f"0-{offsets[-1] + 2}"
+        return total
+
+    # -- state ----------------------------------------------------------------------
+
+    async def partition_state(
+        self, group: str, topic: str, partition: int, scan: int = DESCRIBE_SCAN
+    ) -> PartitionState | None:
+        cfg = await self.config(group)
+        log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        try:
+            r = await scripts.QUEUE_STATE(
+                self.redis, [log_key, meta], [consumer_group(group), cfg.lock_ms, scan]
+            )
+        except ResponseError as exc:
+            raise _queue_error(exc, topic, partition) from None
+        if int(r[0]) == 0:
+            return None
+        hist_n = int(r[9])
+        hist = {int(r[10 + 2 * i]): int(r[11 + 2 * i]) for i in range(hist_n)}
+        rest = r[10 + 2 * hist_n :]
+        holders = {rest[i].decode(): int(rest[i + 1]) for i in range(0, len(rest), 2)}
+        hw, lso, nxt, pending, lowest, _, available, oldest = (int(v) for v in r[1:9])
+        return PartitionState(
+            topic, partition, hw, lso, nxt, pending, lowest, available, oldest, hist, holders
+        )
+
+    async def describe(self, group: str) -> QueueDescription:
+        cfg = await self.config(group)
+        out = QueueDescription(cfg)
+        for topic, partition in await self._partitions(group):
+            state = await self.partition_state(group, topic, partition)
+            if state is not None:
+                out.partitions.append(state)
+        return out
+
+    async def committed(self, group: str, topic: str, partition: int) -> int:
+        """The lowest unfinished offset (Kafka's committed offset of the group), -1 when
+        the group has not read the partition."""
+        try:
+            state = await self.partition_state(group, topic, partition, scan=0)
+        except QueueError:
+            return -1
+        return -1 if state is None else state.committed
+
+    async def reset(self, group: str, topic: str, partition: int, offset: int | str) -> int:
+        """Start the partition again at `offset` (or "earliest"/"latest"): pending
+        records are dropped (their leases end). Returns the new position."""
+        await self.config(group)
+        if (group, topic) not in self._topics_seen:
+            await self.redis.sadd(topics_key(group), topic)
+            self._topics_seen.add((group, topic))
+        if isinstance(offset, str):
+            return await self._init(group, topic, partition, offset, 0, "reset")
+        return await self._init(group, topic, partition, "offset", offset, "reset")
+
+    @staticmethod
+    def wake_channels(topic: str, partitions: list[int]) -> list[str]:
+        """Wake-up channels (broker.wakeups.register): appends and releases publish."""
+        return [keys.wake_channel(topic, p) for p in partitions]
+
+
+def _acquired(
+    topic: str, partition: int, offset: int, count: int, deadline: int, f: dict[bytes, bytes]
+) -> Acquired:
+    flags = int(f[b"f"])
+    return Acquired(
+        topic,
+        partition,
+        offset,
+        count,
+        deadline,
+        int(f[b"t"]),
+        None if flags & FLAG_KEY_NULL else f[b"k"],
+        None if flags & FLAG_VALUE_NULL else f[b"v"],
+        decode_headers(f[b"h"]) if f[b"h"] else [],
+    )
+
+
+def _queue_error(exc: ResponseError, topic: str, partition: int) -> QueueError:
+    text = str(exc)
+    if text.startswith("UNKNOWN_TOPIC_OR_PARTITION"):
+        return QueueError(
+            "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} has no partition {partition}"
+        )
+    return QueueError("STORAGE_ERROR", text)

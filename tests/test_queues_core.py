@@ -1,0 +1,160 @@
+"""The queue core (sidecar/queues/core.py) against a real redis-server: leases, delivery
+counts, release, renew, reject with dead-lettering, per-record errors, committed offsets
+and reset. The HTTP front end is covered in test_queues_http.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from conftest import RedisServer
+
+from sidecar.protocol.record_batch import decode_headers
+from sidecar.queues import Action, QueueError, QueueStore, RecordError
+from sidecar.storage.store import RedisStore
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def _setup(url: str, n: int, partitions: int = 1) -> tuple[RedisStore, QueueStore, str]:
+    store = await RedisStore.connect(url)
+    topic = f"q-{uuid.uuid4().hex[:8]}"
+    await store.create_topic(topic, partitions)
+    for p in range(partitions):
+        if n:
+            records: list[Any] = []
+            for i in range(n):
+                records += (1000 + i, f"k{i}".encode(), f"v{i}".encode(), b"", 0)
+            await store.append(
+                store.prepare_append(topic, p, [n, 0, 1000 + n - 1, n - 1, -1, -1, -1, *records])
+            )
+    return store, QueueStore(store), topic
+
+
+def test_leases_counts_release_and_commit(redis_server: RedisServer) -> None:
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 10)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, lock_ms=300, auto_offset_reset="earliest")
+        a = await q.acquire(group, "a", topic, 0, 4)
+        assert [r.offset for r in a] == [0, 1, 2, 3]
+        assert [r.delivery_count for r in a] == [1] * 4
+        assert a[0].key == b"k0" and a[0].value == b"v0" and a[0].timestamp == 1000
+        b = await q.acquire(group, "b", topic, 0, 4)
+        assert [r.offset for r in b] == [4, 5, 6, 7]  # nobody else gets a leased record
+        assert await q.committed(group, topic, 0) == 0
+        # Accept 0 and 1; b may not touch a's records; unknown offsets are not pending.
+        done = await q.settle(group, "a", topic, 0, [0, 1], Action.ACCEPT)
+        assert done == {0: None, 1: None}
+        bad = await q.settle(group, "b", topic, 0, [2, 0, 9], Action.ACCEPT)
+        assert bad == {
+            2: RecordError.OTHER_HOLDER,
+            0: RecordError.NOT_PENDING,
+            9: RecordError.NOT_PENDING,
+        }
+        assert await q.committed(group, topic, 0) == 2
+        # Release: available to the next reader at once, delivery count grows on it.
+        assert await q.settle(group, "a", topic, 0, [2], Action.RELEASE) == {2: None}
+        c = await q.acquire(group, "c", topic, 0, 1)
+        assert [(r.offset, r.delivery_count) for r in c] == [(2, 2)]
+        # Lease expiry: a's record 3 comes back to someone else, a's ack then fails.
+        await q.settle(group, "b", topic, 0, [4, 5, 6, 7], Action.RENEW)
+        await asyncio.sleep(0.35)
+        got = await q.acquire(group, "d", topic, 0, 10)
+        offsets = sorted(r.offset for r in got)
+        assert offsets == [2, 3, 4, 5, 6, 7, 8, 9]
+        counts = {r.offset: r.delivery_count for r in got}
+        assert counts[3] == 2 and counts[2] == 3 and counts[8] == 1
+        late = await q.settle(group, "a", topic, 0, [3], Action.ACCEPT)
+        assert late == {3: RecordError.OTHER_HOLDER}
+        # An expired lease still held (nobody took it yet) is LEASE_EXPIRED.
+        await asyncio.sleep(0.35)
+        assert await q.settle(group, "d", topic, 0, [9], Action.ACCEPT) == {
+            9: RecordError.LEASE_EXPIRED
+        }
+        desc = await q.describe(group)
+        (part,) = desc.partitions
+        assert part.pending == 8 and part.committed == 2 and part.available == 8
+        assert part.high_watermark == 10 and part.next_offset == 10
+        await store.close()
+
+    run(go())
+
+
+def test_delivery_limit_dead_letters_with_headers(redis_server: RedisServer) -> None:
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 3)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        dlq = f"{topic}.dlq"
+        await q.configure(
+            group,
+            lock_ms=50,
+            delivery_limit=2,
+            dead_letter_topic=dlq,
+            auto_offset_reset="earliest",
+        )
+        assert len(await q.acquire(group, "w", topic, 0, 1)) == 1  # offset 0, count 1
+        await asyncio.sleep(0.06)
+        again = await q.acquire(group, "w", topic, 0, 1)
+        assert [(r.offset, r.delivery_count) for r in again] == [(0, 2)]
+        await asyncio.sleep(0.06)
+        # Count 2 = limit: offset 0 goes to the dead-letter topic; 1 is handed out.
+        nxt = await q.acquire(group, "w", topic, 0, 1)
+        assert [r.offset for r in nxt] == [1]
+        # Explicit reject of 1 dead-letters it too.
+        assert await q.settle(group, "w", topic, 0, [1], Action.REJECT) == {1: None}
+        entries = await store.read_entries(dlq, 0, 0, 10)
+        assert len(entries) == 2
+        heads = [dict(decode_headers(e[1][7])) for e in entries]
+        assert heads[0] == {
+            "skiff.dlq.reason": b"delivery limit",
+            "skiff.dlq.group": group.encode(),
+            "skiff.dlq.topic": topic.encode(),
+            "skiff.dlq.partition": b"0",
+            "skiff.dlq.offset": b"0",
+            "skiff.dlq.delivery.count": b"2",
+        }
+        assert heads[1]["skiff.dlq.reason"] == b"rejected"
+        assert heads[1]["skiff.dlq.offset"] == b"1"
+        assert heads[1]["skiff.dlq.delivery.count"] == b"1"
+        assert [e[1][5] for e in entries] == [b"v0", b"v1"]
+        assert await q.committed(group, topic, 0) == 2
+        await store.close()
+
+    run(go())
+
+
+def test_reset_latest_default_unknown_group(redis_server: RedisServer) -> None:
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 5)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        try:
+            await q.acquire(group, "w", topic, 0, 1)
+        except QueueError as exc:
+            assert exc.code == "GROUP_NOT_FOUND"
+        else:
+            raise AssertionError("unknown group accepted")
+        await q.configure(group)  # latest: only records appended from now on
+        assert await q.acquire(group, "w", topic, 0, 10) == []
+        assert await q.committed(group, topic, 0) == 5
+        assert await q.reset(group, topic, 0, 3) == 3
+        got = await q.acquire(group, "w", topic, 0, 10)
+        assert [r.offset for r in got] == [3, 4]
+        assert await q.reset(group, topic, 0, "earliest") == 0
+        assert await q.settle(group, "w", topic, 0, [3], Action.ACCEPT) == {
+            3: RecordError.NOT_PENDING
+        }
+        assert await q.release_holder(group, "w") == 0
+        got = await q.acquire(group, "w", topic, 0, 2)
+        assert await q.release_holder(group, "w") == 2
+        assert [r.offset for r in await q.acquire(group, "x", topic, 0, 5)] == [0, 1, 2, 3, 4]
+        t0 = time.monotonic()
+        assert await q.committed(group, "nope", 0) == -1
+        assert time.monotonic() - t0 < 5
+        await store.close()
+
+    run(go())
