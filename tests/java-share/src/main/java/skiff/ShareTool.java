@@ -129,11 +129,21 @@ public final class ShareTool {
               reply.put("lock_timeout_ms", lock.orElse(-1));
             }
             case "ack" -> {
-              consumer.acknowledge(
-                  c.path("topic").asText(),
-                  c.path("partition").asInt(),
-                  c.path("offset").asLong(),
-                  type(c.path("type").asText("accept")));
+              // acknowledge(topic, partition, offset, type) is for records that failed
+              // deserialization; delivered records are acknowledged as ConsumerRecords.
+              String topic = c.path("topic").asText();
+              int partition = c.path("partition").asInt();
+              long offset = c.path("offset").asLong();
+              ConsumerRecord<byte[], byte[]> found = null;
+              for (ConsumerRecord<byte[], byte[]> r : last) {
+                if (r.topic().equals(topic) && r.partition() == partition && r.offset() == offset) {
+                  found = r;
+                }
+              }
+              if (found == null) {
+                throw new IllegalArgumentException("no such record in the last poll");
+              }
+              consumer.acknowledge(found, type(c.path("type").asText("accept")));
               reply.put("ok", true);
             }
             case "ack_all" -> {
