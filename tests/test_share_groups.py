@@ -1,0 +1,419 @@
+"""Kafka share groups (KIP-932) against Skiff, through real TCP: Kafka 4.2's
+KafkaShareConsumer in explicit acknowledgement mode (tests/java-share), its
+AdminClient, and raw ShareGroupHeartbeat / ShareFetch / ShareAcknowledge requests
+(tests/share_raw.py) for the protocol's error answers."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from clients import java_share_client as java
+from clients.java_share_client import ShareConsumer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from conftest import Skiff
+from rawkafka import RawKafka, metadata_request
+from share_raw import ACCEPT, GAP, REJECT, RELEASE, RENEW, ShareMember, acquired_offsets
+from share_raw import partition_errors as perrors
+
+INVALID_RECORD_STATE = 121
+SHARE_SESSION_NOT_FOUND = 122
+INVALID_SHARE_SESSION_EPOCH = 123
+UNKNOWN_MEMBER_ID = 25
+FENCED_MEMBER_EPOCH = 110
+GROUP_ID_NOT_FOUND = 69
+INVALID_REQUEST = 42
+NON_EMPTY_GROUP = 68
+LOCK_MS = 2000
+
+
+def _group() -> str:
+    return f"share-{uuid.uuid4().hex[:10]}"
+
+
+def _create(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        kwargs: dict[str, Any] = {"value": f"v-{i}".encode(), "key": f"k-{i}".encode()}
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(topic, **kwargs)
+    assert producer.flush(30) == 0
+
+
+def _configure(skiff: Skiff, group: str, **configs: str) -> None:
+    """Group configs through IncrementalAlterConfigs (resource type GROUP), raw."""
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(
+            44,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": 32,
+                        "resource_name": group,
+                        "configs": [
+                            {"name": k, "config_operation": 0, "value": v}
+                            for k, v in configs.items()
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+    [r] = resp.responses
+    assert r.error_code == 0, r
+
+
+def _earliest(skiff: Skiff, group: str, lock_ms: int = LOCK_MS, **more: str) -> None:
+    _configure(
+        skiff,
+        group,
+        **{
+            "share.auto.offset.reset": "earliest",
+            "share.record.lock.duration.ms": str(lock_ms),
+            **more,
+        },
+    )
+
+
+def _topic_id(skiff: Skiff, topic: str) -> uuid.UUID:
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(3, 12, metadata_request([topic], allow_auto_topic_creation=False))
+    [t] = resp.topics
+    assert t.error_code == 0
+    return t.topic_id
+
+
+def _poll_until(c: ShareConsumer, want: int, timeout_s: float = 60) -> list[dict[str, Any]]:
+    """Poll (without acknowledging) until a poll returns records."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        recs = c.poll(500)
+        if recs:
+            return recs
+    raise AssertionError(f"no records within {timeout_s}s (wanted {want})")
+
+
+@pytest.fixture
+def topic(skiff: Skiff) -> Iterator[str]:
+    name = f"share-t-{uuid.uuid4().hex[:10]}"
+    _create(skiff.bootstrap, name)
+    yield name
+
+
+# -- Java KafkaShareConsumer ----------------------------------------------------------
+
+
+def test_two_java_consumers_accept_every_record_exactly_once(skiff: Skiff) -> None:
+    topic = f"share-t-{uuid.uuid4().hex[:10]}"
+    _create(skiff.bootstrap, topic, partitions=2)
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    total = 400
+    _produce(skiff.bootstrap, topic, total)
+    seen: list[tuple[int, int]] = []
+    commit_errors: list[Any] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def run(name: str) -> None:
+        with ShareConsumer(
+            skiff.bootstrap, group, [topic], {"max.poll.records": "20"}, client_id=name
+        ) as c:
+            end = time.monotonic() + 120
+            while not done.is_set() and time.monotonic() < end:
+                recs = c.poll(500)
+                if not recs:
+                    continue
+                c.ack_all("accept")
+                errors = {k: v for k, v in c.commit().items() if v}
+                with lock:
+                    seen.extend((r["partition"], r["offset"]) for r in recs)
+                    commit_errors.extend(errors.items())
+                    if len(seen) >= total:
+                        done.set()
+
+    threads = [threading.Thread(target=run, args=(f"c{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not commit_errors
+    assert len(seen) == total, f"{len(seen)} records, {len(set(seen))} distinct"
+    assert len(set(seen)) == total  # nobody got a record twice
+    [offsets] = java.admin(skiff.bootstrap, [{"op": "offsets", "group": group}])
+    assert offsets["offsets"] == {
+        f"{topic}-{p}": {"start_offset": n, "lag": 0}
+        for p, n in sorted({p: sum(1 for q, _ in seen if q == p) for p in (0, 1)}.items())
+    }
+
+
+def test_release_redelivers_with_a_growing_delivery_count(skiff: Skiff, topic: str) -> None:
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    _produce(skiff.bootstrap, topic, 3)
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        first = _poll_until(c, 3)
+        assert [(r["offset"], r["delivery_count"], r["value"]) for r in first] == [
+            (0, 1, b"v-0"),
+            (1, 1, b"v-1"),
+            (2, 1, b"v-2"),
+        ]
+        assert first[0]["key"] == b"k-0"
+        assert c.lock_timeout_ms == 30_000
+        c.ack(first[0], "release")
+        c.ack(first[1], "accept")
+        c.ack(first[2], "accept")
+        assert c.commit() == {f"{topic}-0": None}
+        for count in (2, 3):
+            again = _poll_until(c, 1)
+            assert [(r["offset"], r["delivery_count"], r["value"]) for r in again] == [
+                (0, count, b"v-0")
+            ]
+            c.ack(again[0], "release" if count == 2 else "accept")
+            assert c.commit() == {f"{topic}-0": None}
+        assert c.poll(1000) == []
+
+
+def test_reject_finishes_and_dead_letters(skiff: Skiff, topic: str) -> None:
+    group = _group()
+    dlq = f"{topic}.dlq"
+    _earliest(skiff, group, lock_ms=30_000, **{"errors.deadletterqueue.topic.name": dlq})
+    _produce(skiff.bootstrap, topic, 2)
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        recs = _poll_until(c, 2)
+        assert [r["offset"] for r in recs] == [0, 1]
+        c.ack(recs[0], "reject")
+        c.ack(recs[1], "accept")
+        assert c.commit() == {f"{topic}-0": None}
+        assert c.poll(1500) == []  # rejected: never delivered again
+    [offsets] = java.admin(skiff.bootstrap, [{"op": "offsets", "group": group}])
+    assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 2, "lag": 0}}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": skiff.bootstrap,
+            "group.id": f"dlq-{group}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([CTopicPartition(dlq, 0, 0)])
+    msg = None
+    end = time.monotonic() + 30
+    while msg is None and time.monotonic() < end:
+        msg = consumer.poll(1.0)
+    consumer.close()
+    assert msg is not None and msg.error() is None
+    assert (msg.key(), msg.value()) == (b"k-0", b"v-0")
+    assert dict(msg.headers()) == {
+        "skiff.dlq.reason": b"rejected",
+        "skiff.dlq.group": group.encode(),
+        "skiff.dlq.topic": topic.encode(),
+        "skiff.dlq.partition": b"0",
+        "skiff.dlq.offset": b"0",
+        "skiff.dlq.delivery.count": b"1",
+    }
+
+
+def test_records_of_a_silent_consumer_go_to_another_after_the_lock(
+    skiff: Skiff, topic: str
+) -> None:
+    group = _group()
+    _earliest(skiff, group)
+    _produce(skiff.bootstrap, topic, 5)
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as slow:
+        held = _poll_until(slow, 5)
+        assert [(r["offset"], r["delivery_count"]) for r in held] == [(i, 1) for i in range(5)]
+        with ShareConsumer(skiff.bootstrap, group, [topic]) as other:
+            # Nothing while the lock lasts, then every record with a second delivery.
+            got: list[dict[str, Any]] = []
+            end = time.monotonic() + 60
+            while len(got) < 5 and time.monotonic() < end:
+                recs = other.poll(500)
+                if recs:
+                    got += recs
+                    other.ack_all("accept")
+                    assert other.commit() == {f"{topic}-0": None}
+            assert sorted((r["offset"], r["delivery_count"]) for r in got) == [
+                (i, 2) for i in range(5)
+            ]
+        # The slow consumer's acknowledgement comes too late: refused, nothing changes.
+        slow.ack_all("accept")
+        [result] = slow.commit().values()
+        assert result is not None and result.startswith("InvalidRecordStateException")
+    [offsets] = java.admin(skiff.bootstrap, [{"op": "offsets", "group": group}])
+    assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 5, "lag": 0}}
+
+
+def test_admin_tracks_the_lowest_unfinished_offset(skiff: Skiff, topic: str) -> None:
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    _produce(skiff.bootstrap, topic, 10)
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        recs = _poll_until(c, 10)
+        assert len(recs) == 10
+        for r in recs:
+            if r["offset"] != 3:
+                c.ack(r, "accept")
+        assert c.commit() == {f"{topic}-0": None}
+        describe, offsets, listed = java.admin(
+            skiff.bootstrap,
+            [
+                {"op": "describe", "group": group},
+                {"op": "offsets", "group": group},
+                {"op": "list"},
+            ],
+        )
+        assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 3, "lag": 1}}
+        assert describe["state"] == "Stable"
+        [member] = describe["members"]
+        assert member["assignment"] == [f"{topic}-0"]
+        assert {"group": group, "type": "Share", "state": "Stable"} in listed["groups"]
+        c.ack(recs[3], "accept")
+        assert c.commit() == {f"{topic}-0": None}
+        [offsets] = java.admin(skiff.bootstrap, [{"op": "offsets", "group": group}])
+        assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 10, "lag": 0}}
+        # Only an empty group's offsets can be altered.
+        [alter] = java.admin(
+            skiff.bootstrap,
+            [{"op": "alter_offsets", "group": group, "offsets": {f"{topic}-0": 4}}],
+        )
+        assert alter["error"] == "GroupNotEmptyException"
+    [alter, offsets] = java.admin(
+        skiff.bootstrap,
+        [
+            {"op": "alter_offsets", "group": group, "offsets": {f"{topic}-0": 4}},
+            {"op": "offsets", "group": group},
+        ],
+    )
+    assert alter == {"op": "alter_offsets", "ok": True}
+    assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 4, "lag": 6}}
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        recs = _poll_until(c, 6)
+        assert [r["offset"] for r in recs] == [4, 5, 6, 7, 8, 9]
+        c.ack_all("accept")
+        c.commit()
+
+
+# -- raw protocol: errors and session rules --------------------------------------------
+
+
+def test_share_session_epochs_and_acknowledge_errors(skiff: Skiff, topic: str) -> None:
+    group = _group()
+    _earliest(skiff, group)
+    _produce(skiff.bootstrap, topic, 4)
+    tid = _topic_id(skiff, topic)
+    a = ShareMember("127.0.0.1", skiff.port, group)
+    b = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        a.join([topic])
+        b.join([topic])
+        # An epoch before the session exists: SHARE_SESSION_NOT_FOUND.
+        assert a.fetch({tid: [0]}, epoch=1).error_code == SHARE_SESSION_NOT_FOUND
+        # Acknowledgements on the opening fetch are refused.
+        resp = a.fetch({}, acks={(tid, 0): [(0, 0, [ACCEPT])]}, epoch=0)
+        assert resp.error_code == INVALID_REQUEST
+        resp = a.fetch({tid: [0]}, max_records=2)
+        assert resp.error_code == 0 and resp.acquisition_lock_timeout.total_seconds() * 1000 == LOCK_MS
+        assert acquired_offsets(resp) == {(tid, 0): [(0, 1), (1, 1)]}
+        # A wrong epoch: INVALID_SHARE_SESSION_EPOCH, the session stays as it was.
+        assert a.fetch({tid: [0]}, epoch=7).error_code == INVALID_SHARE_SESSION_EPOCH
+        assert a.acknowledge({(tid, 0): [(0, 0, [ACCEPT])]}, epoch=0).error_code == (
+            INVALID_SHARE_SESSION_EPOCH
+        )
+        # b gets the next records, never a's.
+        resp = b.fetch({tid: [0]}, max_records=10)
+        assert acquired_offsets(resp) == {(tid, 0): [(2, 1), (3, 1)]}
+        # a acknowledges b's record and one never delivered: INVALID_RECORD_STATE,
+        # nothing changes; its own records in the same request are accepted.
+        resp = a.acknowledge({(tid, 0): [(2, 2, [ACCEPT])]})
+        assert resp.error_code == 0 and perrors(resp) == {(tid, 0): (INVALID_RECORD_STATE, 0)}
+        resp = a.fetch({}, acks={(tid, 0): [(0, 1, [ACCEPT, GAP]), (7, 7, [RELEASE])]})
+        assert perrors(resp)[(tid, 0)] == (0, INVALID_RECORD_STATE)
+        # An acknowledge type that does not exist, or renew before v2: INVALID_REQUEST.
+        resp = a.acknowledge({(tid, 0): [(1, 1, [9])]})
+        assert perrors(resp) == {(tid, 0): (INVALID_REQUEST, 0)}
+        resp = a.acknowledge({(tid, 0): [(1, 1, [RENEW])]}, version=1)
+        assert perrors(resp) == {(tid, 0): (INVALID_REQUEST, 0)}
+        # Renew (v2) keeps the record; reject finishes it.
+        resp = a.acknowledge({(tid, 0): [(1, 1, [RENEW])]})
+        assert perrors(resp) == {(tid, 0): (0, 0)}
+        resp = a.acknowledge({(tid, 0): [(1, 1, [REJECT])]})
+        assert perrors(resp) == {(tid, 0): (0, 0)}
+        # b leaves the session (epoch -1) without acknowledging: its records go back.
+        resp = b.fetch({}, epoch=-1)
+        assert resp.error_code == 0
+        resp = a.fetch({tid: [0]}, max_records=10)
+        assert acquired_offsets(resp) == {(tid, 0): [(2, 2), (3, 2)]}
+        # Offset 0 accepted, 1 rejected: the lowest unfinished is 2.
+        with RawKafka("127.0.0.1", skiff.port) as kafka:
+            resp = kafka.request(
+                90,
+                1,
+                {
+                    "groups": [
+                        {"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}
+                    ]
+                },
+            )
+        [g] = resp.groups
+        [t] = g.topics
+        [p] = t.partitions
+        assert (g.error_code, p.error_code, p.start_offset, p.lag) == (0, 0, 2, 2)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_heartbeat_errors(skiff: Skiff, topic: str) -> None:
+    group = _group()
+    m = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        assert m.heartbeat(0, None).error_code == INVALID_REQUEST  # no subscription
+        resp = m.heartbeat(0, [topic])
+        assert resp.error_code == 0 and resp.member_epoch >= 1
+        [tp] = resp.assignment.topic_partitions
+        assert (tp.topic_id, list(tp.partitions)) == (_topic_id(skiff, topic), [0])
+        epoch = resp.member_epoch
+        again = m.heartbeat(epoch)
+        assert (again.error_code, again.member_epoch, again.assignment) == (0, epoch, None)
+        assert m.heartbeat(epoch + 5).error_code == FENCED_MEMBER_EPOCH
+        stranger = ShareMember("127.0.0.1", skiff.port, group)
+        assert stranger.heartbeat(3).error_code == UNKNOWN_MEMBER_ID
+        stranger.close()
+        left = m.heartbeat(-1)
+        assert (left.error_code, left.member_epoch) == (0, -1)
+        assert m.heartbeat(epoch).error_code == UNKNOWN_MEMBER_ID
+    finally:
+        m.close()
+    # A classic group's id is not a share group.
+    classic = f"classic-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer(
+        {"bootstrap.servers": skiff.bootstrap, "group.id": classic, "enable.auto.commit": False}
+    )
+    consumer.commit(offsets=[CTopicPartition(topic, 0, 0)], asynchronous=False)
+    consumer.close()
+    m = ShareMember("127.0.0.1", skiff.port, classic)
+    try:
+        assert m.heartbeat(0, [topic]).error_code == GROUP_ID_NOT_FOUND
+    finally:
+        m.close()
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(
+            77, 1, {"group_ids": [classic, f"none-{group}"], "include_authorized_operations": False}
+        )
+    assert [(g.error_code, g.error_message) for g in resp.groups] == [
+        (GROUP_ID_NOT_FOUND, f"Group {classic} is not a share group."),
+        (GROUP_ID_NOT_FOUND, f"Group none-{group} not found."),
+    ]
