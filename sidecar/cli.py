@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import groups_cli, server_properties, topics_cli
+from . import groups_cli, queues_cli, server_properties, topics_cli
 from .settings import HostPort, Settings
 from .telemetry import logs
 
@@ -322,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
+    queues_cli.add_parser(sub)
     return parser
 
 
@@ -367,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         return groups_cli.run(args)
     if args.command in ("topics", "records"):
         return topics_cli.run(args)
+    if args.command == "queues":
+        return queues_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(

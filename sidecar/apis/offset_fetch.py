@@ -11,6 +11,8 @@ from ..broker import Broker
 from ..groups.coordinator import CoordinatorError
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..queues.core import queue_store
+from ..queues.kafka_offsets import queue_offsets
 from ..storage.group_store import CommittedOffset
 
 API_KEY = 9
@@ -32,7 +34,12 @@ async def _group(broker: Broker, group_id: str, topics: Any) -> dict[str, Any]:
     """One group's answer: {group_id, topics, error_code}."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
-        got = await broker.groups.fetch_offsets(group_id, wanted)
+        if await queue_store(broker).exists(group_id):
+            # A queue group's committed offset: its lowest unfinished offset (lag tools
+            # then show the queue's depth), sidecar/queues/core.py.
+            got = await queue_offsets(queue_store(broker), group_id, wanted)
+        else:
+            got = await broker.groups.fetch_offsets(group_id, wanted)
     except CoordinatorError as exc:
         code = errors.code(exc.code)
         return {

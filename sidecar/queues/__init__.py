@@ -12,6 +12,7 @@ from .core import (
     QueueStore,
     RecordError,
     Settled,
+    queue_store,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "QueueStore",
     "RecordError",
     "Settled",
+    "queue_store",
 ]

@@ -51,6 +51,7 @@ from ..protocol.record_batch import (
 )
 from ..storage import keys, scripts
 from ..storage.store import RedisStore, StoreError
+from ..topic_config import effective_config
 
 log = logging.getLogger(__name__)
 
@@ -639,7 +640,8 @@ class QueueStore:
             )
         args = [len(bodies), 0, max_ts, max_delta, -1, -1, -1, *records]
         size = sum(len(r) for r in records if isinstance(r, bytes))
-        await self.store.append(self.store.prepare_append(name, target, args, size))
+        prepared = self.store.prepare_append(name, target, args, size, retention_bytes(info))
+        await self.store.append(prepared)
 
     async def release_holder(self, group: str, holder: str) -> int:
         """Release every record leased to `holder` (a member left or was fenced);
@@ -721,6 +723,27 @@ class QueueStore:
     def wake_channels(topic: str, partitions: list[int]) -> list[str]:
         """Wake-up channels (broker.wakeups.register): appends and releases publish."""
         return [keys.wake_channel(topic, p) for p in partitions]
+
+
+def retention_bytes(info: Any) -> int:
+    """The append script's retention.bytes argument for a topic (as Produce passes it)."""
+    if "delete" not in str(effective_config(info, "cleanup.policy")):
+        return -1
+    return int(effective_config(info, "retention.bytes"))
+
+
+_STORES: dict[int, QueueStore] = {}
+
+
+def queue_store(broker: Any) -> QueueStore:
+    """The sidecar's QueueStore (one per RedisStore, so the config cache is shared by
+    the HTTP API, OffsetFetch and the share-group APIs)."""
+    store = broker.store
+    queues = _STORES.get(id(store))
+    if queues is None or queues.store is not store:
+        partitions = max(int(getattr(broker.settings, "num_partitions", 1)), 1)
+        queues = _STORES[id(store)] = QueueStore(store, partitions)
+    return queues
 
 
 def _acquired(

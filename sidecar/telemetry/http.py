@@ -84,6 +84,10 @@ class HttpEndpoint:
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics)
+        # The queue API (/v1/queues/..., docs/queues.md) shares the listener.
+        from ..queues.http_api import add_routes
+
+        add_routes(app, self.broker)
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self.runner.setup()
         site = web.TCPSite(self.runner, listen.host, listen.port, reuse_address=True)
@@ -99,7 +103,8 @@ class HttpEndpoint:
         sockets = getattr(server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else listen.port
         log.info(
-            "HTTP endpoint on %s (/healthz, /readyz, /metrics)", HostPort(listen.host, self.port)
+            "HTTP endpoint on %s (/healthz, /readyz, /metrics, /v1/queues)",
+            HostPort(listen.host, self.port),
         )
 
     async def stop(self) -> None:

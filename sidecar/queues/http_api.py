@@ -1,0 +1,392 @@
+"""The HTTP queue API (docs/queues.md), served on the sidecar's HTTP listener next to
+/healthz, /readyz and /metrics. Every route is in the OpenAPI document (openapi.py,
+GET /v1/openapi.json); tests/test_queues_http.py checks both ways.
+
+Errors are JSON {"error": {"code", "message"}}: 400 bad input, 404 unknown group or
+topic, 409 record state (per-record results say which), 503 Redis unavailable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from ..protocol.record_batch import FLAG_KEY_NULL, FLAG_LOG_APPEND, FLAG_VALUE_NULL, encode_headers
+from ..storage.resilience import RedisUnavailable
+from ..storage.store import StoreError
+from ..topic_config import effective_config
+from ..udp_ingest import partition_for_key
+from . import codec, openapi, redrive
+from .codec import BadInput
+from .core import Action, QueueError, check_holder, queue_store, retention_bytes, validate_config
+
+log = logging.getLogger("skiff.queues.http")
+
+MAX_RECORDS = 10_000  # per read or settle request
+MAX_WAIT_MS = 60_000
+MAX_RECHECK_S = 1.0  # a waiting read looks for expired leases at least this often
+MAX_BODY = 16 * 1024 * 1024
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_STATUS = {
+    "GROUP_NOT_FOUND": 404,
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "INVALID_GROUP_ID": 400,
+    "INVALID_WORKER": 400,
+    "INVALID_CONFIG": 400,
+    "GROUP_ID_CONFLICT": 409,
+    "STORAGE_ERROR": 503,
+}
+_SETTLE = {
+    "acknowledge": Action.ACCEPT,
+    "cancel": Action.RELEASE,
+    "reject": Action.REJECT,
+    "renew": Action.RENEW,
+}
+
+
+def error(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}, **extra}, status=status)
+
+
+class QueueApi:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.queues = queue_store(broker)
+        self._rotation = 0
+
+    def routes(self) -> list[web.RouteDef]:
+        g = "/v1/queues/{group}"
+        return [
+            web.get("/v1/openapi.json", self._wrap(self.openapi_doc)),
+            web.get("/v1/queues", self._wrap(self.list_groups)),
+            web.put(g, self._wrap(self.configure)),
+            web.get(g, self._wrap(self.describe)),
+            web.delete(g, self._wrap(self.delete)),
+            web.post(g + "/records:read", self._wrap(self.read)),
+            *(web.post(f"{g}/records:{verb}", self._wrap(self._settler(verb))) for verb in _SETTLE),
+            web.post(g + "/offsets:reset", self._wrap(self.reset)),
+            web.post(g + "/dead-letters:redrive", self._wrap(self.redrive)),
+            web.post("/v1/topics/{topic}/records", self._wrap(self.produce)),
+        ]
+
+    def _wrap(self, handler: Handler) -> Handler:
+        async def run(request: web.Request) -> web.StreamResponse:
+            try:
+                return await handler(request)
+            except BadInput as exc:
+                return error(400, exc.code, exc.message)
+            except QueueError as exc:
+                return error(_STATUS.get(exc.code, 400), exc.code, exc.message)
+            except StoreError as exc:
+                status = 404 if exc.code == "UNKNOWN_TOPIC_OR_PARTITION" else 503
+                return error(status, exc.code, str(exc))
+            except RedisUnavailable as exc:
+                return error(503, "REDIS_UNAVAILABLE", str(exc))
+
+        run.__name__ = handler.__name__
+        return run
+
+    # -- helpers -----------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        if request.content_length is not None and request.content_length > MAX_BODY:
+            raise BadInput(f"request body over {MAX_BODY} bytes", "REQUEST_TOO_LARGE")
+        raw = await request.read()
+        if not raw:
+            return {}
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadInput(f"malformed JSON: {exc}", "MALFORMED_JSON") from None
+        if not isinstance(body, dict):
+            raise BadInput("the request body must be a JSON object")
+        return body
+
+    @staticmethod
+    def _int(body: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
+        value = body.get(name, default)
+        if type(value) is not int or not low <= value <= high:
+            raise BadInput(f"{name} must be an integer in {low}..{high}, got {value!r}")
+        return value
+
+    async def _group(self, request: web.Request) -> str:
+        group = request.match_info["group"]
+        await self.queues.config(group)  # GROUP_NOT_FOUND / INVALID_GROUP_ID
+        return group
+
+    async def _partitions(self, topic: Any) -> int:
+        if not isinstance(topic, str) or not topic:
+            raise BadInput(f"topic names are non-empty strings, got {topic!r}")
+        info = await self.broker.store.get_topic(topic)
+        if info is None:
+            raise QueueError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
+        return int(info.partitions)
+
+    # -- routes ------------------------------------------------------------------------
+
+    async def openapi_doc(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi.DOCUMENT)
+
+    async def list_groups(self, request: web.Request) -> web.Response:
+        return web.json_response({"groups": await self.queues.groups()})
+
+    async def configure(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        body = await self._body(request)
+        validate_config(body)  # unknown fields and bad values: 400 before any write
+        existed = await self.queues.exists(group)
+        cfg = await self.queues.configure(group, **body)
+        return web.json_response(cfg.as_dict(), status=200 if existed else 201)
+
+    async def describe(self, request: web.Request) -> web.Response:
+        group = await self._group(request)
+        return web.json_response((await self.queues.describe(group)).as_dict())
+
+    async def delete(self, request: web.Request) -> web.Response:
+        group = await self._group(request)
+        await self.queues.delete(group)
+        return web.json_response({"deleted": group})
+
+    async def read(self, request: web.Request) -> web.Response:
+        group = await self._group(request)
+        body = await self._body(request)
+        topics = body.get("topics")
+        if isinstance(topics, str):
+            topics = [topics]
+        if not isinstance(topics, list) or not topics or len(topics) > 100:
+            raise BadInput("topics must be a list of 1..100 topic names")
+        max_records = self._int(body, "max_records", 100, 1, MAX_RECORDS)
+        wait_ms = self._int(body, "wait_ms", 0, 0, MAX_WAIT_MS)
+        max_bytes = body.get("max_bytes")
+        if max_bytes is not None:
+            max_bytes = self._int(body, "max_bytes", 0, 1, 2**31 - 1)
+        worker = body.get("worker") or f"http-{secrets.token_hex(8)}"
+        if not isinstance(worker, str):
+            raise BadInput("worker must be a string")
+        check_holder(worker)
+        parts = [(t, p) for t in dict.fromkeys(topics) for p in range(await self._partitions(t))]
+        cfg = await self.queues.config(group)
+        records = await self._read(group, worker, parts, max_records, max_bytes, wait_ms, cfg)
+        return web.json_response(
+            {"worker": worker, "records": [codec.record_json(r) for r in records]}
+        )
+
+    async def _read(
+        self,
+        group: str,
+        worker: str,
+        parts: list[tuple[str, int]],
+        max_records: int,
+        max_bytes: int | None,
+        wait_ms: int,
+        cfg: Any,
+    ) -> list[Any]:
+        """Acquire from the partitions (starting at a rotating one, so readers spread);
+        with nothing to hand out, wait on the partitions' append/release wake-up. Leases
+        that expire publish nothing: a waiting read also looks again every
+        min(lock_ms / 4, MAX_RECHECK_S)."""
+        wakeups = self.broker.wakeups
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        channels = [self.queues.wake_channels(t, [p])[0] for t, p in parts]
+        event = wakeups.register(channels) if wait_ms else None
+        try:
+            while True:
+                if event is not None:
+                    event.clear()
+                out: list[Any] = []
+                self._rotation += 1
+                start = self._rotation % len(parts)
+                for topic, partition in parts[start:] + parts[:start]:
+                    left = max_records - len(out)
+                    if left <= 0:
+                        break
+                    budget = None if max_bytes is None else max(max_bytes - _size(out), 1)
+                    out += await self.queues.acquire(group, worker, topic, partition, left, budget)
+                    if max_bytes is not None and _size(out) >= max_bytes:
+                        break
+                left_s = deadline - loop.time()
+                if out or event is None or left_s <= 0 or wakeups.closing:
+                    return out
+                recheck = min(cfg.lock_ms / 4000, MAX_RECHECK_S)
+                try:
+                    await asyncio.wait_for(event.wait(), min(left_s, recheck))
+                except TimeoutError:
+                    pass
+        finally:
+            if event is not None:
+                wakeups.unregister(event, channels)
+
+    def _settler(self, verb: str) -> Handler:
+        action = _SETTLE[verb]
+
+        async def settle(request: web.Request) -> web.Response:
+            group = await self._group(request)
+            body = await self._body(request)
+            worker = body.get("worker")
+            if not isinstance(worker, str):
+                raise BadInput("worker (the id the read answered with) is required")
+            check_holder(worker)
+            records = body.get("records")
+            if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
+                raise BadInput(f"records must be a list of 1..{MAX_RECORDS} records")
+            by_partition: dict[tuple[str, int], list[int]] = {}
+            for r in records:
+                if not isinstance(r, dict):
+                    raise BadInput("each record is {topic, partition, offset}")
+                topic, partition, offset = r.get("topic"), r.get("partition"), r.get("offset")
+                if not isinstance(topic, str) or type(partition) is not int or partition < 0:
+                    raise BadInput(f"each record needs topic and partition: {r!r}")
+                if type(offset) is not int or offset < 0:
+                    raise BadInput(f"offsets are integers >= 0: {r!r}")
+                by_partition.setdefault((topic, partition), []).append(offset)
+            cfg = await self.queues.config(group)
+            results: dict[tuple[str, int, int], Any] = {}
+            deadlines: dict[tuple[str, int], int] = {}
+            for (topic, partition), offsets in by_partition.items():
+                if partition >= await self._partitions(topic):
+                    raise QueueError(
+                        "UNKNOWN_TOPIC_OR_PARTITION",
+                        f"topic {topic!r} has no partition {partition}",
+                    )
+                done = await self.queues.settle(group, worker, topic, partition, offsets, action)
+                deadlines[(topic, partition)] = done.now_ms + cfg.lock_ms
+                for offset, err in done.items():
+                    results[(topic, partition, offset)] = err
+            out = []
+            failed = 0
+            for r in records:
+                k = (r["topic"], r["partition"], r["offset"])
+                entry: dict[str, Any] = {"topic": k[0], "partition": k[1], "offset": k[2]}
+                err = results.get(k)
+                if err is None:
+                    if action is Action.RENEW:
+                        entry["lease_deadline_ms"] = deadlines[(k[0], k[1])]
+                    entry["error"] = None
+                else:
+                    failed += 1
+                    entry["error"] = {"code": err.value, "message": err.message}
+                out.append(entry)
+            if failed:
+                return error(
+                    409,
+                    "RECORD_STATE",
+                    f"{failed} of {len(out)} record(s) were not {verb}d as asked: see results "
+                    "(nothing changed for them)",
+                    results=out,
+                )
+            return web.json_response({"results": out})
+
+        settle.__name__ = verb
+        return settle
+
+    async def reset(self, request: web.Request) -> web.Response:
+        group = await self._group(request)
+        body = await self._body(request)
+        topic = body.get("topic")
+        count = await self._partitions(topic)
+        partitions = body.get("partitions", list(range(count)))
+        if not isinstance(partitions, list) or any(
+            type(p) is not int or not 0 <= p < count for p in partitions
+        ):
+            raise BadInput(f"partitions must be a list of partitions of {topic!r} (0..{count - 1})")
+        to = body.get("to")
+        if to not in ("earliest", "latest") and (type(to) is not int or to < 0):
+            raise BadInput(f"to is 'earliest', 'latest' or an offset, got {to!r}")
+        out = []
+        for p in partitions:
+            position = await self.queues.reset(group, topic, p, to)
+            out.append({"topic": topic, "partition": p, "offset": position})
+        return web.json_response({"partitions": out})
+
+    async def redrive(self, request: web.Request) -> web.Response:
+        group = await self._group(request)
+        body = await self._body(request)
+        limit = self._int(body, "limit", 1000, 1, 1_000_000)
+        cfg = await self.queues.config(group)
+        topic = body.get("dead_letter_topic", cfg.dead_letter_topic)
+        if not isinstance(topic, str) or not topic:
+            raise BadInput("the group has no dead_letter_topic: name one in the request")
+        moved, skipped = await redrive.redrive(self.queues, self.broker, group, topic, limit)
+        return web.json_response({"moved": moved, "skipped": skipped, "dead_letter_topic": topic})
+
+    async def produce(self, request: web.Request) -> web.Response:
+        topic = request.match_info["topic"]
+        body = await self._body(request)
+        records = body.get("records")
+        if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
+            raise BadInput(f"records must be a list of 1..{MAX_RECORDS} records")
+        info = await self.broker.topic_for_produce_or_metadata(topic)
+        if info is None:
+            raise QueueError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
+        log_append = effective_config(info, "message.timestamp.type") == "LogAppendTime"
+        now = int(time.time() * 1000)
+        by_partition: dict[int, list[Any]] = {}
+        order: list[tuple[int, int]] = []
+        for i, r in enumerate(records):
+            if not isinstance(r, dict):
+                raise BadInput("each record is an object {key, value, headers, ...}")
+            key = codec.decode(r.get("key"), r.get("key_encoding"), "key")
+            value = codec.decode(r.get("value"), r.get("value_encoding"), "value")
+            headers = []
+            for h in r.get("headers") or []:
+                if not isinstance(h, dict) or not isinstance(h.get("key"), str):
+                    raise BadInput(f"record {i}: headers are [{{key, value}}]")
+                headers.append(
+                    (
+                        h["key"],
+                        codec.decode(h.get("value"), h.get("value_encoding"), "header value"),
+                    )
+                )
+            partition = r.get("partition")
+            if partition is None:
+                partition = (
+                    partition_for_key(key, info.partitions)
+                    if key is not None
+                    else i % info.partitions
+                )
+            if type(partition) is not int or not 0 <= partition < info.partitions:
+                raise BadInput(f"record {i}: topic {topic!r} has no partition {partition!r}")
+            ts = r.get("timestamp", now)
+            if type(ts) is not int or ts < 0:
+                raise BadInput(f"record {i}: timestamp is epoch milliseconds")
+            flags = (
+                (FLAG_LOG_APPEND if log_append else 0)
+                | (FLAG_KEY_NULL if key is None else 0)
+                | (FLAG_VALUE_NULL if value is None else 0)
+            )
+            batch = by_partition.setdefault(partition, [])
+            order.append((partition, len(batch)))
+            batch.append((ts, key or b"", value or b"", encode_headers(headers), flags))
+        bases: dict[int, int] = {}
+        store = self.broker.store
+        for partition, batch in by_partition.items():
+            max_ts = max(b[0] for b in batch)
+            delta = next(i for i, b in enumerate(batch) if b[0] == max_ts)
+            flat = [x for b in batch for x in b]
+            size = sum(len(b[1]) + len(b[2]) + len(b[3]) for b in batch)
+            args = [len(batch), 1 if log_append else 0, max_ts, delta, -1, -1, -1, *flat]
+            prepared = store.prepare_append(topic, partition, args, size, retention_bytes(info))
+            result = await store.append(prepared)
+            bases[partition] = result.base_offset
+        return web.json_response(
+            {"offsets": [{"partition": p, "offset": bases[p] + i} for p, i in order]}
+        )
+
+
+def _size(records: list[Any]) -> int:
+    return sum(len(r.key or b"") + len(r.value or b"") for r in records)
+
+
+def add_routes(app: web.Application, broker: Any) -> QueueApi:
+    api = QueueApi(broker)
+    app.router.add_routes(api.routes())
+    return api
