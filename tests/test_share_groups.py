@@ -325,7 +325,9 @@ def test_share_session_epochs_and_acknowledge_errors(skiff: Skiff, topic: str) -
         resp = a.fetch({}, acks={(tid, 0): [(0, 0, [ACCEPT])]}, epoch=0)
         assert resp.error_code == INVALID_REQUEST
         resp = a.fetch({tid: [0]}, max_records=2)
-        assert resp.error_code == 0 and resp.acquisition_lock_timeout.total_seconds() * 1000 == LOCK_MS
+        assert (
+            resp.error_code == 0 and resp.acquisition_lock_timeout.total_seconds() * 1000 == LOCK_MS
+        )
         assert acquired_offsets(resp) == {(tid, 0): [(0, 1), (1, 1)]}
         # A wrong epoch: INVALID_SHARE_SESSION_EPOCH, the session stays as it was.
         assert a.fetch({tid: [0]}, epoch=7).error_code == INVALID_SHARE_SESSION_EPOCH
@@ -417,3 +419,64 @@ def test_heartbeat_errors(skiff: Skiff, topic: str) -> None:
         (GROUP_ID_NOT_FOUND, f"Group {classic} is not a share group."),
         (GROUP_ID_NOT_FOUND, f"Group none-{group} not found."),
     ]
+
+
+def test_java_consumer_and_http_worker_share_one_group(skiff: Skiff, topic: str) -> None:
+    """A Java share consumer and an HTTP queue worker of one group id: a record leased
+    to one is never handed to the other; released records move between them; every
+    record is finished once."""
+    import requests
+
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    _produce(skiff.bootstrap, topic, 20)
+    base = f"http://127.0.0.1:{skiff.http_port}/v1/queues/{group}"
+    with ShareConsumer(skiff.bootstrap, group, [topic], {"max.poll.records": "5"}) as c:
+        java_held = _poll_until(c, 5)
+        java_offsets = {r["offset"] for r in java_held}
+        assert len(java_offsets) == 5
+        read = requests.post(
+            f"{base}/records:read", json={"topics": [topic], "max_records": 100, "worker": "w1"}
+        )
+        assert read.status_code == 200, read.text
+        http_offsets = {r["offset"] for r in read.json()["records"]}
+        # The Java client prefetches beyond what poll returned: those are leased to it
+        # too, so HTTP gets what is left and never a record Java holds.
+        assert not http_offsets & java_offsets
+        assert 10 <= len(http_offsets) <= 15
+        # HTTP may not acknowledge Java's records.
+        stolen = requests.post(
+            f"{base}/records:acknowledge",
+            json={
+                "worker": "w1",
+                "records": [{"topic": topic, "partition": 0, "offset": min(java_offsets)}],
+            },
+        )
+        assert stolen.json()["results"][0]["error"]["code"] == "RECORD_HELD_BY_OTHER"
+        released = sorted(http_offsets)[:3]
+        done = sorted(http_offsets)[3:]
+        for verb, offsets in (("cancel", released), ("acknowledge", done)):
+            r = requests.post(
+                f"{base}/records:{verb}",
+                json={
+                    "worker": "w1",
+                    "records": [{"topic": topic, "partition": 0, "offset": o} for o in offsets],
+                },
+            )
+            assert r.status_code == 200, r.text
+        java_got = [(r["offset"], r["delivery_count"]) for r in java_held]
+        c.ack_all("accept")
+        assert c.commit() == {f"{topic}-0": None}
+        end = time.monotonic() + 60
+        while len(java_got) < 20 - len(done) and time.monotonic() < end:
+            recs = c.poll(500)
+            java_got += [(r["offset"], r["delivery_count"]) for r in recs]
+            if recs:
+                c.ack_all("accept")
+                assert c.commit() == {f"{topic}-0": None}
+        java_offsets_all = [o for o, _ in java_got]
+        assert sorted(java_offsets_all + done) == list(range(20))  # each finished once
+        assert {(o, n) for o, n in java_got if o in released} == {(o, 2) for o in released}
+    described = requests.get(base).json()
+    [part] = described["partitions"]
+    assert (part["committed_offset"], part["pending"], part["lag"]) == (20, 0, 0)

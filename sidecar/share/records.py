@@ -24,7 +24,7 @@ from ..protocol.record_batch import (
     encode_entries_sized,
     encode_headers,
 )
-from ..queues.core import Acquired, Action, QueueError, QueueStore
+from ..queues.core import Acquired, Action, QueueError, QueueStore, queue_store
 from ..storage.store import TopicInfo
 from ..topic_config import fetch_compression
 
@@ -40,18 +40,9 @@ ACTIONS = {
 INVALID_RECORD_STATE = errors.code("INVALID_RECORD_STATE")
 INVALID_REQUEST = errors.code("INVALID_REQUEST")
 
-_QUEUES: dict[int, QueueStore] = {}
-
-
 def queues(broker: Any) -> QueueStore:
-    """The queue core for this broker (the broker's own if the app made one)."""
-    own = getattr(broker, "queues", None)
-    if isinstance(own, QueueStore):
-        return own
-    found = _QUEUES.get(id(broker.store))
-    if found is None or found.store is not broker.store:
-        found = _QUEUES[id(broker.store)] = QueueStore(broker.store)
-    return found
+    """The sidecar's queue core, shared with the HTTP API and OffsetFetch."""
+    return queue_store(broker)
 
 
 async def release_member(broker: Any, group_id: str, member_id: str) -> None:
