@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from clients.java_share_client import ShareConsumer
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import Skiff
+from conftest import Skiff, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka, metadata_request
 from share_raw import ACCEPT, GAP, REJECT, RELEASE, RENEW, ShareMember, acquired_offsets
 from share_raw import partition_errors as perrors
@@ -480,3 +481,61 @@ def test_java_consumer_and_http_worker_share_one_group(skiff: Skiff, topic: str)
     described = requests.get(base).json()
     [part] = described["partitions"]
     assert (part["committed_offset"], part["pending"], part["lag"]) == (20, 0, 0)
+
+
+def test_classic_join_to_a_share_group_is_refused(skiff: Skiff, topic: str) -> None:
+    group = _group()
+    m = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        m.join([topic])
+    finally:
+        m.close()
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(
+            11,
+            5,
+            {
+                "group_id": group,
+                "session_timeout": 10_000,
+                "rebalance_timeout": 10_000,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        )
+    assert resp.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_share_apis_answer_retriable_errors_while_redis_is_down(tmp_path: Path) -> None:
+    redis_server = start_redis(tmp_path / "redis")
+    server = start_skiff(
+        tmp_path / "skiff.log", "--redis-url", redis_server.url, "--redis-retry-ms", "600"
+    )
+    try:
+        topic = f"share-t-{uuid.uuid4().hex[:10]}"
+        _create(server.bootstrap, topic)
+        tid = _topic_id(server, topic)
+        group = _group()
+        m = ShareMember("127.0.0.1", server.port, group)
+        m.join([topic])
+        assert m.fetch({tid: [0]}).error_code == 0  # a session: epoch 1 next
+        stop_process(redis_server.proc)
+        NOT_LEADER, COORD_NA = 6, 15
+        resp = m.acknowledge({(tid, 0): [(0, 0, [ACCEPT])]})
+        assert perrors(resp) == {(tid, 0): (NOT_LEADER, 0)}
+        resp = m.fetch({tid: [0]}, epoch=0)
+        assert perrors(resp) == {(tid, 0): (NOT_LEADER, NOT_LEADER)}
+        other = ShareMember("127.0.0.1", server.port, _group())
+        assert other.heartbeat(0, [topic]).error_code == COORD_NA
+        other.close()
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            resp = kafka.request(77, 1, {"group_ids": ["g-down"]})
+            assert [g.error_code for g in resp.groups] == [COORD_NA]
+            resp = kafka.request(90, 1, {"groups": [{"group_id": "g-down", "topics": None}]})
+            assert [g.error_code for g in resp.groups] == [COORD_NA]
+            resp = kafka.request(91, 0, {"group_id": "g-down", "topics": []})
+            assert resp.error_code == COORD_NA
+        m.close()
+    finally:
+        stop_process(server.proc)
+        stop_process(redis_server.proc)

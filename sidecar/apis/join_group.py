@@ -10,6 +10,7 @@ from ..groups.coordinator import CoordinatorError, JoinRequest
 from ..groups.state import JoinResult
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response, ms
+from ..queues.core import queue_store
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -27,6 +28,9 @@ async def _join(broker: Broker, request: Any) -> JoinResult:
         settings.group_min_session_timeout_ms <= session_ms <= settings.group_max_session_timeout_ms
     ):
         return JoinResult("INVALID_SESSION_TIMEOUT", body.member_id)
+    if await queue_store(broker).exists(body.group_id):
+        # A queue (share) group of that id: Kafka refuses the other protocol.
+        return JoinResult("INCONSISTENT_GROUP_PROTOCOL", body.member_id)
     join = JoinRequest(
         member_id=body.member_id,
         instance_id=getattr(body, "group_instance_id", None),

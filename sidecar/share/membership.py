@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..groups.coordinator import CoordinatorError
+from ..queues.core import QueueError, queue_store
 from ..storage import resilience
 from ..storage.share_store import ShareStore
 
@@ -203,8 +204,14 @@ class ShareCoordinator:
             )
         try:
             group = await self.coordinate(group_id, create=member_epoch == 0)
+            if member_epoch == 0:
+                # The queue group the members' records live in (sidecar/queues/).
+                await queue_store(self.broker).config(group_id, create=True)
         except CoordinatorError as exc:
             return HeartbeatResult(exc.code)
+        except QueueError as exc:
+            code = "GROUP_ID_NOT_FOUND" if exc.code == "GROUP_ID_CONFLICT" else exc.code
+            return HeartbeatResult(code, exc.message)
         if member_epoch == -1:
             return await self._leave(group, member_id)
         if group is None:
