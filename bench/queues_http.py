@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Queue consumption through the HTTP queue API against the raw-Redis ceiling, in one run.
+
+    .venv/bin/python bench/queues_http.py [--records 50000] [--workers 8] [--batch 100]
+        [--record-bytes 100] [--json]
+
+Starts its own redis-server and one sidecar (both stopped by pid at the end), produces
+`--records` records of `--record-bytes` to a 1-partition topic with confluent-kafka,
+then times two phases over the same records:
+
+(a) raw: `--workers` asyncio tasks on one redis-py client, each looping XREADGROUP
+    COUNT `--batch` on the partition's stream (a consumer group of its own) and XACK of
+    the ids it got: the least any queue on Redis Streams does per record.
+(b) http: `--workers` asyncio tasks with aiohttp, each looping POST records:read
+    (max_records `--batch`) and POST records:acknowledge of what it got, through the
+    sidecar (JSON, leases, delivery counts, the lowest-unfinished bookkeeping).
+
+Each phase ends when every record was acknowledged exactly once (checked). Prints
+records/s per phase and (b)/(a). Results: docs/queues.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import aiohttp  # noqa: E402
+import redis.asyncio as aioredis  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+from conftest import start_redis, start_skiff, stop_process  # noqa: E402
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int) -> None:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 1000}
+    )
+    value = b"x" * size
+    for i in range(n):
+        producer.produce(topic, value=value, key=str(i).encode(), partition=0)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+async def raw_phase(url: str, topic: str, n: int, workers: int, batch: int) -> float:
+    client = aioredis.from_url(url)
+    stream = f"skiff:{{{topic}/0}}:log"
+    await client.xgroup_create(stream, "bench-raw", id="0-0")
+    seen: set[bytes] = set()
+
+    async def worker(name: str) -> None:
+        while len(seen) < n:
+            reply = await client.xreadgroup("bench-raw", name, {stream: ">"}, count=batch)
+            if not reply:
+                return
+            ids = [entry_id for entry_id, _ in reply[0][1]]
+            await client.xack(stream, "bench-raw", *ids)
+            seen.update(ids)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(f"w{i}") for i in range(workers)))
+    elapsed = time.perf_counter() - start
+    await client.aclose()
+    assert len(seen) == n, f"raw phase saw {len(seen)} of {n}"
+    return elapsed
+
+
+async def http_phase(port: int, topic: str, n: int, workers: int, batch: int) -> float:
+    base = f"http://127.0.0.1:{port}/v1/queues/bench"
+    done: list[int] = []
+    connector = aiohttp.TCPConnector(limit=workers * 2)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async with session.put(base, json={"auto_offset_reset": "earliest"}) as resp:
+            assert resp.status in (200, 201), await resp.text()
+
+        async def worker(name: str) -> None:
+            while len(done) < n:
+                body = {"topics": [topic], "max_records": batch, "worker": name, "wait_ms": 200}
+                async with session.post(base + "/records:read", json=body) as resp:
+                    assert resp.status == 200, await resp.text()
+                    records = (await resp.json())["records"]
+                if not records:
+                    return
+                refs = [{"topic": topic, "partition": 0, "offset": r["offset"]} for r in records]
+                ack = {"worker": name, "records": refs}
+                async with session.post(base + "/records:acknowledge", json=ack) as resp:
+                    assert resp.status == 200, await resp.text()
+                done.extend(r["offset"] for r in records)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(f"w{i}") for i in range(workers)))
+        elapsed = time.perf_counter() - start
+    assert sorted(done) == list(range(n)), "http phase: records missing or repeated"
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="skiff-queues-bench-"))
+    server = start_redis(tmp / "redis")
+    skiff = None
+    try:
+        skiff = start_skiff(tmp / "skiff.log", "--redis-url", server.url)
+        topic = "bench-queue"
+        print(f"producing {args.records} records ...", file=sys.stderr)
+        produce(skiff.bootstrap, topic, args.records, args.record_bytes)
+        raw = asyncio.run(raw_phase(server.url, topic, args.records, args.workers, args.batch))
+        http = asyncio.run(
+            http_phase(skiff.http_port, topic, args.records, args.workers, args.batch)
+        )
+        result = {
+            "records": args.records,
+            "workers": args.workers,
+            "batch": args.batch,
+            "record_bytes": args.record_bytes,
+            "raw_records_per_s": round(args.records / raw),
+            "http_records_per_s": round(args.records / http),
+            "http_over_raw": round(raw / http, 3),
+        }
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print(
+                f"(a) raw XREADGROUP+XACK : {result['raw_records_per_s']:>9,} records/s\n"
+                f"(b) HTTP read+ack       : {result['http_records_per_s']:>9,} records/s\n"
+                f"(b)/(a)                 : {result['http_over_raw']:.3f}\n"
+                f"({args.records} records of {args.record_bytes} B, {args.workers} workers, "
+                f"batches of {args.batch})"
+            )
+        return 0
+    finally:
+        if skiff is not None:
+            stop_process(skiff.proc)
+        stop_process(server.proc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
