@@ -20,7 +20,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import Skiff, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka, metadata_request
-from share_raw import ACCEPT, GAP, REJECT, RELEASE, RENEW, ShareMember, acquired_offsets
+from share_raw import ACCEPT, GAP, REJECT, RENEW, ShareMember, acquired_offsets
 from share_raw import partition_errors as perrors
 
 INVALID_RECORD_STATE = 121
@@ -95,6 +95,21 @@ def _topic_id(skiff: Skiff, topic: str) -> uuid.UUID:
     [t] = resp.topics
     assert t.error_code == 0
     return t.topic_id
+
+
+def _raw_offsets(skiff: Skiff, group: str, topic: str) -> tuple[int, int]:
+    """(start offset, lag) of partition 0 by DescribeShareGroupOffsets v1."""
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(
+            90,
+            1,
+            {"groups": [{"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}]},
+        )
+    [g] = resp.groups
+    [t] = g.topics
+    [p] = t.partitions
+    assert (g.error_code, p.error_code) == (0, 0)
+    return p.start_offset, p.lag
 
 
 def _poll_until(c: ShareConsumer, want: int, timeout_s: float = 60) -> list[dict[str, Any]]:
@@ -231,28 +246,23 @@ def test_records_of_a_silent_consumer_go_to_another_after_the_lock(
     skiff: Skiff, topic: str
 ) -> None:
     group = _group()
-    _earliest(skiff, group)
+    _earliest(skiff, group, lock_ms=4000)
     _produce(skiff.bootstrap, topic, 5)
     with ShareConsumer(skiff.bootstrap, group, [topic]) as slow:
         held = _poll_until(slow, 5)
         assert [(r["offset"], r["delivery_count"]) for r in held] == [(i, 1) for i in range(5)]
         with ShareConsumer(skiff.bootstrap, group, [topic]) as other:
-            # Nothing while the lock lasts, then every record with a second delivery.
-            got: list[dict[str, Any]] = []
-            end = time.monotonic() + 60
-            while len(got) < 5 and time.monotonic() < end:
-                recs = other.poll(500)
-                if recs:
-                    got += recs
-                    other.ack_all("accept")
-                    assert other.commit() == {f"{topic}-0": None}
-            assert sorted((r["offset"], r["delivery_count"]) for r in got) == [
-                (i, 2) for i in range(5)
-            ]
-        # The slow consumer's acknowledgement comes too late: refused, nothing changes.
-        slow.ack_all("accept")
-        [result] = slow.commit().values()
-        assert result is not None and result.startswith("InvalidRecordStateException")
+            # Nothing while the lock lasts, then every record with a second delivery
+            # (their locks ended together: one fetch).
+            got = _poll_until(other, 5, timeout_s=60)
+            assert [(r["offset"], r["delivery_count"]) for r in got] == [(i, 2) for i in range(5)]
+            # The slow consumer's acknowledgement comes too late: refused, nothing changes.
+            slow.ack_all("accept")
+            [result] = slow.commit().values()
+            assert result is not None and result.startswith("InvalidRecordStateException")
+            assert _raw_offsets(skiff, group, topic) == (0, 5)
+            other.ack_all("accept")
+            assert other.commit() == {f"{topic}-0": None}
     [offsets] = java.admin(skiff.bootstrap, [{"op": "offsets", "group": group}])
     assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 5, "lag": 0}}
 
@@ -338,17 +348,28 @@ def test_share_session_epochs_and_acknowledge_errors(skiff: Skiff, topic: str) -
         # b gets the next records, never a's.
         resp = b.fetch({tid: [0]}, max_records=10)
         assert acquired_offsets(resp) == {(tid, 0): [(2, 1), (3, 1)]}
-        # a acknowledges b's record and one never delivered: INVALID_RECORD_STATE,
-        # nothing changes; its own records in the same request are accepted.
+        # a acknowledges b's record: INVALID_RECORD_STATE, nothing changes.
         resp = a.acknowledge({(tid, 0): [(2, 2, [ACCEPT])]})
         assert resp.error_code == 0 and perrors(resp) == {(tid, 0): (INVALID_RECORD_STATE, 0)}
-        resp = a.fetch({}, acks={(tid, 0): [(0, 1, [ACCEPT, GAP]), (7, 7, [RELEASE])]})
-        assert perrors(resp)[(tid, 0)] == (0, INVALID_RECORD_STATE)
-        # An acknowledge type that does not exist, or renew before v2: INVALID_REQUEST.
-        resp = a.acknowledge({(tid, 0): [(1, 1, [9])]})
-        assert perrors(resp) == {(tid, 0): (INVALID_REQUEST, 0)}
-        resp = a.acknowledge({(tid, 0): [(1, 1, [RENEW])]}, version=1)
-        assert perrors(resp) == {(tid, 0): (INVALID_REQUEST, 0)}
+        # Its own record, piggy-backed on a fetch: accepted.
+        resp = a.fetch({}, acks={(tid, 0): [(0, 0, [ACCEPT])]})
+        assert perrors(resp)[(tid, 0)] == (0, 0)
+        # Again: below the group's start offset now, ignored as Kafka does.
+        resp = a.acknowledge({(tid, 0): [(0, 0, [ACCEPT])]})
+        assert perrors(resp) == {(tid, 0): (0, 0)}
+        # An offset never handed out, an acknowledge type that does not exist, renew
+        # before v2: INVALID_REQUEST.
+        for batches, version in (
+            ([(9, 9, [ACCEPT])], 2),
+            ([(1, 1, [9])], 2),
+            ([(1, 1, [RENEW])], 1),
+        ):
+            resp = a.acknowledge({(tid, 0): batches}, version=version)
+            assert perrors(resp) == {(tid, 0): (INVALID_REQUEST, 0)}, batches
+        # Gaps (offsets without a record for the client) are no error and leave records
+        # other members hold alone.
+        resp = a.acknowledge({(tid, 0): [(2, 3, [GAP])]})
+        assert perrors(resp) == {(tid, 0): (0, 0)}
         # Renew (v2) keeps the record; reject finishes it.
         resp = a.acknowledge({(tid, 0): [(1, 1, [RENEW])]})
         assert perrors(resp) == {(tid, 0): (0, 0)}

@@ -44,9 +44,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     except CoordinatorError as exc:
         return _answer(version, exc.code, None, [])
     if group is not None and group.members:
-        return _answer(
-            version, "NON_EMPTY_GROUP", "The group has active members; stop them first.", []
-        )
+        return _answer(version, "NON_EMPTY_GROUP", "The group is not empty.", [])
     core = queues(broker)
     try:
         await core.config(group_id, create=True)

@@ -1,7 +1,8 @@
 """DescribeShareGroupOffsets (key 90), v0-v1: per partition a share group's start
 offset (the lowest offset not yet finished, as the queue core keeps it) and (v1) its
 lag, the records from there on not finished. Topics null: every topic the group has
-read. Read from Redis, so any sidecar answers."""
+read; an unknown group has no offsets (no error, as from Kafka). Read from Redis, so
+any sidecar answers."""
 
 from __future__ import annotations
 
@@ -41,13 +42,10 @@ async def _partition(broker: Broker, group_id: str, topic: str, p: int) -> dict[
 async def _group(broker: Broker, g: Any) -> dict[str, Any]:
     group_id = g.group_id
     core = queues(broker)
-    if not await core.exists(group_id):
-        return {
-            "group_id": group_id,
-            "topics": [],
-            "error_code": errors.code("GROUP_ID_NOT_FOUND"),
-            "error_message": f"Group {group_id} not found.",
-        }
+    known = await core.exists(group_id)
+    if not known and g.topics is None:
+        # As Kafka: an unknown group has no offsets (no error).
+        return {"group_id": group_id, "topics": [], "error_code": errors.NONE}
     if g.topics is None:
         wanted = []
         for name in await core.topics(group_id):
@@ -70,6 +68,16 @@ async def _group(broker: Broker, g: Any) -> dict[str, Any]:
                         "lag": -1,
                         "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION,
                         "error_message": "This server does not host this topic-partition.",
+                    }
+                )
+            elif not known:
+                entries.append(
+                    {
+                        "partition_index": p,
+                        "start_offset": -1,
+                        "leader_epoch": -1,
+                        "lag": -1,
+                        "error_code": errors.NONE,
                     }
                 )
             else:

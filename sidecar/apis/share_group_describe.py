@@ -21,9 +21,9 @@ def _failed(group_id: str, code: str, message: str | None) -> dict[str, Any]:
         "error_code": errors.code(code),
         "error_message": message,
         "group_id": group_id,
-        "group_state": "Dead",
-        "group_epoch": -1,
-        "assignment_epoch": -1,
+        "group_state": "",
+        "group_epoch": 0,
+        "assignment_epoch": 0,
         "assignor_name": "",
         "members": [],
     }

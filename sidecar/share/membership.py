@@ -232,9 +232,10 @@ class ShareCoordinator:
                 "UNKNOWN_MEMBER_ID", f"Member {member_id} is not a member of group {group_id}."
             )
         elif member_epoch != member.epoch:
+            which = "larger" if member_epoch > member.epoch else "smaller"
             return HeartbeatResult(
                 "FENCED_MEMBER_EPOCH",
-                f"The share group member has a smaller member epoch ({member_epoch}) than "
+                f"The share group member has a {which} member epoch ({member_epoch}) than "
                 f"the one known by the group coordinator ({member.epoch}).",
             )
         member.deadline = time.monotonic() + self.session_s
@@ -253,6 +254,11 @@ class ShareCoordinator:
             group.epoch += 1
             member.epoch = group.epoch
             await self._persist(group, [])
+        elif member.epoch < group.epoch:
+            # Others joined or left: as in Kafka, every member moves to the group's epoch
+            # and is sent its (unchanged) assignment with it.
+            member.epoch = group.epoch
+            send = True
         return HeartbeatResult(
             "NONE",
             None,

@@ -24,7 +24,7 @@ from ..protocol.record_batch import (
     encode_entries_sized,
     encode_headers,
 )
-from ..queues.core import Acquired, Action, QueueError, QueueStore, queue_store
+from ..queues.core import Acquired, Action, QueueError, QueueStore, RecordError, queue_store
 from ..storage.store import TopicInfo
 from ..topic_config import fetch_compression
 
@@ -39,6 +39,7 @@ ACTIONS = {
 }
 INVALID_RECORD_STATE = errors.code("INVALID_RECORD_STATE")
 INVALID_REQUEST = errors.code("INVALID_REQUEST")
+
 
 def queues(broker: Any) -> QueueStore:
     """The sidecar's queue core, shared with the HTTP API and OffsetFetch."""
@@ -68,9 +69,10 @@ class AckResult:
     message: str | None = None
 
 
-def parse_batches(batches: Any, allow_renew: bool) -> dict[Action, list[int]] | str:
-    """Acknowledgement batches as offsets per action, or the reason they are invalid."""
-    out: dict[Action, list[int]] = defaultdict(list)
+def parse_batches(batches: Any, allow_renew: bool) -> dict[Action | None, list[int]] | str:
+    """Acknowledgement batches as offsets per action (None: gaps), or the reason they
+    are invalid."""
+    out: dict[Action | None, list[int]] = defaultdict(list)
     last_seen = -1
     for b in batches:
         first, last, types = b.first_offset, b.last_offset, list(b.acknowledge_types)
@@ -89,8 +91,7 @@ def parse_batches(batches: Any, allow_renew: bool) -> dict[Action, list[int]] | 
             return "Acknowledgement batch too large."
         for i in range(n):
             t = types[0] if len(types) == 1 else types[i]
-            if t != GAP:
-                out[ACTIONS[t]].append(first + i)
+            out[ACTIONS[t] if t != GAP else None].append(first + i)
     return out
 
 
@@ -108,10 +109,32 @@ async def acknowledge(
         return AckResult(INVALID_REQUEST, parsed)
     core = queues(broker)
     bad: list[int] = []
+    not_pending: list[int] = []
     try:
         for action, offsets in parsed.items():
-            settled = await core.settle(group_id, member_id, topic, partition, offsets, action)
-            bad += [o for o, err in settled.items() if err is not None]
+            # A gap is an offset the client saw no record at. Kafka archives it: one
+            # this member holds is finished; any other is left alone, without an error.
+            act = Action.ACCEPT if action is None else action
+            settled = await core.settle(group_id, member_id, topic, partition, offsets, act)
+            if action is None:
+                continue
+            for o, err in settled.items():
+                if err is RecordError.NOT_PENDING:
+                    not_pending.append(o)
+                elif err is not None:
+                    bad.append(o)
+        if not_pending:
+            # As Kafka: offsets below the group's start offset are finished already and
+            # their acknowledgements ignored; offsets past every record handed out are
+            # not in flight at all (INVALID_REQUEST).
+            st = await core.partition_state(group_id, topic, partition, scan=0)
+            start, end = (st.committed, st.next_offset) if st else (-1, 0)
+            if any(o >= end for o in not_pending):
+                return AckResult(
+                    INVALID_REQUEST,
+                    "Batch record not found. The request batch offsets are not found in the cache.",
+                )
+            bad += [o for o in not_pending if o >= start]
     except QueueError as exc:
         if exc.code == "GROUP_NOT_FOUND":
             return AckResult(INVALID_RECORD_STATE, "The records are not acquired by this member.")

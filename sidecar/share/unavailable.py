@@ -39,8 +39,8 @@ def describe(broker: Any, request: Any) -> bytes:
             "error_message": UNAVAILABLE,
             "group_id": g,
             "group_state": "",
-            "group_epoch": -1,
-            "assignment_epoch": -1,
+            "group_epoch": 0,
+            "assignment_epoch": 0,
             "assignor_name": "",
             "members": [],
         }
