@@ -18,7 +18,7 @@ from clients.java_share_client import ShareConsumer
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import Skiff, start_redis, start_skiff, stop_process
+from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka, metadata_request
 from share_raw import ACCEPT, GAP, REJECT, RENEW, ShareMember, acquired_offsets
 from share_raw import partition_errors as perrors
@@ -112,6 +112,20 @@ def _raw_offsets(skiff: Skiff, group: str, topic: str) -> tuple[int, int]:
     return p.start_offset, p.lag
 
 
+def _first_record(bootstrap: str, topic: str) -> Any:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False}
+    )
+    consumer.assign([CTopicPartition(topic, 0, 0)])
+    msg = None
+    end = time.monotonic() + 30
+    while msg is None and time.monotonic() < end:
+        msg = consumer.poll(1.0)
+    consumer.close()
+    assert msg is not None and msg.error() is None
+    return msg
+
+
 def _poll_until(c: ShareConsumer, want: int, timeout_s: float = 60) -> list[dict[str, Any]]:
     """Poll (without acknowledging) until a poll returns records."""
     end = time.monotonic() + timeout_s
@@ -132,21 +146,17 @@ def topic(skiff: Skiff) -> Iterator[str]:
 # -- Java KafkaShareConsumer ----------------------------------------------------------
 
 
-def test_two_java_consumers_accept_every_record_exactly_once(skiff: Skiff) -> None:
-    topic = f"share-t-{uuid.uuid4().hex[:10]}"
-    _create(skiff.bootstrap, topic, partitions=2)
-    group = _group()
-    _earliest(skiff, group, lock_ms=30_000)
-    total = 400
-    _produce(skiff.bootstrap, topic, total)
+def _accept_all(bootstraps: list[str], group: str, topic: str, total: int) -> list[tuple[int, int]]:
+    """One Java share consumer per bootstrap address, polling, accepting and committing
+    until `total` records were seen: the (partition, offset) of every record seen."""
     seen: list[tuple[int, int]] = []
     commit_errors: list[Any] = []
     lock = threading.Lock()
     done = threading.Event()
 
-    def run(name: str) -> None:
+    def run(name: str, bootstrap: str) -> None:
         with ShareConsumer(
-            skiff.bootstrap, group, [topic], {"max.poll.records": "20"}, client_id=name
+            bootstrap, group, [topic], {"max.poll.records": "20"}, client_id=name
         ) as c:
             end = time.monotonic() + 120
             while not done.is_set() and time.monotonic() < end:
@@ -161,7 +171,7 @@ def test_two_java_consumers_accept_every_record_exactly_once(skiff: Skiff) -> No
                     if len(seen) >= total:
                         done.set()
 
-    threads = [threading.Thread(target=run, args=(f"c{i}",)) for i in range(2)]
+    threads = [threading.Thread(target=run, args=(f"c{i}", b)) for i, b in enumerate(bootstraps)]
     for t in threads:
         t.start()
     for t in threads:
@@ -169,11 +179,46 @@ def test_two_java_consumers_accept_every_record_exactly_once(skiff: Skiff) -> No
     assert not commit_errors
     assert len(seen) == total, f"{len(seen)} records, {len(set(seen))} distinct"
     assert len(set(seen)) == total  # nobody got a record twice
+    return seen
+
+
+def test_two_java_consumers_accept_every_record_exactly_once(skiff: Skiff) -> None:
+    topic = f"share-t-{uuid.uuid4().hex[:10]}"
+    _create(skiff.bootstrap, topic, partitions=2)
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    total = 400
+    _produce(skiff.bootstrap, topic, total)
+    seen = _accept_all([skiff.bootstrap, skiff.bootstrap], group, topic, total)
     [offsets] = java.admin(skiff.bootstrap, [{"op": "offsets", "group": group}])
     assert offsets["offsets"] == {
         f"{topic}-{p}": {"start_offset": n, "lag": 0}
         for p, n in sorted({p: sum(1 for q, _ in seen if q == p) for p in (0, 1)}.items())
     }
+
+
+def test_share_consumers_across_two_sidecars(own_redis: RedisServer, tmp_path: Path) -> None:
+    """Two sidecars on one Redis: partitions are led by different sidecars, so each
+    consumer keeps a share session on both, and the coordinator is one of them."""
+    sidecars = [
+        start_skiff(tmp_path / f"skiff{i}.log", "--redis-url", own_redis.url) for i in range(2)
+    ]
+    try:
+        topic = f"share-t-{uuid.uuid4().hex[:10]}"
+        _create(sidecars[0].bootstrap, topic, partitions=4)
+        group = _group()
+        _earliest(sidecars[0], group, lock_ms=30_000)
+        _produce(sidecars[1].bootstrap, topic, 400)
+        seen = _accept_all([s.bootstrap for s in sidecars], group, topic, 400)
+        assert {p for p, _ in seen} == {0, 1, 2, 3}
+        for s in sidecars:  # any sidecar reads the same offsets from Redis
+            assert _raw_offsets(s, group, topic) == (
+                sum(1 for p, _ in seen if p == 0),
+                0,
+            )
+    finally:
+        for s in sidecars:
+            stop_process(s.proc)
 
 
 def test_release_redelivers_with_a_growing_delivery_count(skiff: Skiff, topic: str) -> None:
@@ -217,20 +262,7 @@ def test_reject_finishes_and_dead_letters(skiff: Skiff, topic: str) -> None:
         assert c.poll(1500) == []  # rejected: never delivered again
     [offsets] = java.admin(skiff.bootstrap, [{"op": "offsets", "group": group}])
     assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 2, "lag": 0}}
-    consumer = Consumer(
-        {
-            "bootstrap.servers": skiff.bootstrap,
-            "group.id": f"dlq-{group}",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([CTopicPartition(dlq, 0, 0)])
-    msg = None
-    end = time.monotonic() + 30
-    while msg is None and time.monotonic() < end:
-        msg = consumer.poll(1.0)
-    consumer.close()
-    assert msg is not None and msg.error() is None
+    msg = _first_record(skiff.bootstrap, dlq)
     assert (msg.key(), msg.value()) == (b"k-0", b"v-0")
     assert dict(msg.headers()) == {
         "skiff.dlq.reason": b"rejected",
@@ -240,6 +272,33 @@ def test_reject_finishes_and_dead_letters(skiff: Skiff, topic: str) -> None:
         "skiff.dlq.offset": b"0",
         "skiff.dlq.delivery.count": b"1",
     }
+
+
+def test_past_the_delivery_limit_records_are_dead_lettered(skiff: Skiff, topic: str) -> None:
+    group = _group()
+    dlq = f"{topic}.dlq"
+    _earliest(
+        skiff,
+        group,
+        lock_ms=30_000,
+        **{"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq},
+    )
+    _produce(skiff.bootstrap, topic, 1)
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        for count in (1, 2):
+            [rec] = _poll_until(c, 1)
+            assert (rec["offset"], rec["delivery_count"]) == (0, count)
+            c.ack(rec, "release")
+            assert c.commit() == {f"{topic}-0": None}
+        assert c.poll(1500) == []  # at the limit: rejected instead of delivered again
+    msg = _first_record(skiff.bootstrap, dlq)
+    headers = dict(msg.headers())
+    assert (msg.value(), headers["skiff.dlq.reason"], headers["skiff.dlq.delivery.count"]) == (
+        b"v-0",
+        b"delivery limit",
+        b"2",
+    )
+    assert _raw_offsets(skiff, group, topic) == (1, 0)
 
 
 def test_records_of_a_silent_consumer_go_to_another_after_the_lock(
