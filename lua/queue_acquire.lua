@@ -10,8 +10,10 @@
 -- expired (released entries are held by '~released' with a huge idle time).
 -- Reply: {now ms, offset, delivery count, kind, ...}; kind 1: acquired by the holder
 -- (count already incremented), kind 2: at the delivery limit, moved to the
--- dead-letter holder (the caller dead-letters and then acknowledges it).
+-- dead-letter holder (the caller dead-letters and then acknowledges it), kind 3: a
+-- rejected record whose dead-letter copy is still to be made (as kind 2).
 -- Error NOGROUP when the consumer group does not exist yet.
+local REJECTED = 1000000  -- count mark of rejected records (lua/queue_settle.lua)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lso = tonumber(redis.call('HGET', KEYS[2], 'lso') or '0')
@@ -28,6 +30,12 @@ for _, p in ipairs(pending) do
   if offset < lso then
     -- Below the log start (retention, DeleteRecords): gone, so finished.
     redis.call('XACK', KEYS[1], grp, id)
+  elseif count >= REJECTED then
+    -- Rejected, its dead-letter copy not made (the sidecar copying it failed or died).
+    local got = redis.call('XCLAIM', KEYS[1], grp, ARGV[6], 0, id, 'RETRYCOUNT', count, 'JUSTID')
+    if #got > 0 then
+      table.insert(out, offset); table.insert(out, count - REJECTED); table.insert(out, 3)
+    end
   elseif count >= limit then
     local got = redis.call('XCLAIM', KEYS[1], grp, ARGV[6], 0, id, 'RETRYCOUNT', count, 'JUSTID')
     if #got > 0 then

@@ -50,7 +50,9 @@ for i = 7, #ARGV do
     elseif action == 'renew' then
       redis.call('XCLAIM', log, grp, holder, 0, id, 'RETRYCOUNT', count, 'JUSTID')
     elseif action == 'dead' then
-      redis.call('XCLAIM', log, grp, ARGV[5], 0, id, 'RETRYCOUNT', count, 'JUSTID')
+      -- The count carries a rejected mark (+1000000) until the copy is made: should the
+      -- copy fail, whoever re-acquires the entry dead-letters it as rejected.
+      redis.call('XCLAIM', log, grp, ARGV[5], 0, id, 'RETRYCOUNT', count + 1000000, 'JUSTID')
     end
   end
   table.insert(out, code)

@@ -42,7 +42,7 @@ if tonumber(ARGV[3]) > 0 and pending > 0 then
   local entries = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', ARGV[3])
   for _, p in ipairs(entries) do
     scanned = scanned + 1
-    local idle, count = tonumber(p[3]), tonumber(p[4])
+    local idle, count = tonumber(p[3]), tonumber(p[4]) % 1000000  -- without the reject mark
     hist[count] = (hist[count] or 0) + 1
     if idle >= lock then
       available = available + 1

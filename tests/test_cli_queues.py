@@ -75,3 +75,35 @@ def test_describe_and_redrive(skiff: Skiff) -> None:
     )
     assert proc.returncode == 1 and "cannot reach" in proc.stderr
     api.close()
+
+
+def test_kafka_consumer_groups_shows_the_queue_depth(skiff: Skiff) -> None:
+    """Kafka's own kafka-consumer-groups --describe: the queue group's current offset is
+    its lowest unfinished offset, so LAG is the records not finished."""
+    import pytest
+    from kafka_tools import ToolsUnavailable, run_tool
+
+    tag = uuid.uuid4().hex[:10]
+    topic, group = f"kt-{tag}", f"kg-{tag}"
+    create_topic(skiff.bootstrap, topic)
+    produce(skiff.bootstrap, topic, [b"a", b"b", b"c", b"d", b"e"])
+    api = Api(skiff.http_port)
+    configure(api, group)
+    recs = read(api, group, topic, "w", 3)
+    assert settle(api, group, "acknowledge", "w", recs[:2])[0] == 200  # 0, 1 done; 2 held
+    api.close()
+    try:
+        proc = run_tool(
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+            "--bootstrap-server",
+            skiff.bootstrap,
+            "--describe",
+            "--group",
+            group,
+        )
+    except ToolsUnavailable as exc:
+        pytest.skip(f"no Kafka tools: {exc}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = next(line.split() for line in proc.stdout.splitlines() if topic in line)
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+    assert row[:6] == [group, topic, "0", "2", "5", "3"], proc.stdout

@@ -158,3 +158,34 @@ def test_reset_latest_default_unknown_group(redis_server: RedisServer) -> None:
         await store.close()
 
     run(go())
+
+
+def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> None:
+    """A rejected record whose copy cannot be appended (the dead-letter partition is
+    broken) is not handed out again: the next acquire after the lock copies it."""
+
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 2)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        dlq = f"{topic}.dlq"
+        await store.create_topic(dlq, 1)
+        await q.configure(group, lock_ms=100, dead_letter_topic=dlq, auto_offset_reset="earliest")
+        got = await q.acquire(group, "w", topic, 0, 1)
+        meta = f"skiff:{{{dlq}/0}}:meta"
+        saved = await store.redis.hgetall(meta)
+        await store.redis.delete(meta)  # appends to the dead-letter partition now fail
+        assert await q.settle(group, "w", topic, 0, [got[0].offset], Action.REJECT) == {0: None}
+        assert await store.read_entries(dlq, 0, 0, 10) == []
+        assert await q.committed(group, topic, 0) == 0  # not finished: no copy yet
+        await store.redis.hset(meta, mapping=saved)
+        await asyncio.sleep(0.15)
+        nxt = await q.acquire(group, "x", topic, 0, 5)
+        assert [r.offset for r in nxt] == [1]  # offset 0 is not handed out again
+        (entry,) = await store.read_entries(dlq, 0, 0, 10)
+        heads = dict(decode_headers(entry[1][7]))
+        assert heads["skiff.dlq.reason"] == b"rejected"
+        assert heads["skiff.dlq.delivery.count"] == b"1"
+        assert await q.committed(group, topic, 0) == 1
+        await store.close()
+
+    run(go())

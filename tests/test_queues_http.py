@@ -478,3 +478,50 @@ def test_docs_examples_validate() -> None:
             check(name, json.loads(body))
             checked += 1
     assert checked >= 5
+
+
+def test_queue_group_and_consumer_group_ids_do_not_mix(skiff: Skiff) -> None:
+    from rawkafka import RawKafka
+
+    topic, group = names()
+    create_topic(skiff.bootstrap, topic)
+    api = Api(skiff.http_port)
+    configure(api, group)
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        join = kafka.request(
+            11,
+            5,
+            {
+                "group_id": group,
+                "session_timeout": 10_000,
+                "rebalance_timeout": 10_000,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        )
+        assert join.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL, as Kafka for a share group
+        commit = kafka.request(
+            8,
+            2,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "retention_time": -1,
+                "topics": [
+                    {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 5}]}
+                ],
+            },
+        )
+        assert commit.topics[0].partitions[0].error_code == 69  # GROUP_ID_NOT_FOUND
+    # A consumer group's id cannot become a queue group.
+    classic = f"{group}-classic"
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": skiff.bootstrap, "group.id": classic})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    consumer.close()
+    status, body = api.call("PUT", f"/v1/queues/{classic}", {})
+    assert status == 409 and body["error"]["code"] == "GROUP_ID_CONFLICT"
+    api.close()

@@ -11,6 +11,7 @@ from ..groups.coordinator import CoordinatorError
 from ..groups.state import State
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..queues.core import queue_store
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -31,6 +32,11 @@ async def _describe(broker: Broker, group_id: str, with_ops: bool) -> dict[str, 
         "members": [],
         "authorized_operations": GROUP_OPERATIONS if with_ops else NOT_REQUESTED,
     }
+    if await queue_store(broker).exists(group_id):
+        # A queue group has no classic members: Empty, as a group of standalone
+        # consumers, so kafka-consumer-groups --describe shows its offsets and lag.
+        entry["group_state"] = State.EMPTY.value
+        return entry
     try:
         group = await broker.groups.describe(group_id)
     except CoordinatorError as exc:

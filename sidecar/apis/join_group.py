@@ -24,6 +24,9 @@ async def _join(broker: Broker, request: Any) -> JoinResult:
     session_ms = ms(body.session_timeout)
     if not body.group_id:
         return JoinResult("INVALID_GROUP_ID", body.member_id)
+    if await queue_store(broker).exists(body.group_id):
+        # A queue (share) group: Kafka answers a classic join so (GroupMetadataManager).
+        return JoinResult("INCONSISTENT_GROUP_PROTOCOL", "")
     if not (
         settings.group_min_session_timeout_ms <= session_ms <= settings.group_max_session_timeout_ms
     ):

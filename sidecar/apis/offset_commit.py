@@ -10,6 +10,7 @@ from typing import Any
 from ..broker import Broker
 from ..groups.coordinator import CoordinatorError
 from ..protocol.kio_codec import encode_response, ms
+from ..queues.core import queue_store
 from ..storage.group_store import CommittedOffset
 from .partition_errors import topic_partition_errors
 
@@ -38,6 +39,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
             else:
                 epoch = getattr(p, "committed_leader_epoch", -1)
                 valid[tp] = CommittedOffset(p.committed_offset, epoch, metadata, now, expire)
+    if valid and await queue_store(broker).exists(body.group_id):
+        # A queue (share) group's offsets move by acknowledgements only, as in Kafka.
+        results.update({tp: "GROUP_ID_NOT_FOUND" for tp in valid})
+        valid = {}
     if valid:
         try:
             error = await broker.groups.commit(

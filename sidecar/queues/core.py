@@ -2,21 +2,29 @@
 
 How to call it (HTTP API in sidecar/queues/http_api.py, Kafka share groups):
 
-    queues = QueueStore(broker.store)              # one per sidecar, no state of its own
+    queues = queue_store(broker)                   # the sidecar's QueueStore (shared cache)
     cfg = await queues.configure("g", lock_ms=30_000, delivery_limit=5,
                                  dead_letter_topic="g.dlq", auto_offset_reset="earliest")
-    got = await queues.acquire("g", holder, "orders", 0, max_records=100)  # list[Acquired]
-    errs = await queues.settle("g", holder, "orders", 0, [o.offset for o in got],
-                               Action.ACCEPT)      # {offset: None | RecordError}
+    cfg = await queues.config("g", create=True)    # share groups: created on first use
+    await queues.exists("g")                       # is "g" a queue group (cached 1 s)
+    got = await queues.acquire("g", holder, "orders", 0, max_records=100,
+                               max_bytes=None)     # list[Acquired], leased to holder
+    done = await queues.settle("g", holder, "orders", 0, [r.offset for r in got],
+                               Action.ACCEPT)      # Settled: {offset: None | RecordError},
+                                                   # .now_ms (renewed leases end +lock_ms)
     await queues.release_holder("g", holder)        # a member left: its records go back
-    desc = await queues.describe("g")               # QueueDescription
+    desc = await queues.describe("g")               # QueueDescription (.partitions)
     await queues.committed("g", "orders", 0)        # lowest unfinished offset, -1: none
     await queues.reset("g", "orders", 0, 0)          # or "earliest" / "latest"
-    queues.wake_channels("orders", [0])             # for broker.wakeups.register(...)
+    queues.wake_channels("orders", [0])             # for broker.wakeups.register(...):
+                                                   # appends and releases publish there
 
+Action: ACCEPT, RELEASE, REJECT, RENEW. Acquired: topic, partition, offset,
+delivery_count, lease_deadline_ms (Redis time), timestamp, key, value, headers.
 `holder` is any string not starting with '~' (an HTTP worker id, a share member id).
 Whole-request problems raise QueueError(code, message) (codes: GROUP_NOT_FOUND,
-UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_GROUP_ID, GROUP_ID_CONFLICT);
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG, INVALID_GROUP_ID, GROUP_ID_CONFLICT,
+STORAGE_ERROR); Redis outages raise the store's RedisUnavailable / StoreError;
 per-record problems of settle() are RecordError values (NOT_PENDING, OTHER_HOLDER,
 LEASE_EXPIRED) and change nothing for that record.
 
@@ -65,7 +73,8 @@ DESCRIBE_SCAN = 10_000  # pending entries looked at per partition by describe()
 RELEASED = "~released"
 REASON_LIMIT = "delivery limit"
 REASON_REJECTED = "rejected"
-GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+REJECT_MARK = 1_000_000  # added to a rejected record's count until its copy is made
+GROUP_ID = re.compile(r"^[^\x00-\x1f]{1,249}$")  # Kafka group ids are any string
 
 
 class Action(enum.Enum):
@@ -208,7 +217,7 @@ def check_group_id(group: str) -> None:
     if not GROUP_ID.match(group):
         raise QueueError(
             "INVALID_GROUP_ID",
-            f"queue group ids are 1-249 characters of A-Z a-z 0-9 . _ -, got {group!r}",
+            f"queue group ids are 1-249 characters without control characters, got {group!r}",
         )
 
 
@@ -428,14 +437,19 @@ class QueueStore:
         now = int(reply[0])
         again: dict[int, int] = {}
         dead: list[tuple[int, int]] = []
+        rejected: list[tuple[int, int]] = []
         for i in range(1, len(reply), 3):
             offset, count, kind = int(reply[i]), int(reply[i + 1]), int(reply[i + 2])
             if kind == 1:
                 again[offset] = count
             else:
-                dead.append((offset, count))
+                (dead if kind == 2 else rejected).append((offset, count))
         if dead:
             await self._dead_letter(cfg, topic, partition, dead, REASON_LIMIT, self.dead_holder)
+        if rejected:
+            await self._dead_letter(
+                cfg, topic, partition, rejected, REASON_REJECTED, self.dead_holder
+            )
         out: list[Acquired] = []
         deadline = now + cfg.lock_ms
         if again:
@@ -500,10 +514,11 @@ class QueueStore:
         cfg = await self.config(group)
         if action is Action.REJECT and cfg.dead_letter_topic:
             done = await self._run_settle(cfg, holder, topic, partition, offsets, "dead")
-            moved = [(o, 0) for o, err in done.items() if err is None]
+            moved = [o for o, err in done.items() if err is None]
             if moved:
+                counts = await self._counts(cfg.group, topic, partition, moved, self.dead_holder)
                 await self._dead_letter(
-                    cfg, topic, partition, moved, REASON_REJECTED, self.dead_holder
+                    cfg, topic, partition, list(counts.items()), REASON_REJECTED, self.dead_holder
                 )
             return done
         return await self._run_settle(cfg, holder, topic, partition, offsets, action.value)
@@ -561,11 +576,8 @@ class QueueStore:
         offsets = [o for o, _ in items]
         if cfg.dead_letter_topic:
             bodies = await self._bodies(topic, partition, offsets)
-            counts = dict(items)
-            if reason == REASON_REJECTED:  # counts of explicitly rejected records
-                counts = await self._counts(cfg.group, topic, partition, offsets, holder)
             try:
-                await self._append_dead(cfg, topic, partition, bodies, counts, reason)
+                await self._append_dead(cfg, topic, partition, bodies, dict(items), reason)
             except (StoreError, QueueError) as exc:
                 log.warning(
                     "queue group %s: dead-lettering %d record(s) of %s/%d to %s failed: %s",
@@ -591,7 +603,8 @@ class QueueStore:
                 )
             replies = await pipe.execute()
         for o, rows in zip(offsets, replies, strict=True):
-            out[o] = int(rows[0]["times_delivered"]) if rows else 0
+            # Rejected records carry REJECT_MARK until copied (lua/queue_settle.lua).
+            out[o] = int(rows[0]["times_delivered"]) % REJECT_MARK if rows else 0
         return out
 
     async def _append_dead(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,9 @@ MAX_RECORDS = 10_000  # per read or settle request
 MAX_WAIT_MS = 60_000
 MAX_RECHECK_S = 1.0  # a waiting read looks for expired leases at least this often
 MAX_BODY = 16 * 1024 * 1024
+# Groups made over HTTP: names that need no escaping in URLs (Kafka share groups made by
+# Kafka clients may use any id; the API serves those too, percent-encoded).
+HTTP_GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -140,6 +144,11 @@ class QueueApi:
 
     async def configure(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
+        if not HTTP_GROUP_ID.match(group):
+            raise QueueError(
+                "INVALID_GROUP_ID",
+                f"queue group ids are 1-249 characters of A-Z a-z 0-9 . _ -, got {group!r}",
+            )
         body = await self._body(request)
         validate_config(body)  # unknown fields and bad values: 400 before any write
         existed = await self.queues.exists(group)

@@ -94,22 +94,11 @@ INIT_PRODUCER = Script("init_producer")
 TOPIC_CAS = Script("topic_cas")
 TRIM = Script("trim")
 CLEANER = Script("cleaner")
+ALL = (APPEND, BROKERS, GROUP_LEASE, GROUP_WRITE, INIT_PRODUCER, TOPIC_CAS, TRIM, CLEANER)
+
 # Queue groups (sidecar/queues/core.py).
 QUEUE_INIT = Script("queue_init")
 QUEUE_ACQUIRE = Script("queue_acquire")
 QUEUE_SETTLE = Script("queue_settle")
 QUEUE_STATE = Script("queue_state")
-ALL = (
-    APPEND,
-    BROKERS,
-    GROUP_LEASE,
-    GROUP_WRITE,
-    INIT_PRODUCER,
-    TOPIC_CAS,
-    TRIM,
-    CLEANER,
-    QUEUE_INIT,
-    QUEUE_ACQUIRE,
-    QUEUE_SETTLE,
-    QUEUE_STATE,
-)
+ALL += (QUEUE_INIT, QUEUE_ACQUIRE, QUEUE_SETTLE, QUEUE_STATE)
