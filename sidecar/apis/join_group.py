@@ -31,9 +31,6 @@ async def _join(broker: Broker, request: Any) -> JoinResult:
         settings.group_min_session_timeout_ms <= session_ms <= settings.group_max_session_timeout_ms
     ):
         return JoinResult("INVALID_SESSION_TIMEOUT", body.member_id)
-    if await queue_store(broker).exists(body.group_id):
-        # A queue (share) group of that id: Kafka refuses the other protocol.
-        return JoinResult("INCONSISTENT_GROUP_PROTOCOL", body.member_id)
     join = JoinRequest(
         member_id=body.member_id,
         instance_id=getattr(body, "group_instance_id", None),
