@@ -16,6 +16,7 @@ Starts its own redis-server and Skiff (ports free, both stopped at the end).
 
   .venv/bin/python bench/share_groups.py [--records 20000] [--workers 4] [--batch 500]
                                          [--record-bytes 100] [--java] [--json]
+                                         [--cprofile OUT.prof]
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory(prefix="skiff-share-bench-") as tmp:
         redis_proc, url = start_redis(Path(tmp), unix_socket=False)
-        skiff, bootstrap = start_skiff(url, Path(tmp) / "skiff.log")
+        skiff, bootstrap = start_skiff(url, Path(tmp) / "skiff.log", cprofile=args.cprofile)
         try:
             phases = ["raw", "share"] + (["java"] if args.java else [])
             for phase in phases:
@@ -219,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=500)
     p.add_argument("--java", action="store_true", help="also one Java KafkaShareConsumer")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--cprofile", type=Path, help="profile the sidecar (bench/skiff_cprofile.py)")
     args = p.parse_args(argv)
     result = run(args)
     if args.json:

@@ -221,6 +221,33 @@ def test_share_consumers_across_two_sidecars(own_redis: RedisServer, tmp_path: P
             stop_process(s.proc)
 
 
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "gzip", "snappy"])
+def test_records_arrive_in_the_topics_compression(skiff: Skiff, codec: str) -> None:
+    topic = f"share-t-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"compression.type": codec})])[topic].result(
+        30
+    )
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    producer = Producer({"bootstrap.servers": skiff.bootstrap, "linger.ms": 5})
+    for i in range(50):
+        producer.produce(topic, key=None, value=f"value-{i}".encode() * 10, headers=[("h", b"x")])
+    assert producer.flush(30) == 0
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        got: list[dict[str, Any]] = []
+        end = time.monotonic() + 60
+        while len(got) < 50 and time.monotonic() < end:
+            recs = c.poll(500)
+            got += recs
+            if recs:
+                c.ack_all("accept")
+                assert c.commit() == {f"{topic}-0": None}
+    assert [(r["offset"], r["key"], r["value"], r["headers"]) for r in got] == [
+        (i, None, f"value-{i}".encode() * 10, [("h", b"x")]) for i in range(50)
+    ]
+
+
 def test_release_redelivers_with_a_growing_delivery_count(skiff: Skiff, topic: str) -> None:
     group = _group()
     _earliest(skiff, group, lock_ms=30_000)

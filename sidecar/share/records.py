@@ -6,7 +6,7 @@ a record leased to either is handed to no one else while the lease lasts.
 
 Acknowledgement batches (first offset, last offset, types) become per-offset actions:
 0 gap (nothing to do), 1 accept, 2 release, 3 reject, 4 renew. Acquired records are
-encoded as v2 batches (the topic's compression.type, as Fetch does) built from the
+encoded as one v2 batch (the topic's compression.type, as Fetch does) built from the
 acquired records only, and described by AcquiredRecords ranges of consecutive offsets
 with one delivery count."""
 
@@ -18,12 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol import errors
-from ..protocol.record_batch import (
-    FLAG_KEY_NULL,
-    FLAG_VALUE_NULL,
-    encode_entries_sized,
-    encode_headers,
-)
+from ..protocol.record_batch import Compression, DefaultRecordBatchBuilder, _finish
 from ..queues.core import Acquired, Action, QueueError, QueueStore, RecordError, queue_store
 from ..storage.store import TopicInfo
 from ..topic_config import fetch_compression
@@ -89,8 +84,11 @@ def parse_batches(batches: Any, allow_renew: bool) -> dict[Action | None, list[i
                 return f"Invalid acknowledge type {t}."
         if n > 1_000_000:
             return "Acknowledgement batch too large."
-        for i in range(n):
-            t = types[0] if len(types) == 1 else types[i]
+        if len(types) == 1:  # the usual case: one type for the whole range
+            t = types[0]
+            out[ACTIONS[t] if t != GAP else None].extend(range(first, last + 1))
+            continue
+        for i, t in enumerate(types):
             out[ACTIONS[t] if t != GAP else None].append(first + i)
     return out
 
@@ -158,31 +156,17 @@ class PartitionRecords:
     message: str | None = None
 
 
-def _entries(got: list[Acquired]) -> list[tuple[bytes, list[bytes]]]:
-    """Acquired records in the stream-entry shape the batch encoder reads."""
-    out = []
+def encode_acquired(got: list[Acquired], compression: Compression) -> bytes:
+    """The acquired records (sorted by offset) as one v2 batch: offset deltas skip what
+    was not acquired, as compaction leaves gaps. Compressed as the topic's
+    compression.type says (producer: uncompressed, the record's codec is not known)."""
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 2**31 - 1)
+    append = builder.append
+    base = got[0].offset
     for r in got:
-        flags = (FLAG_KEY_NULL if r.key is None else 0) | (
-            FLAG_VALUE_NULL if r.value is None else 0
-        )
-        out.append(
-            (
-                b"0-%d" % (r.offset + 1),
-                [
-                    b"t",
-                    str(r.timestamp).encode(),
-                    b"k",
-                    r.key or b"",
-                    b"v",
-                    r.value or b"",
-                    b"h",
-                    encode_headers(r.headers) if r.headers else b"",
-                    b"f",
-                    str(flags).encode(),
-                ],
-            )
-        )
-    return out
+        append(r.offset - base, r.timestamp, r.key, r.value, r.headers)
+    codec = max(compression.codec, 0)
+    return bytes(_finish(builder, base, False, codec, compression.level(codec) if codec else 0))
 
 
 def _ranges(got: list[Acquired]) -> list[dict[str, int]]:
@@ -229,5 +213,5 @@ async def acquire(
     if not got:
         return PartitionRecords()
     got.sort(key=lambda r: r.offset)
-    data, taken, _ = encode_entries_sized(_entries(got), 2**31 - 1, fetch_compression(info))
-    return PartitionRecords(data, _ranges(got[:taken]), taken)
+    data = encode_acquired(got, fetch_compression(info))
+    return PartitionRecords(data, _ranges(got), len(got))
