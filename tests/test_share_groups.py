@@ -646,3 +646,22 @@ def test_share_apis_answer_retriable_errors_while_redis_is_down(tmp_path: Path) 
     finally:
         stop_process(server.proc)
         stop_process(redis_server.proc)
+
+
+def test_a_crashed_consumers_records_are_released_when_its_connection_closes(
+    skiff: Skiff, topic: str
+) -> None:
+    """As Kafka: a share session ends with its client connection, and the records it
+    acquired are available again at once, long before their lock would expire."""
+    group = _group()
+    _earliest(skiff, group, lock_ms=60_000)
+    _produce(skiff.bootstrap, topic, 5)
+    crashed = ShareConsumer(skiff.bootstrap, group, [topic])
+    held = _poll_until(crashed, 5)
+    assert [r["offset"] for r in held] == [0, 1, 2, 3, 4]
+    crashed.kill()  # SIGKILL: no leave, no session close, just a dropped connection
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as other:
+        got = _poll_until(other, 5, timeout_s=20)  # far below the 60 s lock
+        assert [(r["offset"], r["delivery_count"]) for r in got] == [(i, 2) for i in range(5)]
+        other.ack_all("accept")
+        assert other.commit() == {f"{topic}-0": None}

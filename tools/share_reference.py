@@ -281,6 +281,47 @@ def conversation(port: int, topic: str, group: str) -> list[Step]:
                 },
             )
             step("classic JoinGroup on a share group", r.error_code)
+        # A member whose connection drops: its session and acquisitions end with it
+        # (a fresh group, so nothing else is in flight).
+        group2 = group + "-dropped"
+        with RawKafka("127.0.0.1", port) as k:
+            configs = [
+                {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"},
+                {"name": "share.record.lock.duration.ms", "config_operation": 0, "value": "30000"},
+            ]
+            k.request(
+                44,
+                1,
+                {
+                    "resources": [
+                        {"resource_type": 32, "resource_name": group2, "configs": configs}
+                    ],
+                    "validate_only": False,
+                },
+            )
+        c = ShareMember("127.0.0.1", port, group2)
+        d = ShareMember("127.0.0.1", port, group2)
+        try:
+            for _ in range(60):
+                if c.heartbeat(0, [topic]).error_code not in (14, 15, 16):
+                    break
+                time.sleep(0.5)
+            got = None
+            for _ in range(20):
+                got = acquired_offsets(c.fetch({tid: [0]}, max_records=500, max_wait_ms=1000))
+                if got:
+                    break
+            step("acquired by a member", got.get(tp) if got else None)
+            c.close()
+            d.join([topic])
+            got = None
+            for _ in range(10):  # well within the 30 s lock
+                got = acquired_offsets(d.fetch({tid: [0]}, max_records=500, max_wait_ms=1000))
+                if got:
+                    break
+            step("released when its connection closed", got.get(tp) if got else None)
+        finally:
+            d.close()
     finally:
         for m in (a, b, stranger):
             m.close()

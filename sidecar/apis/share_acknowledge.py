@@ -88,6 +88,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
             parts.append(e)
         responses.append({"topic_id": t.topic_id, "partitions": parts})
     if epoch == FINAL_EPOCH:
-        share.sessions.close(group_id, member_id)
-        await records.release_member(broker, group_id, member_id)
+        closed = share.sessions.close(group_id, member_id)
+        if closed is not None:  # the member's records on the session's partitions go back
+            await share.close_session(closed)
     return _answer(version, "NONE", None, responses, await records.lock_ms(broker, group_id))

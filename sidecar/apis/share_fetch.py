@@ -6,7 +6,8 @@ INVALID_SHARE_SESSION_EPOCH), apply the acknowledgements (per partition
 AcknowledgeErrorCode), then acquire from the session's partitions, up to MaxRecords
 and MaxBytes, long-polling up to MaxWaitMs on the partitions' append/release wake-up
 when nothing is available. Epoch -1 acknowledges, closes the session and releases the
-member's unacknowledged records; a fetch with IsRenewAck only acknowledges."""
+member's unacknowledged records on its partitions; a fetch with IsRenewAck only
+acknowledges."""
 
 from __future__ import annotations
 
@@ -125,8 +126,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 e["acknowledge_error_message"] = ack.message
 
     if epoch == FINAL_EPOCH:
-        share.sessions.close(group_id, member_id)
-        await records.release_member(broker, group_id, member_id)
+        closed = share.sessions.close(group_id, member_id)
+        if closed is not None:  # the member's records on the session's partitions go back
+            await share.close_session(closed)
     elif not renew_only:
         fetchable = []
         for tid, p in session.partitions:

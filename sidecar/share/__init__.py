@@ -7,10 +7,16 @@ code only needs `stop_all()` at shutdown."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
+from .. import connection_context
+from ..storage import resilience
 from .membership import ShareCoordinator
-from .sessions import ShareSessions
+from .sessions import ShareSession, ShareSessions
+
+log = logging.getLogger("skiff.share")
 
 
 class ShareState:
@@ -18,6 +24,38 @@ class ShareState:
         self.broker = broker
         self.sessions = ShareSessions()
         self.coordinator = ShareCoordinator(broker, self._member_gone)
+        self._tasks: set[asyncio.Task[None]] = set()
+        connection_context.on_close(self.connection_closed)
+
+    def connection_closed(self, connection: int) -> None:
+        """Kafka forgets a client's share sessions when its connection closes and
+        releases what they acquired: a crashed consumer's records go to others at once."""
+        for session in self.sessions.drop_connection(connection):
+            task = asyncio.get_running_loop().create_task(self.close_session(session))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def close_session(self, session: ShareSession) -> None:
+        """Release the member's records on the session's partitions."""
+        from . import records
+
+        try:
+            with resilience.request_deadline(None):
+                parts = []
+                for tid, p in session.partitions:
+                    info = await self.broker.store.topic_by_id(tid)
+                    if info is not None:
+                        parts.append((info.name, p))
+                await records.release_partitions(
+                    self.broker, session.group_id, session.member_id, parts
+                )
+        except Exception as exc:  # the locks expire anyway
+            log.warning(
+                "share group %r: releasing member %s's session failed: %s",
+                session.group_id,
+                session.member_id,
+                exc,
+            )
 
     async def _member_gone(self, group_id: str, member_id: str) -> None:
         """A member left or its session expired: its records become available now."""

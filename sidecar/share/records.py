@@ -19,7 +19,16 @@ from typing import Any
 
 from ..protocol import errors
 from ..protocol.record_batch import Compression, DefaultRecordBatchBuilder, _finish
-from ..queues.core import Acquired, Action, QueueError, QueueStore, RecordError, queue_store
+from ..queues.core import (
+    Acquired,
+    Action,
+    QueueError,
+    QueueStore,
+    RecordError,
+    consumer_group,
+    queue_store,
+)
+from ..storage.share_store import ShareStore
 from ..storage.store import TopicInfo
 from ..topic_config import fetch_compression
 
@@ -56,6 +65,38 @@ async def lock_ms(broker: Any, group_id: str) -> int:
         return (await queues(broker).config(group_id)).lock_ms
     except QueueError:
         return 0
+
+
+async def release_partitions(
+    broker: Any, group_id: str, member_id: str, partitions: list[tuple[str, int]]
+) -> None:
+    """Release what the member holds on these partitions (its share session there
+    closed), leaving what it acquired through other sidecars' sessions alone."""
+    core = queues(broker)
+    store = ShareStore(broker.store.redis)
+    released = 0
+    for topic, partition in partitions:
+        while True:
+            offsets = await store.pending_of(topic, partition, consumer_group(group_id), member_id)
+            if not offsets:
+                break
+            try:
+                done = await core.settle(
+                    group_id, member_id, topic, partition, offsets, Action.RELEASE
+                )
+            except QueueError:
+                break
+            n = sum(1 for e in done.values() if e is None)
+            released += n
+            if len(offsets) < 1000 or n == 0:  # the rest: locks expired, free already
+                break
+    if released:
+        log.info(
+            "share group %r: released %d record(s) of member %s's closed session",
+            group_id,
+            released,
+            member_id,
+        )
 
 
 @dataclass(slots=True)

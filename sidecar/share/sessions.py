@@ -6,13 +6,17 @@ Epoch 0 opens a session (replacing one the member had here), -1 closes it, any o
 epoch must be the session's next one: a session missing here answers
 SHARE_SESSION_NOT_FOUND, a wrong epoch INVALID_SHARE_SESSION_EPOCH, as from Kafka. The
 client then opens a new session with epoch 0. Sessions hold no records: acquisitions
-live in Redis, so a member may move between sidecars."""
+live in Redis, so a member may move between sidecars. A session whose client connection
+closes is forgotten and the member's records on its partitions are released, as Kafka
+does (ShareState.connection_closed)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from dataclasses import dataclass, field
+
+from ..connection_context import CONNECTION
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -29,6 +33,7 @@ class ShareSession:
     epoch: int  # the next epoch expected
     partitions: dict[TopicPartition, None] = field(default_factory=dict)  # ordered set
     used: float = field(default_factory=time.monotonic)
+    connection: int = 0  # the client connection last used (connection_context)
 
 
 class SessionError(Exception):
@@ -60,6 +65,7 @@ class ShareSessions:
         if len(self._sessions) >= MAX_SESSIONS:
             raise SessionError("SHARE_SESSION_LIMIT_REACHED", "The share session cache is full.")
         session = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH))
+        session.connection = CONNECTION.get()
         self._sessions[key] = session
         return session
 
@@ -77,6 +83,7 @@ class ShareSessions:
             )
         session.epoch = next_epoch(session.epoch)
         session.used = time.monotonic()
+        session.connection = CONNECTION.get()
         return session
 
     def check(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
@@ -88,6 +95,12 @@ class ShareSessions:
 
     def drop_member(self, group_id: str, member_id: str) -> None:
         self._sessions.pop((group_id, member_id), None)
+
+    def drop_connection(self, connection: int) -> list[ShareSession]:
+        """Forget the sessions last used on a closed connection (as Kafka's broker
+        does); the caller releases their records."""
+        gone = [k for k, s in self._sessions.items() if s.connection == connection]
+        return [self._sessions.pop(k) for k in gone]
 
     def _evict(self) -> None:
         now = time.monotonic()
