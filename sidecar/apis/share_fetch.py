@@ -171,7 +171,7 @@ async def _acquire(
     deadline = time.monotonic() + max_wait
     channels = [keys.wake_channel(info.name, p) for _, p, info in fetchable]
     event = broker.wakeups.register(channels) if max_wait > 0 else None
-    # Start where the last fetch stopped, so one busy partition does not starve others.
+    # Start at a rotating partition, so one busy partition does not starve the others.
     start = hash((group_id, member_id, int(time.monotonic() * 10))) % len(fetchable)
     order = fetchable[start:] + fetchable[:start]
     try:
@@ -196,11 +196,15 @@ async def _acquire(
             remaining = deadline - time.monotonic()
             if got or event is None or remaining <= 0 or broker.wakeups.closing:
                 return
+            # The group exists now (acquire creates it): its lock duration is known.
+            recheck = max(await records.lock_ms(broker, group_id), 1000) / 4000
             try:
-                await asyncio.wait_for(event.wait(), remaining)
+                # Expiring locks publish nothing: look again every lock/4 (as the HTTP
+                # read does), and once more when the wait ends.
+                await asyncio.wait_for(event.wait(), min(remaining, recheck))
             except TimeoutError:
-                # Leases may have expired meanwhile (nothing publishes that): one last try.
-                deadline = time.monotonic()
+                if remaining <= recheck:
+                    deadline = time.monotonic()
     finally:
         if event is not None:
             broker.wakeups.unregister(event, channels)
