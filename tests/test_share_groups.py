@@ -665,3 +665,51 @@ def test_a_crashed_consumers_records_are_released_when_its_connection_closes(
         assert [(r["offset"], r["delivery_count"]) for r in got] == [(i, 2) for i in range(5)]
         other.ack_all("accept")
         assert other.commit() == {f"{topic}-0": None}
+
+
+def test_share_group_survives_its_coordinator_stopping(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Two sidecars; the one coordinating the share group stops (SIGTERM hands its
+    leases back). The other takes the group over with its members (from Redis), and the
+    consumer goes on: every record is accepted exactly once."""
+    sidecars = [
+        start_skiff(tmp_path / f"skiff{i}.log", "--redis-url", own_redis.url) for i in range(2)
+    ]
+    try:
+        topic = f"share-t-{uuid.uuid4().hex[:10]}"
+        _create(sidecars[0].bootstrap, topic, partitions=2)
+        group = _group()
+        _earliest(sidecars[0], group, lock_ms=30_000)
+        _produce(sidecars[0].bootstrap, topic, 100)
+        bootstrap = ",".join(s.bootstrap for s in sidecars)
+        seen: list[tuple[int, int]] = []
+        with ShareConsumer(bootstrap, group, [topic], {"max.poll.records": "10"}) as c:
+
+            def consume(until: int) -> None:
+                end = time.monotonic() + 90
+                while len(seen) < until and time.monotonic() < end:
+                    recs = c.poll(500)
+                    if recs:
+                        c.ack_all("accept")
+                        c.commit()
+                        seen.extend((r["partition"], r["offset"]) for r in recs)
+
+            consume(100)
+            [described] = java.admin(bootstrap, [{"op": "describe", "group": group}])
+            coordinator = described["coordinator"]
+            with RawKafka("127.0.0.1", sidecars[0].port) as kafka:
+                resp = kafka.request(3, 12, metadata_request([topic]))
+            ports = {b.node_id: b.port for b in resp.brokers}
+            [stopping] = [s for s in sidecars if s.port == ports[coordinator]]
+            [staying] = [s for s in sidecars if s is not stopping]
+            stop_process(stopping.proc)
+            _produce(staying.bootstrap, topic, 100)
+            consume(200)
+            [described] = java.admin(staying.bootstrap, [{"op": "describe", "group": group}])
+        assert len(seen) == 200 and len(set(seen)) == 200
+        assert described["coordinator"] != coordinator
+        assert len(described["members"]) == 1
+    finally:
+        for s in sidecars:
+            stop_process(s.proc)
