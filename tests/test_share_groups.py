@@ -401,6 +401,15 @@ def test_admin_tracks_the_lowest_unfinished_offset(skiff: Skiff, topic: str) -> 
         assert [r["offset"] for r in recs] == [4, 5, 6, 7, 8, 9]
         c.ack_all("accept")
         c.commit()
+        [deleted] = java.admin(skiff.bootstrap, [{"op": "delete", "group": group}])
+        assert deleted["error"] == "GroupNotEmptyException"
+    deleted, listed, offsets = java.admin(
+        skiff.bootstrap,
+        [{"op": "delete", "group": group}, {"op": "list"}, {"op": "offsets", "group": group}],
+    )
+    assert deleted == {"op": "delete", "ok": True}
+    assert group not in {g["group"] for g in listed["groups"]}
+    assert offsets["offsets"] == {}
 
 
 # -- raw protocol: errors and session rules --------------------------------------------

@@ -226,6 +226,8 @@ def conversation(port: int, topic: str, group: str) -> list[Step]:
                 },
             )
             step("alter offsets of a group with members", (r.error_code, r.error_message))
+            r = k.request(42, 2, {"groups_names": [group]})
+            step("delete a share group with members", [x.error_code for x in r.results])
             r = k.request(16, 5, {"states_filter": [], "types_filter": ["share"]})
             step(
                 "list share groups",
@@ -281,6 +283,8 @@ def conversation(port: int, topic: str, group: str) -> list[Step]:
                 },
             )
             step("classic JoinGroup on a share group", r.error_code)
+            r = k.request(42, 2, {"groups_names": [group]})
+            step("delete the empty share group", [x.error_code for x in r.results])
         # A member whose connection drops: its session and acquisitions end with it
         # (a fresh group, so nothing else is in flight).
         group2 = group + "-dropped"

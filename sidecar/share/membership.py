@@ -306,6 +306,19 @@ class ShareCoordinator:
     async def describe(self, group_id: str) -> ShareGroup | None:
         return await self.coordinate(group_id, create=False)
 
+    async def delete(self, group_id: str) -> str:
+        """DeleteGroups of a share (queue) group: only an empty one, as in Kafka; its
+        positions, leases and config go (sidecar/queues/core.py delete), records stay."""
+        group = await self.coordinate(group_id, create=True)
+        if group is not None and group.members:
+            return "NON_EMPTY_GROUP"
+        await queue_store(self.broker).delete(group_id)
+        await self.store.delete(group_id)
+        self.groups.pop(group_id, None)
+        await self.broker.groups.store.release(group_id, self.broker.cluster.token)
+        log.info("deleted share group %r", group_id)
+        return "NONE"
+
     async def listed(self) -> list[ShareGroup]:
         """Groups this sidecar answers ListGroups for: those it coordinates and unheld
         ones whose preferred coordinator it is (as for classic groups)."""

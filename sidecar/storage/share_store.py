@@ -53,6 +53,12 @@ class ShareStore:
             pipe.sadd(SHARE_GROUPS, group_id)
             await pipe.execute()
 
+    async def delete(self, group_id: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(share_key(group_id))
+            pipe.srem(SHARE_GROUPS, group_id)
+            await pipe.execute()
+
     async def is_member(self, group_id: str, member_id: str) -> bool:
         return bool(await self.redis.hexists(share_key(group_id), f"m:{member_id}"))
 

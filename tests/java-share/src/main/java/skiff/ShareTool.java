@@ -347,6 +347,10 @@ public final class ShareTool {
         admin.incrementalAlterConfigs(Map.of(res, ops)).all().get();
         reply.put("ok", true);
       }
+      case "delete" -> {
+        admin.deleteShareGroups(List.of(group)).all().get();
+        reply.put("ok", true);
+      }
       case "list" -> {
         ArrayNode arr = reply.putArray("groups");
         for (GroupListing g : admin.listGroups(ListGroupsOptions.forShareGroups()).all().get()) {
