@@ -722,3 +722,54 @@ def test_share_group_survives_its_coordinator_stopping(
     finally:
         for s in sidecars:
             stop_process(s.proc)
+
+
+def test_group_configs_are_described_and_checked(skiff: Skiff) -> None:
+    group = _group()
+    _configure(
+        skiff,
+        group,
+        **{"share.record.lock.duration.ms": "45000", "errors.deadletterqueue.topic.name": "dl"},
+    )
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(
+            32,
+            4,
+            {
+                "resources": [
+                    {"resource_type": 32, "resource_name": group, "configuration_keys": None}
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+        [r] = resp.results
+        assert r.error_code == 0
+        assert sorted((c.name, c.value, c.config_source) for c in r.configs) == [
+            ("errors.deadletterqueue.topic.name", "dl", 8),
+            ("share.auto.offset.reset", "latest", 5),
+            ("share.delivery.count.limit", "5", 5),
+            ("share.record.lock.duration.ms", "45000", 8),
+        ]
+        bad = [
+            ("no.such.config", "1", 40),  # INVALID_CONFIG
+            ("share.record.lock.duration.ms", "10", 40),
+            ("share.record.lock.duration.ms", "soon", 40),
+            ("share.auto.offset.reset", "middle", 40),
+        ]
+        for name, value, code in bad:
+            resp = kafka.request(
+                44,
+                1,
+                {
+                    "resources": [
+                        {
+                            "resource_type": 32,
+                            "resource_name": group,
+                            "configs": [{"name": name, "config_operation": 0, "value": value}],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+            )
+            assert [x.error_code for x in resp.responses] == [code], (name, value)

@@ -137,6 +137,30 @@ def conversation(port: int, topic: str, group: str) -> list[Step]:
             },
         )
         step("unknown group config", [x.error_code for x in r.responses])
+        # (share.delivery.count.limit and errors.deadletterqueue.topic.name are Skiff's
+        # own group configs: Kafka 4.2 has the first only as a broker config.)
+        keys = ["share.record.lock.duration.ms", "share.auto.offset.reset"]
+        r = k.request(
+            32,
+            4,
+            {
+                "resources": [
+                    {"resource_type": 32, "resource_name": group, "configuration_keys": keys}
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+        step(
+            "describe group configs",
+            [
+                (
+                    x.error_code,
+                    sorted((c.name, c.value, c.config_source, c.config_type) for c in x.configs),
+                )
+                for x in r.results
+            ],
+        )
     a = ShareMember("127.0.0.1", port, group)
     b = ShareMember("127.0.0.1", port, group)
     stranger = ShareMember("127.0.0.1", port, group)

@@ -1,5 +1,5 @@
-"""Group configs of share groups (IncrementalAlterConfigs with resource type GROUP, 32),
-mapped onto the queue core's group settings:
+"""Group configs of share groups (IncrementalAlterConfigs and DescribeConfigs with
+resource type GROUP, 32), mapped onto the queue core's group settings:
 
 | Kafka group config | queue setting | Skiff range |
 |---|---|---|
@@ -73,6 +73,43 @@ def _changes(resource: Any) -> dict[str, Any] | str:
                     f"Value must be at least {MIN_LOCK_MS}"
                 )
         out[setting] = value
+    return out
+
+
+GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 8, 5  # Kafka's DescribeConfigs sources
+_TYPES = {"lock_ms": 3, "delivery_limit": 3, "auto_offset_reset": 2, "dead_letter_topic": 2}
+
+
+async def describe(broker: Any, resource: Any, synonyms: bool) -> dict[str, Any]:
+    """DescribeConfigs of a GROUP resource: the share-group configs above, GROUP_CONFIG
+    where the group's value differs from the default (DEFAULT_CONFIG otherwise)."""
+    group_id = resource.resource_name
+    core = queues(broker)
+    out = {**_answer(resource), "error_message": "", "configs": []}
+    if not await core.exists(group_id):
+        cfg = None
+    else:
+        cfg = (await core.config(group_id)).as_dict()
+    wanted = resource.configuration_keys
+    for name, setting in _NAMES.items():
+        if wanted and name not in wanted:
+            continue
+        value = cfg[setting] if cfg else _DEFAULTS[setting]
+        is_default = value == _DEFAULTS[setting]
+        source = DEFAULT_CONFIG_SOURCE if is_default else GROUP_CONFIG_SOURCE
+        text = None if value is None else str(value)
+        out["configs"].append(
+            {
+                "name": name,
+                "value": text,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": False,
+                "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
+                "config_type": _TYPES[setting],
+                "documentation": None,
+            }
+        )
     return out
 
 
