@@ -1,6 +1,7 @@
 -- queue_init.lua: create (or reset) a queue group's Redis consumer group on a partition.
 --
 -- KEYS[1] log stream skiff:{t/p}:log    KEYS[2] meta hash skiff:{t/p}:meta
+-- KEYS[3] the group's due hint on the partition (lua/queue_acquire.lua): dropped
 -- ARGV[1] consumer group name (q:<group>)
 -- ARGV[2] start: 'earliest' (log start), 'latest' (high watermark) or 'offset'
 -- ARGV[3] the offset for 'offset' (clamped to [log start, high watermark])
@@ -30,4 +31,5 @@ if type(ok) == 'table' and ok.err then
   end
   return redis.error_reply(ok.err)
 end
+redis.call('DEL', KEYS[3])  -- a new consumer group: no hint of an older one applies
 return pos

@@ -23,6 +23,7 @@ from conftest import ROOT, start_redis, start_skiff, stop_process
 
 KAFKA_VERSION = "3.9.1"
 
+
 @dataclass(frozen=True)
 class Target:
     name: str  # "skiff" or "kafka"

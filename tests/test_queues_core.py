@@ -39,7 +39,7 @@ def test_leases_counts_release_and_commit(redis_server: RedisServer) -> None:
     async def go() -> None:
         store, q, topic = await _setup(redis_server.url, 10)
         group = f"g-{uuid.uuid4().hex[:6]}"
-        await q.configure(group, lock_ms=300, auto_offset_reset="earliest")
+        await q.configure(group, lock_ms=1000, auto_offset_reset="earliest")
         a = await q.acquire(group, "a", topic, 0, 4)
         assert [r.offset for r in a] == [0, 1, 2, 3]
         assert [r.delivery_count for r in a] == [1] * 4
@@ -63,7 +63,7 @@ def test_leases_counts_release_and_commit(redis_server: RedisServer) -> None:
         assert [(r.offset, r.delivery_count) for r in c] == [(2, 2)]
         # Lease expiry: a's record 3 comes back to someone else, a's ack then fails.
         await q.settle(group, "b", topic, 0, [4, 5, 6, 7], Action.RENEW)
-        await asyncio.sleep(0.35)
+        await asyncio.sleep(1.05)
         got = await q.acquire(group, "d", topic, 0, 10)
         offsets = sorted(r.offset for r in got)
         assert offsets == [2, 3, 4, 5, 6, 7, 8, 9]
@@ -72,7 +72,7 @@ def test_leases_counts_release_and_commit(redis_server: RedisServer) -> None:
         late = await q.settle(group, "a", topic, 0, [3], Action.ACCEPT)
         assert late == {3: RecordError.OTHER_HOLDER}
         # An expired lease still held (nobody took it yet) is LEASE_EXPIRED.
-        await asyncio.sleep(0.35)
+        await asyncio.sleep(1.05)
         assert await q.settle(group, "d", topic, 0, [9], Action.ACCEPT) == {
             9: RecordError.LEASE_EXPIRED
         }
@@ -92,16 +92,16 @@ def test_delivery_limit_dead_letters_with_headers(redis_server: RedisServer) -> 
         dlq = f"{topic}.dlq"
         await q.configure(
             group,
-            lock_ms=50,
+            lock_ms=500,
             delivery_limit=2,
             dead_letter_topic=dlq,
             auto_offset_reset="earliest",
         )
         assert len(await q.acquire(group, "w", topic, 0, 1)) == 1  # offset 0, count 1
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.55)
         again = await q.acquire(group, "w", topic, 0, 1)
         assert [(r.offset, r.delivery_count) for r in again] == [(0, 2)]
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.55)
         # Count 2 = limit: offset 0 goes to the dead-letter topic; 1 is handed out.
         nxt = await q.acquire(group, "w", topic, 0, 1)
         assert [r.offset for r in nxt] == [1]
@@ -169,7 +169,7 @@ def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> N
         group = f"g-{uuid.uuid4().hex[:6]}"
         dlq = f"{topic}.dlq"
         await store.create_topic(dlq, 1)
-        await q.configure(group, lock_ms=100, dead_letter_topic=dlq, auto_offset_reset="earliest")
+        await q.configure(group, lock_ms=1000, dead_letter_topic=dlq, auto_offset_reset="earliest")
         got = await q.acquire(group, "w", topic, 0, 1)
         meta = f"skiff:{{{dlq}/0}}:meta"
         saved = await store.redis.hgetall(meta)
@@ -178,7 +178,7 @@ def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> N
         assert await store.read_entries(dlq, 0, 0, 10) == []
         assert await q.committed(group, topic, 0) == 0  # not finished: no copy yet
         await store.redis.hset(meta, mapping=saved)
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(1.05)
         nxt = await q.acquire(group, "x", topic, 0, 5)
         assert [r.offset for r in nxt] == [1]  # offset 0 is not handed out again
         (entry,) = await store.read_entries(dlq, 0, 0, 10)
@@ -186,6 +186,49 @@ def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> N
         assert heads["skiff.dlq.reason"] == b"rejected"
         assert heads["skiff.dlq.delivery.count"] == b"1"
         assert await q.committed(group, topic, 0) == 1
+        await store.close()
+
+    run(go())
+
+
+def test_due_hint_follows_lock_changes_and_recreated_topics(redis_server: RedisServer) -> None:
+    """The scan-skipping hint never hides an available record: after the lock duration
+    grows, after a topic is deleted and made again (its consumer group gone)."""
+
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 3)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, lock_ms=300, auto_offset_reset="earliest")
+        assert [r.offset for r in await q.acquire(group, "a", topic, 0, 1)] == [0]
+        await q.configure(group, lock_ms=1500)
+        await asyncio.sleep(0.5)  # past the old lock, not the new one
+        assert [r.offset for r in await q.acquire(group, "b", topic, 0, 1)] == [1]
+        await asyncio.sleep(1.1)
+        got = await q.acquire(group, "b", topic, 0, 5)
+        assert [(r.offset, r.delivery_count) for r in got] == [(0, 2), (2, 1)]
+        # Deleted and created again: the consumer group is gone with the stream.
+        await store.delete_topic(topic)
+        await store.create_topic(topic, 1)
+        records: list[Any] = [5, b"k", b"new", b"", 0]
+        await store.append(store.prepare_append(topic, 0, [1, 0, 5, 0, -1, -1, -1, *records]))
+        got = await q.acquire(group, "c", topic, 0, 5)
+        assert [(r.offset, r.value) for r in got] == [(0, b"new")]
+        assert await q.settle(group, "c", topic, 0, [0], Action.RELEASE) == {0: None}
+        assert [r.delivery_count for r in await q.acquire(group, "d", topic, 0, 5)] == [2]
+        await store.close()
+
+    run(go())
+
+
+def test_max_bytes_hands_the_rest_back_uncounted(redis_server: RedisServer) -> None:
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 4)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, auto_offset_reset="earliest")
+        got = await q.acquire(group, "a", topic, 0, 4, max_bytes=5)  # k0+v0 is 4 bytes
+        assert [r.offset for r in got] == [0]
+        rest = await q.acquire(group, "b", topic, 0, 10)
+        assert [(r.offset, r.delivery_count) for r in rest] == [(1, 1), (2, 1), (3, 1)]
         await store.close()
 
     run(go())

@@ -164,7 +164,7 @@ def test_unacknowledged_records_come_back_then_dead_letter(skiff: Skiff) -> None
         )
     assert producer.flush(30) == 0
     api = Api(skiff.http_port)
-    configure(api, group, lock_ms=300, delivery_limit=3, dead_letter_topic=dlq)
+    configure(api, group, lock_ms=1000, delivery_limit=3, dead_letter_topic=dlq)
     first = read(api, group, topic, "sleepy", 10)
     assert [(r["offset"], r["delivery_count"]) for r in first] == [(0, 1), (1, 1), (2, 1)]
     assert base64.b64decode(first[0]["value"]) == values[0]
@@ -182,7 +182,7 @@ def test_unacknowledged_records_come_back_then_dead_letter(skiff: Skiff) -> None
     third = read(api, group, topic, "third", 10, wait_ms=5000)
     assert [r["delivery_count"] for r in third] == [3, 3, 3]
     # Past the limit the records are rejected automatically into the dead-letter topic.
-    assert read(api, group, topic, "fourth", 10, wait_ms=1500) == []
+    assert read(api, group, topic, "fourth", 10, wait_ms=2500) == []
     status, desc = api.call("GET", f"/v1/queues/{group}")
     assert desc["partitions"][0]["pending"] == 0
     assert committed(skiff.bootstrap, group, topic) == [3]
@@ -216,6 +216,20 @@ def test_unacknowledged_records_come_back_then_dead_letter(skiff: Skiff) -> None
             ("skiff.dlq.offset", str(i).encode()),
             ("skiff.dlq.delivery.count", b"3"),
         ]
+    from telemetry_helpers import scrape, value
+
+    samples = scrape(skiff.http_port)
+    counted = {
+        action: value(samples, "skiff_queue_records_total", group=group, action=action)
+        for action in ("delivered", "redelivered", "delivery_limit", "dead_lettered")
+    }
+    assert counted == {
+        "delivered": 3,
+        "redelivered": 6,
+        "delivery_limit": 3,
+        "dead_lettered": 3,
+    }
+    assert value(samples, "skiff_queue_records_total", group=group, action="settle_refused") == 1
     # Redrive puts them back on the original partition, without the dlq headers.
     status, moved = api.call("POST", f"/v1/queues/{group}/dead-letters:redrive", {})
     assert status == 200 and moved["moved"] == 3, moved
@@ -275,7 +289,7 @@ def test_cancel_acknowledge_elsewhere_and_record_errors(
         assert status == 200 and body["results"][0]["lease_deadline_ms"] > 0
         # An expired lease: acknowledging it fails and changes nothing.
         short = f"{group}-short"
-        configure(a, short, lock_ms=200)
+        configure(a, short, lock_ms=200)  # a stall only makes the expiry surer
         held = read(a, short, topic, "slow", 1)
         time.sleep(0.3)
         status, body = settle(b, short, "acknowledge", "slow", held)
@@ -421,6 +435,12 @@ def test_bad_input_and_binary_round_trip(skiff: Skiff) -> None:
         {"key": "none", "value": None, "value_encoding": "utf8"},
     ]
     assert (recs[1]["key"], recs[1]["value"], recs[1]["value_encoding"]) == (None, "text ✓", "utf8")
+    # A batch naming an unknown partition changes nothing, not even its good records.
+    status, body = settle(api, group, "acknowledge", "w", [recs[0], {**recs[1], "partition": 7}])
+    assert status == 404 and body["error"]["code"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    status, body = settle(api, group, "acknowledge", "w", [recs[0], recs[0], recs[1]])
+    assert status == 200, body  # a record named twice is acknowledged once, both say so
+    assert [r["error"] for r in body["results"]] == [None, None, None]
     # ListGroups and DescribeGroups keep working with a queue group present.
     admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
     admin.list_consumer_groups().result(timeout=30)
@@ -524,4 +544,86 @@ def test_queue_group_and_consumer_group_ids_do_not_mix(skiff: Skiff) -> None:
     consumer.close()
     status, body = api.call("PUT", f"/v1/queues/{classic}", {})
     assert status == 409 and body["error"]["code"] == "GROUP_ID_CONFLICT"
+    api.close()
+
+
+def test_workers_across_two_sidecars_and_partitions(own_redis: RedisServer, tmp_path: Path) -> None:
+    """Six workers, each reading at one sidecar and acknowledging at the other, over a
+    3-partition topic: every record finished exactly once, every partition drained."""
+    one = start_skiff(tmp_path / "one.log", "--redis-url", own_redis.url)
+    two = start_skiff(tmp_path / "two.log", "--redis-url", own_redis.url)
+    try:
+        topic, group = names()
+        create_topic(one.bootstrap, topic, 3)
+        producer = Producer({"bootstrap.servers": one.bootstrap, "linger.ms": 5})
+        for i in range(3000):
+            producer.produce(topic, value=f"{i % 3}:{i}".encode(), partition=i % 3)
+        assert producer.flush(30) == 0
+        configure(Api(one.http_port), group, lock_ms=60_000)
+        got: dict[str, list[tuple[int, int]]] = {}
+        errors: list[str] = []
+
+        def worker(name: str, read_port: int, ack_port: int) -> None:
+            reader, acker = Api(read_port), Api(ack_port)
+            mine = got.setdefault(name, [])
+            try:
+                while True:
+                    recs = read(reader, group, topic, name, 40, wait_ms=300)
+                    if not recs:
+                        return
+                    status, body = settle(acker, group, "acknowledge", name, recs)
+                    if status != 200:
+                        errors.append(f"{name}: {body}")
+                    mine += [(r["partition"], r["offset"]) for r in recs]
+            except Exception as exc:
+                errors.append(f"{name}: {exc!r}")
+
+        ports = [(one.http_port, two.http_port), (two.http_port, one.http_port)]
+        threads = [threading.Thread(target=worker, args=(f"w{i}", *ports[i % 2])) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not errors, errors[:5]
+        everything = sorted(x for v in got.values() for x in v)
+        assert everything == sorted((p, o) for p in range(3) for o in range(1000))
+        assert all(got.values())
+        assert committed(two.bootstrap, group, topic, 3) == [1000, 1000, 1000]
+    finally:
+        stop_process(one.proc)
+        stop_process(two.proc)
+
+
+def test_sigterm_answers_waiting_reads(own_redis: RedisServer, tmp_path: Path) -> None:
+    one = start_skiff(tmp_path / "one.log", "--redis-url", own_redis.url)
+    try:
+        topic, group = names()
+        create_topic(one.bootstrap, topic)
+        api = Api(one.http_port)
+        configure(api, group)
+        answers: list[Any] = []
+        waiter = threading.Thread(
+            target=lambda: answers.append(read(Api(one.http_port), group, topic, "w", 5, 60_000))
+        )
+        waiter.start()
+        from telemetry_helpers import scrape, value
+
+        deadline = time.monotonic() + 30
+        while value(scrape(one.http_port), "skiff_longpoll_waiters") < 1:  # read is waiting
+            assert time.monotonic() < deadline, "the read never waited"
+            time.sleep(0.05)
+        os.kill(one.proc.pid, signal.SIGTERM)
+        waiter.join(timeout=30)
+        assert answers == [[]]  # answered (empty) by the draining sidecar, not cut off
+        assert one.proc.wait(timeout=30) == 0
+    finally:
+        stop_process(one.proc)
+
+
+def test_oversized_body_is_refused_with_json(skiff: Skiff) -> None:
+    api = Api(skiff.http_port)
+    raw = b'{"records": [{"value": "' + b"x" * (17 * 1024 * 1024) + b'"}]}'
+    status, body = api.call("POST", "/v1/topics/never-made/records", raw=raw)
+    assert status == 413 and body["error"]["code"] == "REQUEST_TOO_LARGE"
+    check("Error", body)
     api.close()

@@ -34,7 +34,9 @@ group `q:<group>` on `skiff:{t/p}:log`; its pending entries list is the lease ta
 Released records belong to the consumer `~released` with an idle time near the epoch
 (expired for every lock duration); records at the delivery limit pass through a
 `~dead:<token>` holder while they are copied to the dead-letter topic, so a sidecar
-dying in between leaves them to be found again. Group config is the hash
+dying in between leaves them to be found again. The due hint
+`skiff:{t/p}:q:<group>:due` (lease start times) lets an acquire skip the O(pending)
+expiry scan while no lease can have ended. Group config is the hash
 `skiff:{q/<group>}:config`, its topics the set `skiff:{q/<group>}:topics`, and every
 queue group is in the set `skiff:queues`. Every script touches one slot.
 """
@@ -60,6 +62,7 @@ from ..protocol.record_batch import (
 from ..storage import keys, scripts
 from ..storage.store import RedisStore, StoreError
 from ..topic_config import effective_config
+from . import metrics
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,9 @@ RELEASED = "~released"
 REASON_LIMIT = "delivery limit"
 REASON_REJECTED = "rejected"
 REJECT_MARK = 1_000_000  # added to a rejected record's count until its copy is made
+# Stream entries: fields t, k, v, h, f in this order (docs/architecture.md, "Stream
+# entries"); XRANGE and XREADGROUP replies stay flat lists (store.py), values at:
+T, K, V, H, F = 1, 3, 5, 7, 9
 GROUP_ID = re.compile(r"^[^\x00-\x1f]{1,249}$")  # Kafka group ids are any string
 
 
@@ -213,6 +219,15 @@ def topics_key(group: str) -> str:
     return f"skiff:{{q/{group}}}:topics"
 
 
+def due_key(group: str, topic: str, partition: int) -> str:
+    """The group's due hint on a partition (lua/queue_acquire.lua)."""
+    return f"{keys.partition_tag(topic, partition)}:q:{group}:due"
+
+
+def hint_ttl_ms(cfg: QueueConfig) -> int:
+    return 2 * cfg.lock_ms + 60_000
+
+
 def check_group_id(group: str) -> None:
     if not GROUP_ID.match(group):
         raise QueueError(
@@ -342,6 +357,7 @@ class QueueStore:
                 await self.redis.xgroup_destroy(log_key, consumer_group(group))
             except ResponseError:
                 pass
+            await self.redis.delete(due_key(group, topic, partition))
         await self.redis.delete(config_key(group), topics_key(group))
         await self.redis.srem(QUEUES, group)
         self._configs.pop(group, None)
@@ -373,10 +389,11 @@ class QueueStore:
         self, group: str, topic: str, partition: int, start: str, offset: int, mode: str
     ) -> int:
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        script_keys = [log_key, meta, due_key(group, topic, partition)]
         try:
             return int(
                 await scripts.QUEUE_INIT(
-                    self.redis, [log_key, meta], [consumer_group(group), start, offset, mode]
+                    self.redis, script_keys, [consumer_group(group), start, offset, mode]
                 )
             )
         except ResponseError as exc:
@@ -404,10 +421,14 @@ class QueueStore:
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise _queue_error(exc, topic, partition) from None
-            # The stream or the consumer group went away (topic recreated, reset).
+            # The stream or the consumer group went away (topic recreated, group deleted
+            # and made again elsewhere): forget what this sidecar saw and start over.
             self._ready.discard((group, topic, partition))
+            self._topics_seen.discard((group, topic))
             await self._ensure(group, cfg, topic, partition)
             got = await self._acquire(cfg, holder, topic, partition, max_records)
+        metrics.count(group, "redelivered", sum(1 for r in got if r.delivery_count > 1))
+        metrics.count(group, "delivered", sum(1 for r in got if r.delivery_count == 1))
         if max_bytes is not None and len(got) > 1:
             size, keep = 0, 0
             for rec in got:
@@ -429,10 +450,12 @@ class QueueStore:
         group = cfg.group
         grp = consumer_group(group)
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        due = due_key(group, topic, partition)
+        ttl = hint_ttl_ms(cfg)
         reply = await scripts.QUEUE_ACQUIRE(
             self.redis,
-            [log_key, meta],
-            [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder],
+            [log_key, meta, due],
+            [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder, ttl],
         )
         now = int(reply[0])
         again: dict[int, int] = {}
@@ -445,6 +468,7 @@ class QueueStore:
             else:
                 (dead if kind == 2 else rejected).append((offset, count))
         if dead:
+            metrics.count(group, "delivery_limit", len(dead))
             await self._dead_letter(cfg, topic, partition, dead, REASON_LIMIT, self.dead_holder)
         if rejected:
             await self._dead_letter(
@@ -466,15 +490,29 @@ class QueueStore:
         left = max_records - len(out)
         if left <= 0:
             return out
+        delivered = scripts.QUEUE_DELIVERED
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hget(meta, "lso")
             pipe.xreadgroup(grp, holder, {log_key: ">"}, count=left)
             pipe.time()
-            lso_raw, streams, (secs, micros) = await pipe.execute()
+            # The new leases' due hint, in the same transaction (lua/queue_delivered.lua).
+            pipe.evalsha(delivered.sha, 1, due, ttl)
+            lso_raw, streams, (secs, micros), hinted = await pipe.execute(raise_on_error=False)
+        if isinstance(lso_raw, Exception):
+            raise lso_raw
+        if isinstance(streams, Exception):
+            raise streams  # NOGROUP: acquire() creates the consumer group and retries
+        if isinstance(hinted, Exception):
+            # NOSCRIPT (Redis lost its scripts): load it and note the leases now; a
+            # later TIME only moves the hint later, which stays correct.
+            await delivered.load(self.redis)
+            await delivered(self.redis, [due], [ttl])
         lso = int(lso_raw or 0)
         deadline = secs * 1000 + micros // 1000 + cfg.lock_ms
         below = []
-        for _, entries in streams or ():
+        # A map {stream: entries} in RESP3, a list of [stream, entries] in RESP2.
+        replies = streams.items() if isinstance(streams, dict) else (streams or ())
+        for _, entries in replies:
             for entry_id, fields in entries:
                 offset = int(entry_id[2:]) - 1
                 if offset < lso:
@@ -487,7 +525,7 @@ class QueueStore:
 
     async def _bodies(
         self, topic: str, partition: int, offsets: list[int]
-    ) -> dict[int, dict[bytes, bytes]]:
+    ) -> dict[int, list[bytes]]:
         log_key = keys.partition_keys(topic, partition)[0]
         async with self.redis.pipeline(transaction=False) as pipe:
             for offset in offsets:
@@ -496,8 +534,7 @@ class QueueStore:
         out = {}
         for offset, entries in zip(offsets, replies, strict=True):
             if entries:
-                flat = entries[0][1]  # XRANGE replies stay flat lists (store.py)
-                out[offset] = dict(zip(flat[::2], flat[1::2], strict=True))
+                out[offset] = entries[0][1]  # XRANGE replies stay flat lists (store.py)
         return out
 
     async def settle(
@@ -520,8 +557,11 @@ class QueueStore:
                 await self._dead_letter(
                     cfg, topic, partition, list(counts.items()), REASON_REJECTED, self.dead_holder
                 )
+            _count_settled(group, action, done)
             return done
-        return await self._run_settle(cfg, holder, topic, partition, offsets, action.value)
+        done = await self._run_settle(cfg, holder, topic, partition, offsets, action.value)
+        _count_settled(group, action, done)
+        return done
 
     async def _run_settle(
         self,
@@ -540,7 +580,7 @@ class QueueStore:
         try:
             reply = await scripts.QUEUE_SETTLE(
                 self.redis,
-                [log_key],
+                [log_key, due_key(cfg.group, topic, partition)],
                 [
                     consumer_group(cfg.group),
                     holder,
@@ -548,6 +588,7 @@ class QueueStore:
                     action,
                     self.dead_holder,
                     channel,
+                    hint_ttl_ms(cfg),
                     *offsets,
                 ],
             )
@@ -578,6 +619,7 @@ class QueueStore:
             bodies = await self._bodies(topic, partition, offsets)
             try:
                 await self._append_dead(cfg, topic, partition, bodies, dict(items), reason)
+                metrics.count(cfg.group, "dead_lettered", len(bodies))
             except (StoreError, QueueError) as exc:
                 log.warning(
                     "queue group %s: dead-lettering %d record(s) of %s/%d to %s failed: %s",
@@ -612,7 +654,7 @@ class QueueStore:
         cfg: QueueConfig,
         topic: str,
         partition: int,
-        bodies: dict[int, dict[bytes, bytes]],
+        bodies: dict[int, list[bytes]],
         counts: dict[int, int],
         reason: str,
     ) -> None:
@@ -631,8 +673,8 @@ class QueueStore:
         records: list[Any] = []
         max_ts, max_delta = -1, 0
         for i, (offset, f) in enumerate(sorted(bodies.items())):
-            flags = int(f[b"f"])
-            headers = decode_headers(f[b"h"]) if f[b"h"] else []
+            flags = int(f[F])
+            headers = decode_headers(f[H]) if f[H] else []
             headers += [
                 ("skiff.dlq.reason", reason.encode()),
                 ("skiff.dlq.group", cfg.group.encode()),
@@ -641,13 +683,13 @@ class QueueStore:
                 ("skiff.dlq.offset", str(offset).encode()),
                 ("skiff.dlq.delivery.count", str(counts.get(offset, 0)).encode()),
             ]
-            ts = int(f[b"t"])
+            ts = int(f[T])
             if ts > max_ts:
                 max_ts, max_delta = ts, i
             records += (
                 ts,
-                f[b"k"],
-                f[b"v"],
+                f[K],
+                f[V],
                 encode_headers(headers),
                 flags & (FLAG_KEY_NULL | FLAG_VALUE_NULL),
             )
@@ -738,6 +780,20 @@ class QueueStore:
         return [keys.wake_channel(topic, p) for p in partitions]
 
 
+_SETTLED = {
+    Action.ACCEPT: "acknowledged",
+    Action.RELEASE: "released",
+    Action.REJECT: "rejected",
+    Action.RENEW: "renewed",
+}
+
+
+def _count_settled(group: str, action: Action, done: Settled) -> None:
+    refused = sum(1 for err in done.values() if err is not None)
+    metrics.count(group, _SETTLED[action], len(done) - refused)
+    metrics.count(group, "settle_refused", refused)
+
+
 def retention_bytes(info: Any) -> int:
     """The append script's retention.bytes argument for a topic (as Produce passes it)."""
     if "delete" not in str(effective_config(info, "cleanup.policy")):
@@ -760,19 +816,19 @@ def queue_store(broker: Any) -> QueueStore:
 
 
 def _acquired(
-    topic: str, partition: int, offset: int, count: int, deadline: int, f: dict[bytes, bytes]
+    topic: str, partition: int, offset: int, count: int, deadline: int, f: list[bytes]
 ) -> Acquired:
-    flags = int(f[b"f"])
+    flags = int(f[F])
     return Acquired(
         topic,
         partition,
         offset,
         count,
         deadline,
-        int(f[b"t"]),
-        None if flags & FLAG_KEY_NULL else f[b"k"],
-        None if flags & FLAG_VALUE_NULL else f[b"v"],
-        decode_headers(f[b"h"]) if f[b"h"] else [],
+        int(f[T]),
+        None if flags & FLAG_KEY_NULL else f[K],
+        None if flags & FLAG_VALUE_NULL else f[V],
+        decode_headers(f[H]) if f[H] else [],
     )
 
 

@@ -94,6 +94,13 @@ class QueueApi:
                 return error(status, exc.code, str(exc))
             except RedisUnavailable as exc:
                 return error(503, "REDIS_UNAVAILABLE", str(exc))
+            except web.HTTPRequestEntityTooLarge:
+                return error(413, "REQUEST_TOO_LARGE", f"request bodies are at most {MAX_BODY} B")
+            except web.HTTPException:
+                raise
+            except Exception as exc:  # a bug: answer JSON and log it, never a bare 500
+                log.exception("%s %s failed", request.method, request.path)
+                return error(500, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
 
         run.__name__ = handler.__name__
         return run
@@ -101,9 +108,7 @@ class QueueApi:
     # -- helpers -----------------------------------------------------------------------
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
-        if request.content_length is not None and request.content_length > MAX_BODY:
-            raise BadInput(f"request body over {MAX_BODY} bytes", "REQUEST_TOO_LARGE")
-        raw = await request.read()
+        raw = await request.read()  # over client_max_size: HTTPRequestEntityTooLarge
         if not raw:
             return {}
         try:
@@ -260,12 +265,14 @@ class QueueApi:
             cfg = await self.queues.config(group)
             results: dict[tuple[str, int, int], Any] = {}
             deadlines: dict[tuple[str, int], int] = {}
-            for (topic, partition), offsets in by_partition.items():
+            for topic, partition in by_partition:  # all checked before anything changes
                 if partition >= await self._partitions(topic):
                     raise QueueError(
                         "UNKNOWN_TOPIC_OR_PARTITION",
                         f"topic {topic!r} has no partition {partition}",
                     )
+            for (topic, partition), offsets in by_partition.items():
+                offsets = list(dict.fromkeys(offsets))  # a record named twice: settled once
                 done = await self.queues.settle(group, worker, topic, partition, offsets, action)
                 deadlines[(topic, partition)] = done.now_ms + cfg.lock_ms
                 for offset, err in done.items():

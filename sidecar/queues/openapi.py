@@ -274,6 +274,9 @@ def _op(
     responses: dict[str, Any] = {status: {"description": "done", **_json(ok)}}
     for code in errors:
         responses[code] = {"description": "error", **_json("Error")}
+    if body:
+        responses["413"] = {"description": "body over 16 MiB", **_json("Error")}
+    responses["500"] = {"description": "a bug (logged)", **_json("Error")}
     responses["503"] = {"description": "Redis unavailable", **_json("Error")}
     out: dict[str, Any] = {"summary": summary, "responses": {**responses, **(more or {})}}
     if body:

@@ -98,7 +98,7 @@ class RedisStore(PartitionLogOps):
         # the client's round trips are timed and traced (storage/instrumented.py).
         redis = client_for(url, resilience.POLICY.timeout_s)
         # Stream entries stay as flat lists: no per-record dict building in redis-py.
-        for command in ("XRANGE", "XREVRANGE"):
+        for command in ("XRANGE", "XREVRANGE", "XREADGROUP"):
             redis.set_response_callback(command, _raw)
         store = cls(redis, description or url)
         await store._check_version()

@@ -80,7 +80,7 @@ class HttpEndpoint:
         self._scrape_lock = asyncio.Lock()
 
     async def start(self, listen: HostPort) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=16 * 1024 * 1024)  # queue API batches
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics)

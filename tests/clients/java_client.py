@@ -129,6 +129,8 @@ def admin(bootstrap: str, ops: list[dict[str, Any]], timeout_s: float = 300.0) -
             timeout_s,
         )
         return [json.loads(line) for line in outp.read_text().splitlines() if line.strip()]
+
+
 def delete_records(bootstrap: str, topic: str, partition: int, offset: int) -> dict[str, Any]:
     """AdminClient.deleteRecords: {"low_watermark": n} or {"error": class, "message": m}."""
     args = ["delete-records", "--bootstrap", bootstrap, "--topic", topic]
