@@ -259,6 +259,7 @@ class ShareCoordinator:
             # and is sent its (unchanged) assignment with it.
             member.epoch = group.epoch
             send = True
+            await self._persist(group, [])  # a sidecar taking over knows the new epoch
         return HeartbeatResult(
             "NONE",
             None,
