@@ -1,10 +1,13 @@
-"""Share-group membership in Redis (sidecar/share/membership.py is its only user).
+"""Share groups' Redis calls outside the queue core: membership (sidecar/share/
+membership.py) and the records a member holds on a partition (sidecar/share/records.py).
 
 One hash per share group under the group's hash tag, beside the coordinator lease
 (keys.group_keys): field `epoch` is the group epoch, field `m:<member id>` a member's
 JSON. Written by the coordinator when membership changes (not on every heartbeat), read
-when a sidecar takes the group over and when a share session opens elsewhere (the
-member must belong to the group). `skiff:share_groups` lists the ids."""
+when a sidecar takes the group over. `skiff:share_groups` lists the ids (a cluster-wide
+key of its own slot, so written apart from the group's hash). Writes are not fenced by
+the lease: a sidecar that lost a group it still thinks it holds could write a stale
+member list, which the next membership change corrects."""
 
 from __future__ import annotations
 
@@ -50,17 +53,13 @@ class ShareStore:
                 pipe.hset(key, f"m:{member_id}", json.dumps(doc))
             if gone:
                 pipe.hdel(key, *(f"m:{m}" for m in gone))
-            pipe.sadd(SHARE_GROUPS, group_id)
             await pipe.execute()
+        # Another slot than the group's hash: never in the same MULTI (Redis Cluster).
+        await self.redis.sadd(SHARE_GROUPS, group_id)
 
     async def delete(self, group_id: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(share_key(group_id))
-            pipe.srem(SHARE_GROUPS, group_id)
-            await pipe.execute()
-
-    async def is_member(self, group_id: str, member_id: str) -> bool:
-        return bool(await self.redis.hexists(share_key(group_id), f"m:{member_id}"))
+        await self.redis.delete(share_key(group_id))
+        await self.redis.srem(SHARE_GROUPS, group_id)
 
     async def pending_of(
         self, topic: str, partition: int, consumer_group: str, holder: str, count: int = 1000
