@@ -99,11 +99,22 @@ def _topic_id(skiff: Skiff, topic: str) -> uuid.UUID:
 
 def _raw_offsets(skiff: Skiff, group: str, topic: str) -> tuple[int, int]:
     """(start offset, lag) of partition 0 by DescribeShareGroupOffsets v1."""
+    return _raw_offsets_of(skiff, group, topic, 0)
+
+
+def _raw_offsets_of(skiff: Skiff, group: str, topic: str, partition: int) -> tuple[int, int]:
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         resp = kafka.request(
             90,
             1,
-            {"groups": [{"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}]},
+            {
+                "groups": [
+                    {
+                        "group_id": group,
+                        "topics": [{"topic_name": topic, "partitions": [partition]}],
+                    }
+                ]
+            },
         )
     [g] = resp.groups
     [t] = g.topics
@@ -773,3 +784,86 @@ def test_group_configs_are_described_and_checked(skiff: Skiff) -> None:
                 },
             )
             assert [x.error_code for x in resp.responses] == [code], (name, value)
+
+
+def test_java_and_http_workers_mixed_with_releases_finish_each_record_once(
+    skiff: Skiff,
+) -> None:
+    """2 Java share consumers and 2 HTTP workers on one group, each releasing about one
+    record in ten and accepting the rest: every acknowledgement succeeds (no record is
+    ever leased to two at once) and every record is accepted exactly once."""
+    import random
+
+    import requests
+
+    topic = f"share-t-{uuid.uuid4().hex[:10]}"
+    _create(skiff.bootstrap, topic, partitions=2)
+    group = _group()
+    _earliest(skiff, group, lock_ms=60_000)
+    total = 600
+    _produce(skiff.bootstrap, topic, total)
+    base = f"http://127.0.0.1:{skiff.http_port}/v1/queues/{group}"
+    accepted: list[tuple[int, int]] = []
+    failures: list[Any] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def record_accepts(recs: list[tuple[int, int]]) -> None:
+        with lock:
+            accepted.extend(recs)
+            if len(accepted) >= total:
+                done.set()
+
+    def java_worker(seed: int) -> None:
+        rng = random.Random(seed)
+        with ShareConsumer(skiff.bootstrap, group, [topic], {"max.poll.records": "25"}) as c:
+            end = time.monotonic() + 120
+            while not done.is_set() and time.monotonic() < end:
+                recs = c.poll(300)
+                keep = []
+                for r in recs:
+                    release = rng.random() < 0.1
+                    c.ack(r, "release" if release else "accept")
+                    if not release:
+                        keep.append((r["partition"], r["offset"]))
+                if recs:
+                    errors = {k: v for k, v in c.commit().items() if v}
+                    if errors:
+                        failures.append(errors)
+                    record_accepts(keep)
+
+    def http_worker(seed: int) -> None:
+        rng = random.Random(seed)
+        session = requests.Session()
+        end = time.monotonic() + 120
+        while not done.is_set() and time.monotonic() < end:
+            read = session.post(
+                f"{base}/records:read",
+                json={"topics": [topic], "max_records": 25, "wait_ms": 300, "worker": f"h{seed}"},
+            ).json()["records"]
+            by_verb: dict[str, list[dict[str, Any]]] = {"cancel": [], "acknowledge": []}
+            for r in read:
+                verb = "cancel" if rng.random() < 0.1 else "acknowledge"
+                by_verb[verb].append(
+                    {"topic": topic, "partition": r["partition"], "offset": r["offset"]}
+                )
+            for verb, recs in by_verb.items():
+                if recs:
+                    answer = session.post(
+                        f"{base}/records:{verb}", json={"worker": f"h{seed}", "records": recs}
+                    )
+                    if answer.status_code != 200:
+                        failures.append(answer.text)
+            record_accepts([(r["partition"], r["offset"]) for r in by_verb["acknowledge"]])
+
+    threads = [threading.Thread(target=java_worker, args=(i,)) for i in range(2)]
+    threads += [threading.Thread(target=http_worker, args=(10 + i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not failures
+    assert sorted(accepted) == sorted({(p, o) for p, o in accepted})  # none twice
+    assert len(accepted) == total
+    for p in (0, 1):
+        assert _raw_offsets_of(skiff, group, topic, p)[1] == 0
