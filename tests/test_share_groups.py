@@ -867,3 +867,21 @@ def test_java_and_http_workers_mixed_with_releases_finish_each_record_once(
     assert len(accepted) == total
     for p in (0, 1):
         assert _raw_offsets_of(skiff, group, topic, p)[1] == 0
+
+
+def test_implicit_acknowledgement_accepts_what_was_polled(skiff: Skiff, topic: str) -> None:
+    """The share consumer's default mode: the next poll (or commit) accepts the records
+    the previous poll returned."""
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    _produce(skiff.bootstrap, topic, 50)
+    with ShareConsumer(
+        skiff.bootstrap, group, [topic], {"share.acknowledgement.mode": "implicit"}
+    ) as c:
+        got: list[dict[str, Any]] = []
+        end = time.monotonic() + 60
+        while len(got) < 50 and time.monotonic() < end:
+            got += c.poll(500)
+        assert c.commit() == {f"{topic}-0": None}
+    assert sorted(r["offset"] for r in got) == list(range(50))
+    assert _raw_offsets(skiff, group, topic) == (50, 0)
