@@ -10,7 +10,7 @@ import signal
 
 from redis.exceptions import BusyLoadingError, ConnectionError
 
-from . import topic_config
+from . import share, topic_config
 from .broker import Broker
 from .cluster import Cluster
 from .compactor import Compactor
@@ -153,7 +153,9 @@ async def _shut_down(
     server.stop_accepting()
     wakeups.shutdown()
     with resilience.request_deadline(max(bound - 0.5, 0.1)):
-        handback = asyncio.gather(groups.stop(), cluster.stop(), return_exceptions=True)
+        handback = asyncio.gather(
+            groups.stop(), share.stop_all(), cluster.stop(), return_exceptions=True
+        )
     await server.stop(timeout=max(end - loop.time(), 0.0))
     try:
         await asyncio.wait_for(handback, max(end - loop.time(), 0.5))

@@ -318,6 +318,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--advertise and --http-listen ports + i with a node id of its own",
         type=_at_least(1),
     )
+    _flag(
+        serve, "group-share-session-timeout-ms", "45000", "group.share.session.timeout.ms", type=int
+    )
+    _flag(
+        serve,
+        "group-share-heartbeat-interval-ms",
+        "5000",
+        "group.share.heartbeat.interval.ms",
+        type=int,
+    )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
@@ -408,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
         redis_timeout_ms=args.redis_timeout_ms,
         redis_retry_ms=args.redis_retry_ms,
         shutdown_timeout_ms=args.shutdown_timeout_ms,
+        group_share_session_timeout_ms=args.group_share_session_timeout_ms,
+        group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")

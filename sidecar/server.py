@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from . import apis
+from . import apis, connection_context
 from .apis import api_versions, unavailable
 from .append_order import AppendOrder, Ticket
 from .broker import Broker
@@ -221,6 +221,7 @@ class KafkaConnection(asyncio.Protocol):
         )
         if self.worker:
             self.worker.cancel()
+        connection_context.closed(id(self))
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -291,6 +292,7 @@ class KafkaConnection(asyncio.Protocol):
         appends keep request order per partition, see append_order.py); any other
         request waits until everything before it finished, as on a Kafka broker.
         Responses are written in request order by _write."""
+        connection_context.CONNECTION.set(id(self))  # seen by the request tasks below
         responses: asyncio.Queue[asyncio.Task[bytes | None] | str] = asyncio.Queue()
         writer = _keep(asyncio.create_task(self._write(responses)))
         order = AppendOrder()

@@ -177,6 +177,8 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "group.max.session.timeout.ms": FlagMapping("group-max-session-timeout-ms"),
     "producer.id.expiration.ms": FlagMapping("producer-id-expiration-ms"),
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
+    "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
+    "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
 }
 LISTENER_KEYS = {"listeners": "listen", "advertised.listeners": "advertise"}
 # Read by the listener mapping, not settings of their own.

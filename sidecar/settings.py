@@ -76,6 +76,10 @@ class Settings:
     redis_timeout_ms: int = 2000
     redis_retry_ms: int = 8000
     shutdown_timeout_ms: int = 10_000
+    # Share groups (sidecar/share/): Kafka's group.share.session.timeout.ms and
+    # group.share.heartbeat.interval.ms.
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
 
     @property
     def advertised(self) -> HostPort:

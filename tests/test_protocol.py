@@ -77,6 +77,12 @@ ADVERTISED = {
     60: (0, 1),  # DescribeCluster
     21: (0, 2),  # DeleteRecords
     35: (0, 4),  # DescribeLogDirs
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
+    90: (0, 1),  # DescribeShareGroupOffsets
+    91: (0, 0),  # AlterShareGroupOffsets
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.

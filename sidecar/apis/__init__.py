@@ -9,6 +9,7 @@ from types import ModuleType
 
 from . import (
     alter_configs,
+    alter_share_group_offsets,
     api_versions,
     create_partitions,
     create_topics,
@@ -19,6 +20,7 @@ from . import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_share_group_offsets,
     fetch,
     find_coordinator,
     heartbeat,
@@ -33,6 +35,10 @@ from . import (
     offset_delete,
     offset_fetch,
     produce,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
 )
 
@@ -65,5 +71,11 @@ HANDLERS: dict[int, ModuleType] = {
         describe_cluster,
         delete_records,
         describe_log_dirs,
+        share_group_heartbeat,
+        share_group_describe,
+        share_fetch,
+        share_acknowledge,
+        describe_share_group_offsets,
+        alter_share_group_offsets,
     )
 }

@@ -1,4 +1,5 @@
-"""DeleteGroups (key 42), v0-v2: delete empty groups with their committed offsets."""
+"""DeleteGroups (key 42), v0-v2: delete empty groups with their committed offsets;
+share (queue) groups are deleted by sidecar/share/membership.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from ..broker import Broker
 from ..groups.coordinator import CoordinatorError
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..queues.core import queue_store
+from ..share import state
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -16,6 +19,8 @@ MAX_VERSION = 2
 
 async def _delete(broker: Broker, group_id: str) -> int:
     try:
+        if await queue_store(broker).exists(group_id):  # a share/queue group
+            return errors.code(await state(broker).coordinator.delete(group_id))
         return errors.code(await broker.groups.delete_group(group_id))
     except CoordinatorError as exc:
         return errors.code(exc.code)

@@ -16,6 +16,8 @@ from ..config_admin import describe_topic
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
 from ..protocol.primitives import Reader, array_len, pack_i16, pack_i32, string
+from ..share import group_configs
+from ..share.group_configs import GROUP
 from ..topics import invalid_name_reason
 
 API_KEY = 32
@@ -42,6 +44,8 @@ def _result(resource: Any, code: int = errors.NONE, message: str = "") -> dict[s
 
 
 async def _describe(broker: Broker, resource: Any, synonyms: bool, docs: bool) -> dict[str, Any]:
+    if resource.resource_type == GROUP:  # share groups' configs
+        return await group_configs.describe(broker, resource, synonyms)
     answer = answer_without_redis(broker, resource, synonyms, docs)
     if answer is not None:
         return answer
@@ -146,7 +150,7 @@ def encode_v0(results: list[dict[str, Any]]) -> bytes:
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     resources = body.resources
-    if any(r.resource_type not in (TOPIC, BROKER, BROKER_LOGGER) for r in resources):
+    if any(r.resource_type not in (TOPIC, BROKER, BROKER_LOGGER, GROUP) for r in resources):
         results = [_result(r, errors.INVALID_REQUEST, MALFORMED) for r in resources]
     else:
         docs = getattr(body, "include_documentation", False)  # v3+

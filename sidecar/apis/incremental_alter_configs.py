@@ -1,7 +1,7 @@
 """IncrementalAlterConfigs (key 44), v0-v1: SET, DELETE, APPEND and SUBTRACT (the last
 two on list configs such as cleanup.policy) on a topic's overrides, validated as Kafka
 does, with validate_only. Broker configs are not dynamically updatable in Skiff and are
-refused."""
+refused. Group configs (type 32) are share groups' settings: sidecar/share/group_configs.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from ..broker import Broker
 from ..config_admin import incremental_alter
 from ..protocol.kio_codec import encode_response
+from ..share import group_configs
 from .config_alteration import alter
 
 API_KEY = 44
@@ -22,6 +23,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     defaults = broker.store.topic_defaults
     responses = []
     for resource in body.resources:
+        if resource.resource_type == group_configs.GROUP:  # share groups' configs
+            responses.append(await group_configs.alter(broker, resource, body.validate_only))
+            continue
         ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
         responses.append(
             await alter(

@@ -1,5 +1,6 @@
 """ListGroups (key 16), v0-v5: the groups this sidecar coordinates (admin clients ask
-every broker and merge, as with Kafka), filtered by state (v4+) and type (v5+)."""
+every broker and merge, as with Kafka), classic and share groups (sidecar/share/),
+filtered by state (v4+) and type (v5+)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from ..broker import Broker
 from ..protocol import errors
 from ..protocol.kio_codec import encode_response
+from ..share import state
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -32,6 +34,18 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 "group_type": "classic",
             }
         )
+    if not types or "share" in types:
+        for sg in await state(broker).coordinator.listed():
+            if states and sg.state.lower() not in states:
+                continue
+            groups.append(
+                {
+                    "group_id": sg.group_id,
+                    "protocol_type": "share",
+                    "group_state": sg.state,
+                    "group_type": "share",
+                }
+            )
     groups.sort(key=lambda g: g["group_id"])
     return encode_response(
         API_KEY,

@@ -30,6 +30,7 @@ from ..broker import Broker
 from ..protocol import errors
 from ..protocol.framing import CloseConnection
 from ..protocol.kio_codec import encode_response
+from ..share import unavailable as share_unavailable
 from . import (
     api_versions,
     delete_topics,
@@ -371,6 +372,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     42: _delete_groups,
     44: _alter_configs(44),
     47: _top_level(47, topics=[]),
+    **share_unavailable.BUILDERS,  # 76-79, 90, 91: sidecar/share/unavailable.py
 }
 
 

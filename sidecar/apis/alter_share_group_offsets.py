@@ -1,0 +1,75 @@
+"""AlterShareGroupOffsets (key 91), v0: start a share group's partitions again at
+given offsets (the queue core's reset: pending records are dropped). As in Kafka,
+only while the group has no members (NON_EMPTY_GROUP otherwise); answered by the
+group's coordinator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker import Broker
+from ..groups.coordinator import CoordinatorError
+from ..protocol import errors
+from ..protocol.kio_codec import encode_response
+from ..queues.core import QueueError
+from ..share import state
+from ..share.records import queues
+
+API_KEY = 91
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def _answer(version: int, code: str, message: str | None, responses: list[Any]) -> bytes:
+    return encode_response(
+        API_KEY,
+        version,
+        {
+            "throttle_time": 0,
+            "error_code": errors.code(code),
+            "error_message": message,
+            "responses": responses,
+        },
+    )
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    version = request.header.api_version
+    group_id = body.group_id
+    if not group_id:
+        return _answer(version, "INVALID_GROUP_ID", "The group id is empty.", [])
+    try:
+        group = await state(broker).coordinator.coordinate(group_id, create=True)
+    except CoordinatorError as exc:
+        return _answer(version, exc.code, None, [])
+    if group is not None and group.members:
+        return _answer(version, "NON_EMPTY_GROUP", "The group is not empty.", [])
+    core = queues(broker)
+    try:
+        await core.config(group_id, create=True)
+    except QueueError as exc:
+        return _answer(version, "INVALID_GROUP_ID", exc.message, [])
+    responses = []
+    for t in body.topics:
+        info = await broker.store.get_topic(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            e: dict[str, Any] = {"partition_index": p.partition_index, "error_code": errors.NONE}
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                e["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
+                e["error_message"] = "This server does not host this topic-partition."
+            else:
+                try:
+                    await core.reset(group_id, t.topic_name, p.partition_index, p.start_offset)
+                except QueueError as exc:
+                    e["error_code"], e["error_message"] = errors.code(exc.code), exc.message
+            parts.append(e)
+        responses.append(
+            {
+                "topic_name": t.topic_name,
+                "topic_id": info.topic_id if info else None,
+                "partitions": parts,
+            }
+        )
+    return _answer(version, "NONE", None, responses)

@@ -1,0 +1,337 @@
+"""Share-group membership (KIP-932's ShareGroupHeartbeat) for the groups this sidecar
+coordinates.
+
+Coordination uses the classic groups' lease (storage/group_store.py, one lease key per
+group id): FindCoordinator answers the same sidecar for either kind, and a group id is
+either a classic group or a share group, never both. Members, their epochs and
+subscriptions live in memory here and are written to Redis (storage/share_store.py)
+when membership changes, so a sidecar taking the group over keeps its members and a
+share session opened on any sidecar can check that its member belongs to the group.
+
+Assignment: every member gets every partition of the topics it subscribes to (a share
+group needs no exclusive ownership: records, not partitions, are handed out). The
+group epoch grows on every change of membership, subscriptions or partition counts;
+a member's epoch is the group epoch its current assignment was computed at."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..groups.coordinator import CoordinatorError
+from ..queues.core import QueueError, queue_store
+from ..storage import resilience
+from ..storage.share_store import ShareStore
+
+log = logging.getLogger("skiff.share")
+
+TICK_SECONDS = 0.5
+ASSIGNOR = "simple"
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    epoch: int = 0
+    client_id: str = ""
+    client_host: str = ""
+    rack_id: str | None = None
+    topics: list[str] = field(default_factory=list)
+    # (topic id, topic name, partitions) as last sent to the member
+    assignment: list[tuple[uuid.UUID, str, list[int]]] = field(default_factory=list)
+    deadline: float = 0.0
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "client_id": self.client_id,
+            "client_host": self.client_host,
+            "rack_id": self.rack_id,
+            "topics": self.topics,
+        }
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    error: str = "NONE"
+    message: str | None = None
+    member_id: str | None = None
+    epoch: int = 0
+    assignment: list[tuple[uuid.UUID, str, list[int]]] | None = None
+
+
+class ShareCoordinator:
+    def __init__(self, broker: Any, on_gone: Callable[[str, str], Awaitable[None]]) -> None:
+        self.broker = broker
+        self.store = ShareStore(broker.store.redis)
+        self.groups: dict[str, ShareGroup] = {}
+        self._loading: dict[str, asyncio.Lock] = {}
+        self._on_gone = on_gone  # (group, member) left or expired: release its records
+        self._task: asyncio.Task[None] | None = None
+        broker.cluster.on_lost(self.groups.clear)
+
+    @property
+    def session_s(self) -> float:
+        return self.broker.settings.group_share_session_timeout_ms / 1000
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._ticker(), name="skiff-share-groups")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        held = list(self.groups)
+        self.groups.clear()
+        for group_id in held:
+            try:
+                await self.broker.groups.store.release(group_id, self.broker.cluster.token)
+            except Exception as exc:
+                log.warning("could not release share group %r: %s", group_id, exc)
+
+    # -- ownership ----------------------------------------------------------------
+
+    async def coordinate(self, group_id: str, create: bool) -> ShareGroup | None:
+        """The group if this sidecar coordinates it (claiming a free lease); None when
+        it does not exist and `create` is false. Raises CoordinatorError."""
+        classic = self.broker.groups
+        cluster = self.broker.cluster
+        if classic.closing:
+            raise CoordinatorError("NOT_COORDINATOR")
+        if not cluster.owns_leases() and not await cluster.wait_owns_leases(resilience.remaining()):
+            raise CoordinatorError("COORDINATOR_NOT_AVAILABLE")
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        lock = self._loading.setdefault(group_id, asyncio.Lock())
+        try:
+            async with lock:
+                group = self.groups.get(group_id)
+                if group is not None:
+                    return group
+                token = cluster.token
+                holder = await classic.store.lease_holder(group_id)
+                if holder != token:
+                    if holder is not None and await cluster.live_holder(holder):
+                        raise CoordinatorError("NOT_COORDINATOR")
+                exists = await self.store.exists(group_id)
+                if not exists and (
+                    group_id in classic.groups or await classic.store.exists(group_id)
+                ):
+                    # A classic group of that id: Kafka answers "not a share group".
+                    raise CoordinatorError("GROUP_ID_NOT_FOUND")
+                if not exists and not create:
+                    return None
+                if holder != token:
+                    if not await classic.store.claim(group_id, token, holder):
+                        raise CoordinatorError("NOT_COORDINATOR")
+                    if holder is not None:
+                        log.info("took over share group %r from %s", group_id, holder)
+                epoch, docs = await self.store.load(group_id)
+                if token != cluster.token or not cluster.owns_leases():
+                    raise CoordinatorError("NOT_COORDINATOR")
+                group = ShareGroup(group_id, epoch)
+                now = time.monotonic()
+                for member_id, doc in docs.items():
+                    group.members[member_id] = ShareMember(
+                        member_id,
+                        int(doc.get("epoch", 0)),
+                        doc.get("client_id", ""),
+                        doc.get("client_host", ""),
+                        doc.get("rack_id"),
+                        list(doc.get("topics", [])),
+                        deadline=now + self.session_s,
+                    )
+                for member in group.members.values():
+                    member.assignment = await self._target(member.topics)
+                self.groups[group_id] = group
+                self.start()
+                return group
+        finally:
+            if not lock.locked() and self._loading.get(group_id) is lock:
+                del self._loading[group_id]
+
+    async def _save(self, group: ShareGroup, gone: list[str]) -> None:
+        docs = {m.member_id: m.doc() for m in group.members.values()}
+        await self.store.save(group.group_id, group.epoch, docs, gone)
+
+    async def _target(self, topics: list[str]) -> list[tuple[uuid.UUID, str, list[int]]]:
+        out = []
+        for name in sorted(set(topics)):
+            info = await self.broker.store.get_topic(name)
+            if info is not None:
+                out.append((info.topic_id, info.name, list(range(info.partitions))))
+        return out
+
+    # -- heartbeat ----------------------------------------------------------------
+
+    async def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        topics: list[str] | None,
+        client_id: str,
+        client_host: str,
+    ) -> HeartbeatResult:
+        if not group_id:
+            return HeartbeatResult("INVALID_REQUEST", "GroupId can't be empty.")
+        if not member_id:
+            return HeartbeatResult("INVALID_REQUEST", "MemberId can't be empty.")
+        if member_epoch < -1:
+            return HeartbeatResult("INVALID_REQUEST", "MemberEpoch is invalid.")
+        if member_epoch == 0 and not topics:
+            return HeartbeatResult(
+                "INVALID_REQUEST", "SubscribedTopicNames must be set in first request."
+            )
+        try:
+            group = await self.coordinate(group_id, create=member_epoch == 0)
+            if member_epoch == 0:
+                # The queue group the members' records live in (sidecar/queues/).
+                await queue_store(self.broker).config(group_id, create=True)
+        except CoordinatorError as exc:
+            return HeartbeatResult(exc.code)
+        except QueueError as exc:
+            code = "GROUP_ID_NOT_FOUND" if exc.code == "GROUP_ID_CONFLICT" else exc.code
+            return HeartbeatResult(code, exc.message)
+        if member_epoch == -1:
+            return await self._leave(group, member_id)
+        if group is None:
+            return HeartbeatResult(
+                "UNKNOWN_MEMBER_ID", f"Member {member_id} is not a member of group {group_id}."
+            )
+        member = group.members.get(member_id)
+        changed = False
+        send = False
+        if member_epoch == 0:
+            if member is None:
+                member = ShareMember(member_id)
+                group.members[member_id] = member
+            changed = True
+            send = True
+        elif member is None:
+            return HeartbeatResult(
+                "UNKNOWN_MEMBER_ID", f"Member {member_id} is not a member of group {group_id}."
+            )
+        elif member_epoch != member.epoch:
+            which = "larger" if member_epoch > member.epoch else "smaller"
+            return HeartbeatResult(
+                "FENCED_MEMBER_EPOCH",
+                f"The share group member has a {which} member epoch ({member_epoch}) than "
+                f"the one known by the group coordinator ({member.epoch}).",
+            )
+        member.deadline = time.monotonic() + self.session_s
+        member.client_id, member.client_host = client_id, client_host
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if topics is not None and sorted(topics) != sorted(member.topics):
+            member.topics = list(topics)
+            changed = True
+        target = await self._target(member.topics)
+        if target != member.assignment:
+            member.assignment = target
+            changed = True
+            send = True
+        if changed:
+            group.epoch += 1
+            member.epoch = group.epoch
+            await self._persist(group, [])
+        elif member.epoch < group.epoch:
+            # Others joined or left: as in Kafka, every member moves to the group's epoch
+            # and is sent its (unchanged) assignment with it.
+            member.epoch = group.epoch
+            send = True
+            await self._persist(group, [])  # a sidecar taking over knows the new epoch
+        return HeartbeatResult(
+            "NONE",
+            None,
+            member_id,
+            member.epoch,
+            member.assignment if send or member_epoch != member.epoch else None,
+        )
+
+    async def _persist(self, group: ShareGroup, gone: list[str]) -> None:
+        try:
+            await self._save(group, gone)
+        except Exception as exc:  # membership stays in memory; the next change writes it
+            log.warning("could not store share group %r: %s", group.group_id, exc)
+
+    async def _leave(self, group: ShareGroup | None, member_id: str) -> HeartbeatResult:
+        if group is None or member_id not in group.members:
+            return HeartbeatResult(
+                "UNKNOWN_MEMBER_ID", f"Member {member_id} is not a member of the group."
+            )
+        await self._remove(group, member_id, "left")
+        return HeartbeatResult("NONE", None, member_id, -1)
+
+    async def _remove(self, group: ShareGroup, member_id: str, why: str) -> None:
+        group.members.pop(member_id, None)
+        group.epoch += 1
+        log.info("share group %r: member %s %s", group.group_id, member_id, why)
+        await self._persist(group, [member_id])
+        try:
+            await self._on_gone(group.group_id, member_id)
+        except Exception as exc:
+            log.warning("share group %r: releasing %s failed: %s", group.group_id, member_id, exc)
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            now = time.monotonic()
+            for group in list(self.groups.values()):
+                for member in list(group.members.values()):
+                    if member.deadline <= now:
+                        with resilience.request_deadline(None):
+                            await self._remove(group, member.member_id, "session expired")
+
+    # -- admin ----------------------------------------------------------------------
+
+    async def describe(self, group_id: str) -> ShareGroup | None:
+        return await self.coordinate(group_id, create=False)
+
+    async def delete(self, group_id: str) -> str:
+        """DeleteGroups of a share (queue) group: only an empty one, as in Kafka; its
+        positions, leases and config go (sidecar/queues/core.py delete), records stay."""
+        group = await self.coordinate(group_id, create=True)
+        if group is not None and group.members:
+            return "NON_EMPTY_GROUP"
+        await queue_store(self.broker).delete(group_id)
+        await self.store.delete(group_id)
+        self.groups.pop(group_id, None)
+        await self.broker.groups.store.release(group_id, self.broker.cluster.token)
+        log.info("deleted share group %r", group_id)
+        return "NONE"
+
+    async def listed(self) -> list[ShareGroup]:
+        """Groups this sidecar answers ListGroups for: those it coordinates and unheld
+        ones whose preferred coordinator it is (as for classic groups)."""
+        out = dict(self.groups)
+        cluster = self.broker.cluster
+        for group_id in await self.store.all_ids():
+            if group_id in out or cluster.preferred(group_id).node_id != cluster.node_id:
+                continue
+            try:
+                group = await self.coordinate(group_id, create=False)
+            except CoordinatorError:
+                continue
+            if group is not None:
+                out[group_id] = group
+        return list(out.values())

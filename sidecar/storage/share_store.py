@@ -1,0 +1,77 @@
+"""Share groups' Redis calls outside the queue core: membership (sidecar/share/
+membership.py) and the records a member holds on a partition (sidecar/share/records.py).
+
+One hash per share group under the group's hash tag, beside the coordinator lease
+(keys.group_keys): field `epoch` is the group epoch, field `m:<member id>` a member's
+JSON. Written by the coordinator when membership changes (not on every heartbeat), read
+when a sidecar takes the group over. `skiff:share_groups` lists the ids (a cluster-wide
+key of its own slot, so written apart from the group's hash). Writes are not fenced by
+the lease: a sidecar that lost a group it still thinks it holds could write a stale
+member list, which the next membership change corrects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from . import keys
+
+SHARE_GROUPS = "skiff:share_groups"
+
+
+def share_key(group_id: str) -> str:
+    return f"skiff:{{g/{group_id}}}:share"
+
+
+class ShareStore:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def exists(self, group_id: str) -> bool:
+        return bool(await self.redis.exists(share_key(group_id)))
+
+    async def load(self, group_id: str) -> tuple[int, dict[str, dict[str, Any]]]:
+        raw = await self.redis.hgetall(share_key(group_id))
+        epoch = int(raw.pop(b"epoch", b"0"))
+        members = {f.decode()[2:]: json.loads(v) for f, v in raw.items() if f.startswith(b"m:")}
+        return epoch, members
+
+    async def save(
+        self,
+        group_id: str,
+        epoch: int,
+        members: dict[str, dict[str, Any]],
+        gone: list[str],
+    ) -> None:
+        key = share_key(group_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, "epoch", epoch)
+            for member_id, doc in members.items():
+                pipe.hset(key, f"m:{member_id}", json.dumps(doc))
+            if gone:
+                pipe.hdel(key, *(f"m:{m}" for m in gone))
+            await pipe.execute()
+        # Another slot than the group's hash: never in the same MULTI (Redis Cluster).
+        await self.redis.sadd(SHARE_GROUPS, group_id)
+
+    async def delete(self, group_id: str) -> None:
+        await self.redis.delete(share_key(group_id))
+        await self.redis.srem(SHARE_GROUPS, group_id)
+
+    async def pending_of(
+        self, topic: str, partition: int, consumer_group: str, holder: str, count: int = 1000
+    ) -> list[int]:
+        """Offsets pending under `holder` in a queue group's consumer group on one
+        partition (the first `count`); none when the group has no consumer group there."""
+        log_key = keys.partition_keys(topic, partition)[0]
+        try:
+            rows = await self.redis.xpending_range(log_key, consumer_group, "-", "+", count, holder)
+        except ResponseError:
+            return []
+        return [int(r["message_id"][2:]) - 1 for r in rows]
+
+    async def all_ids(self) -> list[str]:
+        return sorted(m.decode() for m in await self.redis.smembers(SHARE_GROUPS))
