@@ -30,7 +30,6 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 import hiredis
 from redis.asyncio import Redis
@@ -43,7 +42,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..telemetry import redis_calls
-from . import resilience
+from . import multi_host_url, resilience
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
@@ -59,34 +58,13 @@ class ClusterUrl:
 def parse_cluster_url(url: str) -> ClusterUrl:
     """redis+cluster://[[user:]password@]h1:p1[,h2:p2...][/]: any reachable nodes of the
     cluster (the rest are discovered with CLUSTER SLOTS)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in CLUSTER_SCHEMES:
-        raise ValueError(f"not a Redis Cluster URL: {url!r}")
-    rest, _, _query = rest.partition("?")
-    netloc, _, path = rest.partition("/")
-    username = password = None
-    if "@" in netloc:
-        auth, _, netloc = netloc.rpartition("@")
-        if ":" in auth:
-            user, _, pw = auth.partition(":")
-            username, password = (unquote(user) or None), unquote(pw)
-        else:
-            password = unquote(auth)
-    nodes = []
-    for part in netloc.split(","):
-        if not part:
-            continue
-        if part.startswith("["):
-            host, _, port = part[1:].partition("]:")
-        else:
-            host, _, port = part.rpartition(":") if ":" in part else (part, "", "")
-        nodes.append((host, int(port or 6379)))
-    if not nodes or path.strip("/") not in ("", "0"):
+    u = multi_host_url.split(url, CLUSTER_SCHEMES, 6379, "Redis Cluster")
+    if not u.hosts or u.path.strip("/") not in ("", "0"):
         raise ValueError(
             f"expected redis+cluster://[password@]host:port[,host:port...] (database 0 only), "
             f"got {url!r}"
         )
-    return ClusterUrl(nodes, username, password, scheme == "rediss+cluster")
+    return ClusterUrl(u.hosts, u.username, u.password, u.scheme == "rediss+cluster")
 
 
 def is_cluster(redis: Any) -> bool:

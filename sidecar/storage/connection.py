@@ -39,7 +39,7 @@ from redis.asyncio.sentinel import (
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from . import cluster_client, resilience
+from . import cluster_client, multi_host_url, resilience
 from .instrumented import instrument
 
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
@@ -126,48 +126,27 @@ class SentinelUrl:
 
 def parse_sentinel_url(url: str) -> SentinelUrl:
     """redis+sentinel://[[user:]password@]h1:p1,h2:p2/service[/db][?sentinel_password=..]"""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in SENTINEL_SCHEMES:
-        raise ValueError(f"not a Sentinel URL: {url!r}")
-    rest, _, query = rest.partition("?")
-    netloc, _, path = rest.partition("/")
-    username = password = None
-    if "@" in netloc:
-        auth, _, netloc = netloc.rpartition("@")
-        if ":" in auth:
-            user, _, pw = auth.partition(":")
-            username, password = (unquote(user) or None), unquote(pw)
-        else:
-            password = unquote(auth)
-    sentinels = []
-    for part in netloc.split(","):
-        if not part:
-            continue
-        if part.startswith("["):  # [ipv6]:port
-            host, _, port = part[1:].partition("]:")
-        else:
-            host, _, port = part.rpartition(":") if ":" in part else (part, "", "")
-        sentinels.append((host, int(port or 26379)))
-    segments = [s for s in path.split("/") if s]
-    if not sentinels or not segments or len(segments) > 2:
+    u = multi_host_url.split(url, SENTINEL_SCHEMES, 26379, "Sentinel")
+    segments = [s for s in u.path.split("/") if s]
+    if not u.hosts or not segments or len(segments) > 2:
         raise ValueError(
             f"expected redis+sentinel://[password@]host:port[,host:port...]/service[/db], "
             f"got {url!r}"
         )
     db = int(segments[1]) if len(segments) == 2 else 0
-    opts = {k: v[-1] for k, v in parse_qs(query).items()}
+    opts = {k: v[-1] for k, v in parse_qs(u.query).items()}
     sentinel_kwargs = {
         k.removeprefix("sentinel_"): v
         for k, v in opts.items()
         if k in ("sentinel_password", "sentinel_username")
     }
     return SentinelUrl(
-        sentinels,
+        u.hosts,
         unquote(segments[0]),
         db,
-        username,
-        password,
-        scheme == "rediss+sentinel",
+        u.username,
+        u.password,
+        u.scheme == "rediss+sentinel",
         sentinel_kwargs,
     )
 

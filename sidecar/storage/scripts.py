@@ -61,24 +61,9 @@ class Script:
             return await self._run_on_node(redis, packed, keys, wait)
         pool = redis.connection_pool
         conn = await pool.get_connection()
-        send = packed
-        if wait is not None:
-            send += hiredis.pack_command(("WAIT", wait[0], wait[1]))
         try:
-            await conn.send_packed_command(send)
-            try:
-                reply = await conn.read_response()
-            except ResponseError:
-                if wait is not None:
-                    await _skip_reply(conn)  # WAIT's reply is still due
-                raise
-            acked = None
-            if wait is not None:
-                # WAIT may block for its whole timeout: read past the socket timeout.
-                read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
-                if read is None:
-                    raise RedisTimeoutError("no reply to WAIT")
-                acked = int(read)
+            await conn.send_packed_command(_with_wait(packed, wait))
+            reply, acked = await _read_replies(conn, wait)
         except ResponseError:
             await pool.release(conn)
             raise
@@ -93,9 +78,7 @@ class Script:
         self, cluster: Any, packed: bytes, keys: list[str], wait: tuple[int, int] | None
     ) -> tuple[Any, int | None]:
         node = await cluster_client.node_for(cluster, keys[0])
-        send = packed
-        if wait is not None:
-            send += hiredis.pack_command(("WAIT", wait[0], wait[1]))
+        send = _with_wait(packed, wait)
         try:
             return await _exchange(cluster, node, send, wait, asking=False)
         except AskError as exc:
@@ -122,18 +105,7 @@ async def _exchange(
         await conn.send_packed_command(send)
         if asking:
             await _skip_reply(conn)
-        try:
-            reply = await conn.read_response()
-        except ResponseError:
-            if wait is not None:
-                await _skip_reply(conn)  # WAIT's reply is still due
-            raise
-        acked = None
-        if wait is not None:
-            read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
-            if read is None:
-                raise RedisTimeoutError("no reply to WAIT")
-            acked = int(read)
+        reply, acked = await _read_replies(conn, wait)
     except ResponseError as exc:
         node.release(conn)
         await cluster_client.after_failure(cluster, exc)  # MOVED: update the slot map
@@ -145,6 +117,28 @@ async def _exchange(
         raise
     node.release(conn)
     return reply, acked
+
+
+def _with_wait(packed: bytes, wait: tuple[int, int] | None) -> bytes:
+    """The packed command, with `WAIT replicas timeout_ms` behind it when asked."""
+    return packed if wait is None else packed + hiredis.pack_command(("WAIT", *wait))
+
+
+async def _read_replies(conn: Any, wait: tuple[int, int] | None) -> tuple[Any, int | None]:
+    """The script's reply and, after a WAIT, how many replicas acknowledged."""
+    try:
+        reply = await conn.read_response()
+    except ResponseError:
+        if wait is not None:
+            await _skip_reply(conn)  # WAIT's reply is still due
+        raise
+    if wait is None:
+        return reply, None
+    # WAIT may block for its whole timeout: read past the socket timeout.
+    read = await conn.read_response(timeout=wait[1] / 1000 + 1.0)
+    if read is None:
+        raise RedisTimeoutError("no reply to WAIT")
+    return reply, int(read)
 
 
 async def _skip_reply(conn: Any) -> None:
