@@ -113,7 +113,7 @@ class ClusterAsServer:
         return self.cluster.client()
 
 
-def _cluster_ports(count: int) -> list[int]:
+def cluster_ports(count: int) -> list[int]:
     """Free ports whose cluster bus port (port + 10000) is free too."""
     ports: list[int] = []
     while len(ports) < count:
@@ -134,7 +134,7 @@ def start_redis_cluster(tmp: Path, nodes: int = 6, replicas: int = 1) -> RedisCl
     cli = shutil.which("redis-cli")
     if binary is None or cli is None:
         raise RuntimeError("redis-server and redis-cli are needed for a Redis Cluster")
-    ports = _cluster_ports(nodes)
+    ports = cluster_ports(nodes)
     procs = []
     cluster = RedisClusterNodes(ports, procs, tmp)
     try:

@@ -21,6 +21,7 @@ import redis
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from conftest import ROOT, RedisServer, free_port, stop_process, wait_for_port
+from redis_cluster_harness import cluster_ports
 
 sys.path.insert(0, str(ROOT / "tools"))
 import k8s_check  # noqa: E402 - tools/ is not a package
@@ -198,7 +199,8 @@ REDIS_CONFS = _redis_confs()
 def test_redis_accepts_the_shipped_redis_conf(tmp_path: Path, name: str, conf: str) -> None:
     """redis-server starts with the ConfigMap's redis.conf (its data dir and port moved
     to the test's) and runs with AOF on and eviction off."""
-    port = free_port()
+    # A cluster node also listens on port + 10000, which must be a valid port.
+    port = cluster_ports(1)[0] if "cluster-enabled yes" in conf else free_port()
     lines = []
     for line in conf.splitlines():
         key = line.split(" ", 1)[0]
