@@ -8,6 +8,9 @@
 --   forget  ARGV[3..] offset fields to delete
 --   delete  the group, its offsets and its lease
 --   release the lease
+--   share   a share group's membership: KEYS[4] skiff:{g/<group>}:share (hash),
+--           ARGV[3] group epoch, ARGV[4] n, ARGV[5..4+n] members gone, then
+--           "m:<member id>", member JSON pairs
 -- A sidecar whose lease was taken over (it was paused or cut off from Redis past
 -- its registration's TTL) gets 0 and writes nothing; the new coordinator's state
 -- stands. Reply: 1 written, 0 fenced.
@@ -24,6 +27,15 @@ elseif op == 'delete' then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 elseif op == 'release' then
   redis.call('DEL', KEYS[1])
+elseif op == 'share' then
+  local n = tonumber(ARGV[4])
+  redis.call('HSET', KEYS[4], 'epoch', ARGV[3])
+  for i = 5, 4 + n do
+    redis.call('HDEL', KEYS[4], 'm:' .. ARGV[i])
+  end
+  if #ARGV > 4 + n then
+    redis.call('HSET', KEYS[4], unpack(ARGV, 5 + n))
+  end
 else
   return redis.error_reply('ERR unknown op ' .. tostring(op))
 end

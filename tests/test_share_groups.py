@@ -31,6 +31,7 @@ FENCED_MEMBER_EPOCH = 110
 GROUP_ID_NOT_FOUND = 69
 INVALID_REQUEST = 42
 NON_EMPTY_GROUP = 68
+NOT_COORDINATOR = 16
 LOCK_MS = 2000
 
 
@@ -547,6 +548,33 @@ def test_heartbeat_errors(skiff: Skiff, topic: str) -> None:
         (GROUP_ID_NOT_FOUND, f"Group {classic} is not a share group."),
         (GROUP_ID_NOT_FOUND, f"Group none-{group} not found."),
     ]
+
+
+def test_a_sidecar_that_lost_the_group_writes_no_membership(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Membership writes are fenced by the group's lease, like a classic group's: a
+    sidecar whose lease another sidecar took (it was paused past its registration)
+    answers NOT_COORDINATOR and leaves the new coordinator's member list alone."""
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url)
+    group, topic = _group(), f"fenced-{uuid.uuid4().hex[:8]}"
+    first = ShareMember("127.0.0.1", skiff.port, group)
+    second = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        _create(skiff.bootstrap, topic)
+        first.join([topic])
+        r = own_redis.client()
+        lease, share = f"skiff:{{g/{group}}}:lease", f"skiff:{{g/{group}}}:share"
+        before = r.hgetall(share)
+        assert f"m:{first.member_id}".encode() in before
+        r.set(lease, "99:someone-else")  # another sidecar's token
+        assert second.heartbeat(0, [topic]).error_code == NOT_COORDINATOR
+        assert r.hgetall(share) == before  # nothing written
+        assert r.get(lease) == b"99:someone-else"
+    finally:
+        first.close()
+        second.close()
+        stop_process(skiff.proc)
 
 
 def test_java_consumer_and_http_worker_share_one_group(skiff: Skiff, topic: str) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from ..groups.coordinator import CoordinatorError
 from ..queues.core import QueueError, queue_store
 from ..storage import resilience
+from ..storage.group_store import Fenced
 from ..storage.share_store import ShareStore
 
 log = logging.getLogger("skiff.share")
@@ -170,7 +171,7 @@ class ShareCoordinator:
 
     async def _save(self, group: ShareGroup, gone: list[str]) -> None:
         docs = {m.member_id: m.doc() for m in group.members.values()}
-        await self.store.save(group.group_id, group.epoch, docs, gone)
+        await self.store.save(group.group_id, self.broker.cluster.token, group.epoch, docs, gone)
 
     async def _target(self, topics: list[str]) -> list[tuple[uuid.UUID, str, list[int]]]:
         out = []
@@ -253,13 +254,16 @@ class ShareCoordinator:
         if changed:
             group.epoch += 1
             member.epoch = group.epoch
-            await self._persist(group, [])
+            if not await self._persist(group, []):
+                return HeartbeatResult("NOT_COORDINATOR", None)
         elif member.epoch < group.epoch:
             # Others joined or left: as in Kafka, every member moves to the group's epoch
             # and is sent its (unchanged) assignment with it.
             member.epoch = group.epoch
             send = True
-            await self._persist(group, [])  # a sidecar taking over knows the new epoch
+            # A sidecar taking over knows the new epoch.
+            if not await self._persist(group, []):
+                return HeartbeatResult("NOT_COORDINATOR", None)
         return HeartbeatResult(
             "NONE",
             None,
@@ -268,11 +272,18 @@ class ShareCoordinator:
             member.assignment if send or member_epoch != member.epoch else None,
         )
 
-    async def _persist(self, group: ShareGroup, gone: list[str]) -> None:
+    async def _persist(self, group: ShareGroup, gone: list[str]) -> bool:
+        """False when another sidecar took the group over: it is dropped here."""
         try:
             await self._save(group, gone)
+        except Fenced:
+            log.warning("share group %r was taken over by another sidecar", group.group_id)
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            return False
         except Exception as exc:  # membership stays in memory; the next change writes it
             log.warning("could not store share group %r: %s", group.group_id, exc)
+        return True
 
     async def _leave(self, group: ShareGroup | None, member_id: str) -> HeartbeatResult:
         if group is None or member_id not in group.members:

@@ -5,9 +5,9 @@ One hash per share group under the group's hash tag, beside the coordinator leas
 (keys.group_keys): field `epoch` is the group epoch, field `m:<member id>` a member's
 JSON. Written by the coordinator when membership changes (not on every heartbeat), read
 when a sidecar takes the group over. `skiff:share_groups` lists the ids (a cluster-wide
-key of its own slot, so written apart from the group's hash). Writes are not fenced by
-the lease: a sidecar that lost a group it still thinks it holds could write a stale
-member list, which the next membership change corrects."""
+key of its own slot, so written apart from the group's hash). Membership writes run in
+lua/group_write.lua, fenced by the lease like a classic group's: a sidecar that lost
+the group (paused past its registration) writes nothing and is told so (Fenced)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from . import keys
+from . import keys, resilience, scripts
+from .group_store import Fenced
 
 SHARE_GROUPS = "skiff:share_groups"
 
@@ -42,18 +43,23 @@ class ShareStore:
     async def save(
         self,
         group_id: str,
+        token: str,
         epoch: int,
         members: dict[str, dict[str, Any]],
         gone: list[str],
     ) -> None:
-        key = share_key(group_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "epoch", epoch)
-            for member_id, doc in members.items():
-                pipe.hset(key, f"m:{member_id}", json.dumps(doc))
-            if gone:
-                pipe.hdel(key, *(f"m:{m}" for m in gone))
-            await pipe.execute()
+        """Raises Fenced when `token` no longer holds the group's lease."""
+        fields: list[str] = []
+        for member_id, doc in members.items():
+            fields += (f"m:{member_id}", json.dumps(doc))
+        group_keys = [*keys.group_keys(group_id), share_key(group_id)]
+        args = [token, "share", epoch, len(gone), *gone, *fields]
+        # Not resent once it may have run: an older member list run again after a
+        # newer one would bring members back.
+        with resilience.no_resend():
+            reply = await scripts.GROUP_WRITE(self.redis, group_keys, args)
+        if reply != 1:
+            raise Fenced(group_id)
         # Another slot than the group's hash: never in the same MULTI (Redis Cluster).
         await self.redis.sadd(SHARE_GROUPS, group_id)
 
