@@ -316,3 +316,14 @@ def _decode_record(d: Mapping[str, Any]) -> dict[str, Any]:
         "value": _unb64(d["value"]),
         "headers": [(name, _unb64(val)) for name, val in d["headers"]],
     }
+
+
+def java_binary(error: type[Exception]) -> str:
+    """$JAVA_HOME/bin/java, else java on PATH; raises `error` when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise error("java not found (set JAVA_HOME or put java on PATH)")
+    return java

@@ -21,14 +21,12 @@ group-less KafkaConsumer (assign + seek). list_offsets is AdminClient.listOffset
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from clients.cli_tool import Bytesish as Bytesish
-from clients.cli_tool import CliTool, CliToolError
+from clients.cli_tool import CliTool, CliToolError, java_binary
 
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
 POM = JAVA_DIR / "pom.xml"
@@ -68,17 +66,12 @@ def build_tool() -> Path:
     )
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    java = shutil.which("java")
-    if java is None:
-        raise JavaClientError("java not found (set JAVA_HOME or put java on PATH)")
-    return java
-
-
-_TOOL = CliTool("java", lambda: [_java(), "-jar", str(build_tool())], JavaClientError, JVM_SLACK_S)
+_TOOL = CliTool(
+    "java",
+    lambda: [java_binary(JavaClientError), "-jar", str(build_tool())],
+    JavaClientError,
+    JVM_SLACK_S,
+)
 
 produce = _TOOL.produce
 consume = _TOOL.consume

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from clients.cli_tool import CliTool, CliToolError
+from clients.cli_tool import CliTool, CliToolError, java_binary
 
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java-share"
 POM = JAVA_DIR / "pom.xml"
@@ -49,18 +47,11 @@ def build_tool() -> Path:
     )
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    java = shutil.which("java")
-    if java is None:
-        raise JavaShareError("java not found (set JAVA_HOME or put java on PATH)")
-    return java
-
-
 _TOOL = CliTool(
-    "java-share", lambda: [_java(), "-jar", str(build_tool())], JavaShareError, JVM_SLACK_S
+    "java-share",
+    lambda: [java_binary(JavaShareError), "-jar", str(build_tool())],
+    JavaShareError,
+    JVM_SLACK_S,
 )
 
 
