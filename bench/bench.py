@@ -39,7 +39,7 @@ import redis  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from sidecar.log_bytes import estimate  # noqa: E402
+from sidecar.maintenance.log_bytes import estimate  # noqa: E402
 from sidecar.storage.store import RedisStore  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -122,7 +122,7 @@ def start_redis(workdir: Path, unix_socket: bool) -> tuple[subprocess.Popen[byte
 def start_skiff(redis_url: str, log: Path,
                 cprofile: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "sidecar.cli"]
+    cmd = [sys.executable, "-m", "sidecar.cli.main"]
     if cprofile is not None:  # the same CLI, in-process under cProfile (CPU clock)
         cmd = [sys.executable, str(ROOT / "bench" / "skiff_cprofile.py"), str(cprofile)]
     cmd += ["serve", "--redis-url", redis_url, "--listen", f"127.0.0.1:{port}",

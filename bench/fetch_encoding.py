@@ -22,13 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sidecar.config.topic import PRODUCER_COMPRESSION  # noqa: E402
 from sidecar.protocol.record_batch import (  # noqa: E402
     CODEC_IDS,
     CODEC_SHIFT,
     Compression,
     encode_entries_sized,
 )
-from sidecar.topic_config import PRODUCER_COMPRESSION  # noqa: E402
 
 
 def json_value(rng: random.Random, i: int, size: int) -> bytes:

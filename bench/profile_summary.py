@@ -55,7 +55,7 @@ def summarise(path: Path, top: int) -> str:
     out.append(f"-- inclusive time (% of busy samples), top {top}, event-loop frames left out")
     shown = 0
     for name, n in inclusive.most_common():
-        if any(s in name for s in ("runpy", "asyncio/", "sidecar/cli.py", "<module>")):
+        if any(s in name for s in ("runpy", "asyncio/", "sidecar/cli/main.py", "<module>")):
             continue
         out.append(f"{100 * n / busy:6.1f}%  {name}")
         shown += 1

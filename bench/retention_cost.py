@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import start_redis, stop_process  # noqa: E402
-from sidecar.log_bytes import estimate  # noqa: E402
+from sidecar.maintenance.log_bytes import estimate  # noqa: E402
 from sidecar.storage.store import RedisStore  # noqa: E402
 
 

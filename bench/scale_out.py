@@ -168,7 +168,7 @@ def raw_client(
 ) -> tuple[float, float, float, float, int]:
     """The Redis ceiling: append n records with lua/append.lua, then read them back with
     XRANGE (MULTI/EXEC), `batch` records per call; (start, end) of both."""
-    from sidecar.log_bytes import estimate
+    from sidecar.maintenance.log_bytes import estimate
     from sidecar.storage.store import RedisStore
 
     async def work() -> tuple[float, float, float, float, int]:
@@ -278,7 +278,7 @@ def run_sidecars(
     log = work / f"skiff-{workers}.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sidecar.cli", "serve", "--redis-url", url,
+            [sys.executable, "-m", "sidecar.cli.main", "serve", "--redis-url", url,
              "--listen", f"127.0.0.1:{port}", "--http-listen", "none",
              "--workers", str(workers), "--log-level", "WARNING"],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sidecar.cli import main  # noqa: E402
+from sidecar.cli.main import main  # noqa: E402
 
 
 def run(argv: list[str]) -> int:

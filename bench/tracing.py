@@ -93,7 +93,7 @@ def start_skiff(
     cmd = [
         sys.executable,
         "-m",
-        "sidecar.cli",
+        "sidecar.cli.main",
         "serve",
         "--redis-url",
         redis_url,

@@ -47,7 +47,7 @@ def run(rate: int, seconds: float, size: int) -> str:
                 [
                     sys.executable,
                     "-m",
-                    "sidecar.cli",
+                    "sidecar.cli.main",
                     "serve",
                     "--listen",
                     f"127.0.0.1:{port}",

@@ -39,7 +39,7 @@ def _start_skiff(data_dir: Path, partitions: int) -> tuple[subprocess.Popen[byte
     port = _free_port()
     log = open(data_dir / "skiff.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sidecar.cli", "serve", "--listen", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "sidecar.cli.main", "serve", "--listen", f"127.0.0.1:{port}",
          "--http-listen", "none", "--data-dir", str(data_dir / "data"),
          "--num-partitions", str(partitions)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=HERE.parent,

@@ -107,7 +107,7 @@ def start_embedded_skiff(data_dir: Path, log: Path) -> tuple[subprocess.Popen[by
     port = _free_port()
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sidecar.cli", "serve", "--listen", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "sidecar.cli.main", "serve", "--listen", f"127.0.0.1:{port}",
              "--data-dir", str(data_dir), "--http-listen", "none"],
             stdout=out,
             stderr=subprocess.STDOUT,

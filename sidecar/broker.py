@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cluster import Cluster
-from .groups.coordinator import GroupCoordinator
-from .longpoll import Wakeups
-from .settings import Settings
-from .storage.store import RedisStore, TopicInfo
+from sidecar.cluster import Cluster
+from sidecar.config.settings import Settings
+from sidecar.groups.coordinator import GroupCoordinator
+from sidecar.longpoll import Wakeups
+from sidecar.storage.store import RedisStore, TopicInfo
 
 
 @dataclass(slots=True)

@@ -18,8 +18,8 @@ import logging
 import secrets
 from collections.abc import Callable, Sequence
 
-from .settings import Settings
-from .storage.registry import BrokerInfo, Registry
+from sidecar.config.settings import Settings
+from sidecar.storage.registry import BrokerInfo, Registry
 
 log = logging.getLogger("skiff.cluster")
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from .storage import keys
+from sidecar.storage import keys
 
 log = logging.getLogger(__name__)
 

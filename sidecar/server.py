@@ -14,11 +14,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from . import apis, connection_context
-from .apis import api_versions, unavailable
-from .append_order import AppendOrder, Ticket
-from .broker import Broker
-from .protocol.framing import (
+from sidecar import apis, connection_context
+from sidecar.apis import api_versions, unavailable
+from sidecar.append_order import AppendOrder, Ticket
+from sidecar.broker import Broker
+from sidecar.protocol.framing import (
     API_VERSIONS_KEY,
     BadFrame,
     CloseConnection,
@@ -27,15 +27,15 @@ from .protocol.framing import (
     response_frame,
     skip_tagged_fields,
 )
-from .protocol.kio_codec import (
+from sidecar.protocol.kio_codec import (
     MAX_STRING_BYTES,
     decode_request,
     is_flexible_request,
     oversized_string,
 )
-from .protocol.primitives import unpack_i32
-from .storage import resilience
-from .telemetry import requests
+from sidecar.protocol.primitives import unpack_i32
+from sidecar.storage import resilience
+from sidecar.telemetry import requests
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,12 @@ from typing import Any, NamedTuple
 import asyncio_dgram
 from aiokafka.partitioner import murmur2
 
-from .protocol.primitives import read_uvarint, zigzag
-from .protocol.record_batch import FLAG_KEY_NULL, FLAG_LOG_APPEND, FLAG_VALUE_NULL
-from .settings import HostPort
-from .storage.store import StoreError, TopicInfo
-from .topic_config import effective_config
-from .topics import invalid_name_reason
+from sidecar.config.settings import HostPort
+from sidecar.config.topic import effective_config
+from sidecar.protocol.primitives import read_uvarint, zigzag
+from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_LOG_APPEND, FLAG_VALUE_NULL
+from sidecar.storage.store import StoreError, TopicInfo
+from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
 

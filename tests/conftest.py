@@ -129,7 +129,7 @@ def start_skiff(
     cmd = [
         sys.executable,
         "-m",
-        "sidecar.cli",
+        "sidecar.cli.main",
         "serve",
         "--listen",
         f"127.0.0.1:{port}",

@@ -57,7 +57,7 @@ def test_bad_flag_values_are_refused_with_a_message() -> None:
         (["--message-timestamp-type", "Whenever"], "invalid choice"),
     ):
         proc = subprocess.run(
-            [sys.executable, "-m", "sidecar.cli", "serve", *args],
+            [sys.executable, "-m", "sidecar.cli.main", "serve", *args],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -73,7 +73,7 @@ def test_unreachable_redis_fails_start_up_with_a_clear_message() -> None:
         [
             sys.executable,
             "-m",
-            "sidecar.cli",
+            "sidecar.cli.main",
             "serve",
             "--listen",
             f"127.0.0.1:{free_port()}",

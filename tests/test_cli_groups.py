@@ -1,4 +1,4 @@
-"""`skiff groups list|describe|delete|reset-offsets` (sidecar/groups_cli.py) run as a
+"""`skiff groups list|describe|delete|reset-offsets` (sidecar/cli/groups.py) run as a
 subprocess against Skiff, with groups made by confluent-kafka consumers.
 
 SKIFF_TEST_KAFKA_BOOTSTRAP=HOST:PORT runs the same tests against a real Kafka broker
@@ -71,7 +71,7 @@ def skiff_groups(
     bootstrap: str, *args: str, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", "groups", *args, "--bootstrap", bootstrap],
+        [sys.executable, "-m", "sidecar.cli.main", "groups", *args, "--bootstrap", bootstrap],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -424,7 +424,7 @@ def test_an_unreachable_bootstrap_fails_at_once_with_a_hint() -> None:
 )
 def test_bad_arguments_are_refused_with_a_message(args: list[str], says: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", "groups", *args],
+        [sys.executable, "-m", "sidecar.cli.main", "groups", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,5 +1,5 @@
 """`skiff topics list|create|describe|alter|delete` and `skiff records delete-before`
-(sidecar/topics_cli.py) run as a subprocess, each test against Skiff and against a real
+(sidecar/cli/topics.py) run as a subprocess, each test against Skiff and against a real
 Apache Kafka broker (started from the jars tools/kafka_reference.py caches), so the
 commands and their answers are checked to be the same on both.
 """
@@ -73,7 +73,7 @@ def name() -> str:
 
 def skiff(target: Target, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", *args, "--bootstrap", target.bootstrap],
+        [sys.executable, "-m", "sidecar.cli.main", *args, "--bootstrap", target.bootstrap],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -123,7 +123,7 @@ def test_skiff_groups_describe_reports_the_same_lag(
 ) -> None:
     topic, group, positions = lagging_group
     proc = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", "groups", "describe", group, "--json"]
+        [sys.executable, "-m", "sidecar.cli.main", "groups", "describe", group, "--json"]
         + ["--bootstrap", bootstrap],
         cwd=ROOT,
         capture_output=True,

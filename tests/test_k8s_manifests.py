@@ -269,7 +269,7 @@ def test_skiff_container_runs_as_rendered(
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SKIFF_", "OTEL_"))}
     log_path = tmp_path / "skiff.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli", *args], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli.main", *args], cwd=ROOT,
                                 env={**base, **env}, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(kafka_port, proc)

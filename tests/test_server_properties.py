@@ -13,8 +13,8 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from conftest import ROOT, RedisServer, start_skiff, stop_process
 
-from sidecar import cli
-from sidecar.server_properties import ConfigFileError, Property, parse, resolve
+from sidecar.cli import main as cli
+from sidecar.config.server_properties import ConfigFileError, Property, parse, resolve
 
 FLAGS = {  # a build that has helper A's retention flags
     "listen",
@@ -224,7 +224,7 @@ def test_serve_refuses_a_bad_file_with_exit_2(tmp_path: Path) -> None:
     conf = tmp_path / "server.properties"
     conf.write_text("num.partitions=1\nfoo.bar=1\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", "serve", "--config", str(conf)],
+        [sys.executable, "-m", "sidecar.cli.main", "serve", "--config", str(conf)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -233,7 +233,7 @@ def test_serve_refuses_a_bad_file_with_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f"{conf}:2: 'foo.bar' is neither a Kafka broker config" in proc.stderr
     missing = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", "serve", "--config", str(tmp_path / "nope")],
+        [sys.executable, "-m", "sidecar.cli.main", "serve", "--config", str(tmp_path / "nope")],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -506,7 +506,7 @@ def test_bad_default_flags_are_refused() -> None:
         (["--log-message-timestamp-before-max-ms", "x"], "expected an integer"),
     ):
         proc = subprocess.run(
-            [sys.executable, "-m", "sidecar.cli", "serve", *args],
+            [sys.executable, "-m", "sidecar.cli.main", "serve", *args],
             cwd=ROOT,
             capture_output=True,
             text=True,

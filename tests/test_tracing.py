@@ -284,8 +284,8 @@ def test_in_memory_exporter_in_process(own_redis: RedisServer, topic: str) -> No
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
 
-    from sidecar import app
-    from sidecar.settings import HostPort, Settings
+    from sidecar.config.settings import HostPort, Settings
+    from sidecar.process import app
     from sidecar.telemetry import tracing
 
     exporter = InMemorySpanExporter()

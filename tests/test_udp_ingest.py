@@ -267,7 +267,7 @@ def test_missing_topic_without_auto_creation_stops_start_up(
         [
             sys.executable,
             "-m",
-            "sidecar.cli",
+            "sidecar.cli.main",
             "serve",
             "--listen",
             "127.0.0.1:0",
@@ -289,7 +289,7 @@ def test_missing_topic_without_auto_creation_stops_start_up(
     assert proc.returncode == 1
     assert "--udp-topic 'not-there' does not exist and topic auto-creation is off" in proc.stderr
     lone = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli", "serve", "--udp-topic", "t"],
+        [sys.executable, "-m", "sidecar.cli.main", "serve", "--udp-topic", "t"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -438,7 +438,7 @@ def _skiff_errors(
     """The container's `skiff serve` settings, parsed by Skiff's own CLI parser."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from sidecar import cli
+    from sidecar.cli import main as cli
 
     errors: list[str] = []
     if c.get("command") or not args or args[0] != "serve":

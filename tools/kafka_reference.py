@@ -356,7 +356,7 @@ def start_skiff(procs: Processes, work: Path) -> int:
         [
             sys.executable,
             "-m",
-            "sidecar.cli",
+            "sidecar.cli.main",
             "serve",
             "--listen",
             f"127.0.0.1:{port}",

@@ -2,7 +2,7 @@
 `skiff records`: `wire` (API keys, errors, request and response codec), `connection` (one
 broker connection) and `client` (AdminClient and its results)."""
 
-from .client import (
+from sidecar.admin.client import (
     AdminClient,
     Broker,
     ClusterMetadata,
@@ -15,7 +15,7 @@ from .client import (
     PartitionMetadata,
     TopicMetadata,
 )
-from .wire import (
+from sidecar.admin.wire import (
     EARLIEST,
     LATEST,
     OP_APPEND,

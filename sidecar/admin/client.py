@@ -23,9 +23,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from ..settings import HostPort
-from .connection import Connection
-from .wire import (
+from sidecar.admin.connection import Connection
+from sidecar.admin.wire import (
     CONFIG_SOURCES,
     CONTROLLER_ERRORS,
     COORDINATOR_ERRORS,
@@ -59,6 +58,7 @@ from .wire import (
     kafka_error,
     parse_bootstrap,
 )
+from sidecar.config.settings import HostPort
 
 T = TypeVar("T")
 

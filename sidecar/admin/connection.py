@@ -8,8 +8,7 @@ import asyncio
 import struct
 from typing import Any
 
-from ..settings import HostPort
-from .wire import (
+from sidecar.admin.wire import (
     API_NAMES,
     API_VERSIONS,
     CLIENT_VERSIONS,
@@ -21,6 +20,7 @@ from .wire import (
     decode_response,
     encode_request,
 )
+from sidecar.config.settings import HostPort
 
 CLIENT_SOFTWARE = ("skiff-admin", "1.0")
 

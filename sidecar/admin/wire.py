@@ -20,9 +20,9 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from ..protocol.kio_codec import build
-from ..protocol.tolerant_decoder import decode_tolerant
-from ..settings import HostPort
+from sidecar.config.settings import HostPort
+from sidecar.protocol.kio_codec import build
+from sidecar.protocol.tolerant_decoder import decode_tolerant
 
 LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import (
+from sidecar.apis import (
     alter_configs,
     alter_share_group_offsets,
     api_versions,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..config_admin import legacy_alter
-from ..protocol.kio_codec import encode_response
-from .config_alteration import alter
+from sidecar.apis.config_alteration import alter
+from sidecar.broker import Broker
+from sidecar.config.admin import legacy_alter
+from sidecar.protocol.kio_codec import encode_response
 
 API_KEY = 33
 MIN_VERSION = 0

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..queues.core import QueueError
-from ..share import state
-from ..share.records import queues
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.queues.core import QueueError
+from sidecar.share import state
+from sidecar.share.records import queues
 
 API_KEY = 91
 MIN_VERSION = 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..protocol import errors
-from ..protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32
+from sidecar.protocol import errors
+from sidecar.protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -14,7 +14,7 @@ MAX_VERSION = 4
 
 
 def _ranges() -> list[tuple[int, int, int]]:
-    from . import HANDLERS  # the registry imports this module
+    from sidecar.apis import HANDLERS  # the registry imports this module
 
     return sorted(
         (k, getattr(m, "ADVERTISED_MIN_VERSION", m.MIN_VERSION), m.MAX_VERSION)

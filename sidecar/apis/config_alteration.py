@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..broker import Broker
-from ..config_admin import AdminError
-from ..protocol import errors
-from ..storage import topic_admin
-from ..topics import invalid_name_reason
+from sidecar.broker import Broker
+from sidecar.config.admin import AdminError
+from sidecar.protocol import errors
+from sidecar.storage import topic_admin
+from sidecar.validation.topic_names import invalid_name_reason
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..config_admin import AdminError
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..storage import topic_admin
-from ..topics import invalid_name_reason
-from .replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
+from sidecar.apis.replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
+from sidecar.broker import Broker
+from sidecar.config.admin import AdminError
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.storage import topic_admin
+from sidecar.validation.topic_names import invalid_name_reason
 
 API_KEY = 37
 MIN_VERSION = 0

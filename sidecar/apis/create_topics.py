@@ -10,14 +10,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..broker import Broker
-from ..config_admin import AdminError
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..storage.topic_admin import topic_names
-from ..topic_config import ConfigError, describe, validate
-from ..topics import collision_key, invalid_name_reason
-from .replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
+from sidecar.apis.replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
+from sidecar.broker import Broker
+from sidecar.config.admin import AdminError
+from sidecar.config.topic import ConfigError, describe, validate
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.storage.topic_admin import topic_names
+from sidecar.validation.topic_names import collision_key, invalid_name_reason
 
 API_KEY = 19
 MIN_VERSION = 2

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..queues.core import queue_store
-from ..share import state
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.queues.core import queue_store
+from sidecar.share import state
 
 API_KEY = 42
 MIN_VERSION = 0

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..storage.store import StoreError
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.storage.store import StoreError
 
 API_KEY = 21
 MIN_VERSION = 0

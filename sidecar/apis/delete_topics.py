@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..protocol.primitives import Reader, array_len, pack_i16, string
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.protocol.primitives import Reader, array_len, pack_i16, string
 
 API_KEY = 20
 MIN_VERSION = 0

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
 
 API_KEY = 60
 MIN_VERSION = 0

@@ -10,15 +10,15 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..broker import Broker
-from ..broker_config import describe_broker
-from ..config_admin import describe_topic
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..protocol.primitives import Reader, array_len, pack_i16, pack_i32, string
-from ..share import group_configs
-from ..share.group_configs import GROUP
-from ..topics import invalid_name_reason
+from sidecar.broker import Broker
+from sidecar.config.admin import describe_topic
+from sidecar.config.broker import describe_broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.protocol.primitives import Reader, array_len, pack_i16, pack_i32, string
+from sidecar.share import group_configs
+from sidecar.share.group_configs import GROUP
+from sidecar.validation.topic_names import invalid_name_reason
 
 API_KEY = 32
 MIN_VERSION = 0

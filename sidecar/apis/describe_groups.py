@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..groups.state import State
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..queues.core import queue_store
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.groups.state import State
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.queues.core import queue_store
 
 API_KEY = 15
 MIN_VERSION = 0

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..protocol.primitives import Reader
-from ..storage import cluster_client
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.protocol.primitives import Reader
+from sidecar.storage import cluster_client
 
 API_KEY = 35
 MIN_VERSION = 0

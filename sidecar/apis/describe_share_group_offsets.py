@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..queues.core import QueueError
-from ..share.records import queues
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.queues.core import QueueError
+from sidecar.share.records import queues
 
 API_KEY = 90
 MIN_VERSION = 0

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors, message_set
-from ..protocol.primitives import (
+from sidecar.broker import Broker
+from sidecar.config.topic import fetch_compression
+from sidecar.protocol import errors, message_set
+from sidecar.protocol.primitives import (
     EMPTY_TAGS,
     Reader,
     array_len,
@@ -30,12 +31,11 @@ from ..protocol.primitives import (
     pack_i64,
     string,
 )
-from ..protocol.record_batch import encode_entries_sized
-from ..storage import keys, resilience
-from ..storage.resilience import RedisUnavailable
-from ..storage.store import StoreError, TopicInfo
-from ..telemetry import requests as telemetry
-from ..topic_config import fetch_compression
+from sidecar.protocol.record_batch import encode_entries_sized
+from sidecar.storage import keys, resilience
+from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.store import StoreError, TopicInfo
+from sidecar.telemetry import requests as telemetry
 
 API_KEY = 1
 MIN_VERSION = 0

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..storage.registry import BrokerInfo
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.storage.registry import BrokerInfo
 
 API_KEY = 10
 MIN_VERSION = 0

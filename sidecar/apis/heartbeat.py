@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
 
 API_KEY = 12
 MIN_VERSION = 0

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..config_admin import incremental_alter
-from ..protocol.kio_codec import encode_response
-from ..share import group_configs
-from .config_alteration import alter
+from sidecar.apis.config_alteration import alter
+from sidecar.broker import Broker
+from sidecar.config.admin import incremental_alter
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.share import group_configs
 
 API_KEY = 44
 MIN_VERSION = 0

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError, JoinRequest
-from ..groups.state import JoinResult
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response, ms
-from ..queues.core import queue_store
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError, JoinRequest
+from sidecar.groups.state import JoinResult
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response, ms
+from sidecar.queues.core import queue_store
 
 API_KEY = 11
 MIN_VERSION = 0

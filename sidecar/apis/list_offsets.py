@@ -9,11 +9,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..protocol.primitives import Reader, array_len, pack_i16, pack_i32, pack_i64, string
-from ..storage.store import StoreError
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.protocol.primitives import Reader, array_len, pack_i16, pack_i32, pack_i64, string
+from sidecar.storage.store import StoreError
 
 API_KEY = 2
 MIN_VERSION = 0

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..cluster import Cluster
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..storage.resilience import RedisUnavailable
-from ..storage.store import TopicInfo
-from ..topics import invalid_name_reason
+from sidecar.broker import Broker
+from sidecar.cluster import Cluster
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.store import TopicInfo
+from sidecar.validation.topic_names import invalid_name_reason
 
 API_KEY = 3
 MIN_VERSION = 0

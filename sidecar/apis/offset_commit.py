@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..protocol.kio_codec import encode_response, ms
-from ..queues.core import queue_store
-from ..storage.group_store import CommittedOffset
-from .partition_errors import topic_partition_errors
+from sidecar.apis.partition_errors import topic_partition_errors
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.protocol.kio_codec import encode_response, ms
+from sidecar.queues.core import queue_store
+from sidecar.storage.group_store import CommittedOffset
 
 API_KEY = 8
 MIN_VERSION = 2

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from .partition_errors import topic_partition_errors
+from sidecar.apis.partition_errors import topic_partition_errors
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
 
 API_KEY = 47
 MIN_VERSION = 0

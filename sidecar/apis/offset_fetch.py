@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..queues.core import queue_store
-from ..queues.kafka_offsets import queue_offsets
-from ..storage.group_store import CommittedOffset
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.queues.core import queue_store
+from sidecar.queues.kafka_offsets import queue_offsets
+from sidecar.storage.group_store import CommittedOffset
 
 API_KEY = 9
 MIN_VERSION = 1

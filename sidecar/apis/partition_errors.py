@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol import errors
+from sidecar.protocol import errors
 
 
 def topic_partition_errors(topics: Any, results: dict[tuple[str, int], str]) -> list[Any]:

@@ -12,15 +12,15 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from .. import limits
-from ..append_order import AppendOrder, Ticket
-from ..broker import Broker
-from ..log_bytes import batch_bytes
-from ..protocol import errors
-from ..protocol.framing import CloseConnection
-from ..protocol.kio_codec import ms
-from ..protocol.message_set import decode_message_set, first_magic
-from ..protocol.primitives import (
+from sidecar.append_order import AppendOrder, Ticket
+from sidecar.broker import Broker
+from sidecar.config.topic import effective_config
+from sidecar.maintenance.log_bytes import batch_bytes
+from sidecar.protocol import errors
+from sidecar.protocol.framing import CloseConnection
+from sidecar.protocol.kio_codec import ms
+from sidecar.protocol.message_set import decode_message_set, first_magic
+from sidecar.protocol.primitives import (
     EMPTY_TAGS,
     Reader,
     array_len,
@@ -29,12 +29,12 @@ from ..protocol.primitives import (
     pack_i64,
     string,
 )
-from ..protocol.record_batch import InvalidBatch, decode_batch, single_batch
-from ..storage import resilience
-from ..storage.store import PreparedAppend, StoreError, TopicInfo
-from ..telemetry import requests as telemetry
-from ..topic_config import effective_config
-from ..topics import invalid_name_reason
+from sidecar.protocol.record_batch import InvalidBatch, decode_batch, single_batch
+from sidecar.storage import resilience
+from sidecar.storage.store import PreparedAppend, StoreError, TopicInfo
+from sidecar.telemetry import requests as telemetry
+from sidecar.validation import produce_limits as limits
+from sidecar.validation.topic_names import invalid_name_reason
 
 API_KEY = 0
 # v0-v2 carry message sets (magic 0, and magic 1 from v2). Older librdkafka also

@@ -3,8 +3,8 @@ assignments, with Kafka 3.9's messages (ReplicationControlManager)."""
 
 from __future__ import annotations
 
-from ..config_admin import AdminError
-from ..protocol import errors
+from sidecar.config.admin import AdminError
+from sidecar.protocol import errors
 
 INVALID_REPLICA_ASSIGNMENT = errors.code("INVALID_REPLICA_ASSIGNMENT")
 

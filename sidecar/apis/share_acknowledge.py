@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..share import records, state
-from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.share import records, state
+from sidecar.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 
 API_KEY = 79
 MIN_VERSION = 1

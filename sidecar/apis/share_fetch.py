@@ -16,13 +16,13 @@ import time
 import uuid
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
-from ..share import records, state
-from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
-from ..storage import keys
-from ..storage.store import TopicInfo
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.share import records, state
+from sidecar.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
+from sidecar.storage import keys
+from sidecar.storage.store import TopicInfo
 
 API_KEY = 78
 MIN_VERSION = 1

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import Broker
-from ..groups.coordinator import CoordinatorError
-from ..groups.state import SyncResult
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
+from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.groups.state import SyncResult
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
 
 API_KEY = 14
 MIN_VERSION = 0

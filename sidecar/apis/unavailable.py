@@ -26,12 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..broker import Broker
-from ..protocol import errors
-from ..protocol.framing import CloseConnection
-from ..protocol.kio_codec import encode_response
-from ..share import unavailable as share_unavailable
-from . import (
+from sidecar.apis import (
     api_versions,
     delete_topics,
     describe_cluster,
@@ -40,6 +35,11 @@ from . import (
     fetch,
     produce,
 )
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.framing import CloseConnection
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.share import unavailable as share_unavailable
 
 REQUEST_TIMED_OUT = errors.code("REQUEST_TIMED_OUT")
 NOT_LEADER = errors.code("NOT_LEADER_OR_FOLLOWER")
@@ -81,7 +81,7 @@ def _fetch(broker: Broker, request: Any) -> bytes:
 def _list_offsets(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     if version == 0:
-        from ..protocol.primitives import array_len, pack_i16, pack_i32, string
+        from sidecar.protocol.primitives import array_len, pack_i16, pack_i32, string
 
         parts = [array_len(len(request.body.topics), False)]
         for t in request.body.topics:

@@ -19,11 +19,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..cluster import Cluster
-from ..settings import Settings
-from ..storage import resilience
-from ..storage.group_store import CommittedOffset, Fenced, GroupStore
-from .state import Group, JoinResult, Member, State, SyncResult
+from sidecar.cluster import Cluster
+from sidecar.config.settings import Settings
+from sidecar.groups.state import Group, JoinResult, Member, State, SyncResult
+from sidecar.storage import resilience
+from sidecar.storage.group_store import CommittedOffset, Fenced, GroupStore
 
 log = logging.getLogger("skiff.groups")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .consumer_protocol import CONSUMER, subscribed_topics
+from sidecar.groups.consumer_protocol import CONSUMER, subscribed_topics
 
 
 class State(StrEnum):

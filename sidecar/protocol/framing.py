@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .primitives import pack_i32, read_uvarint, unpack_i16, unpack_i32
+from sidecar.protocol.primitives import pack_i32, read_uvarint, unpack_i16, unpack_i32
 
 API_VERSIONS_KEY = 18
 

@@ -21,8 +21,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
-from ..telemetry.requests import response_errors
-from .tolerant_decoder import decode_tolerant
+from sidecar.protocol.tolerant_decoder import decode_tolerant
+from sidecar.telemetry.requests import response_errors
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 

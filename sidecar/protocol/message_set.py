@@ -28,7 +28,7 @@ from typing import Any
 from aiokafka import codec
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from .record_batch import (
+from sidecar.protocol.record_batch import (
     CODEC_SHIFT,
     FLAG_KEY_NULL,
     FLAG_LOG_APPEND,

@@ -19,7 +19,7 @@ from aiokafka.errors import CorruptRecordException
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
-from .primitives import read_uvarint, unpack_i32, zigzag
+from sidecar.protocol.primitives import read_uvarint, unpack_i32, zigzag
 
 BATCH_HEADER = 61  # bytes before the first record of a v2 batch
 LOG_OVERHEAD = 12  # base offset (8) + batch length (4)

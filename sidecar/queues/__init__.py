@@ -2,7 +2,7 @@
 leases, on Redis consumer groups. The core is core.py; front ends: http_api.py (HTTP)
 and the Kafka share-group APIs."""
 
-from .core import (
+from sidecar.queues.core import (
     Acquired,
     Action,
     PartitionState,

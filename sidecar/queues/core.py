@@ -53,16 +53,16 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from ..protocol.record_batch import (
+from sidecar.config.topic import effective_config
+from sidecar.protocol.record_batch import (
     FLAG_KEY_NULL,
     FLAG_VALUE_NULL,
     decode_headers,
     encode_headers,
 )
-from ..storage import keys, scripts
-from ..storage.store import RedisStore, StoreError
-from ..topic_config import effective_config
-from . import metrics
+from sidecar.queues import metrics
+from sidecar.storage import keys, scripts
+from sidecar.storage.store import RedisStore, StoreError
 
 log = logging.getLogger(__name__)
 

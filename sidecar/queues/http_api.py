@@ -18,14 +18,26 @@ from typing import Any
 
 from aiohttp import web
 
-from ..protocol.record_batch import FLAG_KEY_NULL, FLAG_LOG_APPEND, FLAG_VALUE_NULL, encode_headers
-from ..storage.resilience import RedisUnavailable
-from ..storage.store import StoreError
-from ..topic_config import effective_config
-from ..udp_ingest import partition_for_key
-from . import codec, openapi, redrive
-from .codec import BadInput
-from .core import Action, QueueError, check_holder, queue_store, retention_bytes, validate_config
+from sidecar.config.topic import effective_config
+from sidecar.protocol.record_batch import (
+    FLAG_KEY_NULL,
+    FLAG_LOG_APPEND,
+    FLAG_VALUE_NULL,
+    encode_headers,
+)
+from sidecar.queues import codec, openapi, redrive
+from sidecar.queues.codec import BadInput
+from sidecar.queues.core import (
+    Action,
+    QueueError,
+    check_holder,
+    queue_store,
+    retention_bytes,
+    validate_config,
+)
+from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.store import StoreError
+from sidecar.udp_ingest import partition_for_key
 
 log = logging.getLogger("skiff.queues.http")
 

@@ -3,8 +3,8 @@ admin clients' lag): per partition the lowest offset not yet finished."""
 
 from __future__ import annotations
 
-from ..storage.group_store import CommittedOffset
-from .core import QueueStore
+from sidecar.queues.core import QueueStore
+from sidecar.storage.group_store import CommittedOffset
 
 
 async def queue_offsets(

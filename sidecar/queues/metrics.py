@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter
 
-from ..telemetry.metrics import REGISTRY
+from sidecar.telemetry.metrics import REGISTRY
 
 RECORDS = Counter(
     "skiff_queue_records",

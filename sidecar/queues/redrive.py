@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL, encode_headers
-from .core import Acquired, Action, QueueError, QueueStore, retention_bytes
+from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL, encode_headers
+from sidecar.queues.core import Acquired, Action, QueueError, QueueStore, retention_bytes
 
 PREFIX = "skiff.dlq."
 BATCH = 500

@@ -11,10 +11,10 @@ import asyncio
 import logging
 from typing import Any
 
-from .. import connection_context
-from ..storage import resilience
-from .membership import ShareCoordinator
-from .sessions import ShareSession, ShareSessions
+from sidecar import connection_context
+from sidecar.share.membership import ShareCoordinator
+from sidecar.share.sessions import ShareSession, ShareSessions
+from sidecar.storage import resilience
 
 log = logging.getLogger("skiff.share")
 
@@ -37,7 +37,7 @@ class ShareState:
 
     async def close_session(self, session: ShareSession) -> None:
         """Release the member's records on the session's partitions."""
-        from . import records
+        from sidecar.share import records
 
         try:
             with resilience.request_deadline(None):
@@ -59,7 +59,7 @@ class ShareState:
 
     async def _member_gone(self, group_id: str, member_id: str) -> None:
         """A member left or its session expired: its records become available now."""
-        from . import records
+        from sidecar.share import records
 
         self.sessions.drop_member(group_id, member_id)
         await records.release_member(self.broker, group_id, member_id)

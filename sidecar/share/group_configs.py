@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol import errors
-from ..queues.core import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, QueueError
-from .records import queues
+from sidecar.protocol import errors
+from sidecar.queues.core import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, QueueError
+from sidecar.share.records import queues
 
 GROUP = 32
 SET, DELETE = 0, 1
@@ -123,7 +123,7 @@ async def alter(broker: Any, resource: Any, validate_only: bool) -> dict[str, An
     core = queues(broker)
     try:
         if validate_only:
-            from ..queues.core import validate_config
+            from sidecar.queues.core import validate_config
 
             validate_config(changes)
         else:

@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..groups.coordinator import CoordinatorError
-from ..queues.core import QueueError, queue_store
-from ..storage import resilience
-from ..storage.group_store import Fenced
-from ..storage.share_store import ShareStore
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.queues.core import QueueError, queue_store
+from sidecar.storage import resilience
+from sidecar.storage.group_store import Fenced
+from sidecar.storage.share_store import ShareStore
 
 log = logging.getLogger("skiff.share")
 

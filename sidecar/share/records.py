@@ -17,9 +17,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import errors
-from ..protocol.record_batch import Compression, DefaultRecordBatchBuilder, _finish
-from ..queues.core import (
+from sidecar.config.topic import fetch_compression
+from sidecar.protocol import errors
+from sidecar.protocol.record_batch import Compression, DefaultRecordBatchBuilder, _finish
+from sidecar.queues.core import (
     Acquired,
     Action,
     QueueError,
@@ -28,9 +29,8 @@ from ..queues.core import (
     consumer_group,
     queue_store,
 )
-from ..storage.share_store import ShareStore
-from ..storage.store import TopicInfo
-from ..topic_config import fetch_compression
+from sidecar.storage.share_store import ShareStore
+from sidecar.storage.store import TopicInfo
 
 log = logging.getLogger("skiff.share")
 

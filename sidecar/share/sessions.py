@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..connection_context import CONNECTION
+from sidecar.connection_context import CONNECTION
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

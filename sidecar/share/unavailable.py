@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol import errors
-from ..protocol.kio_codec import encode_response
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
 
 COORDINATOR_NOT_AVAILABLE = errors.code("COORDINATOR_NOT_AVAILABLE")
 NOT_LEADER = errors.code("NOT_LEADER_OR_FOLLOWER")

@@ -41,8 +41,8 @@ from redis.exceptions import ClusterDownError, MovedError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..telemetry import redis_calls
-from . import multi_host_url, resilience
+from sidecar.storage import multi_host_url, resilience
+from sidecar.telemetry import redis_calls
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 

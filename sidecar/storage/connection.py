@@ -39,8 +39,8 @@ from redis.asyncio.sentinel import (
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from . import cluster_client, multi_host_url, resilience
-from .instrumented import instrument
+from sidecar.storage import cluster_client, multi_host_url, resilience
+from sidecar.storage.instrumented import instrument
 
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 HEALTH_CHECK_INTERVAL_S = 30

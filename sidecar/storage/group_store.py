@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from . import keys, resilience, scripts
+from sidecar.storage import keys, resilience, scripts
 
 # Lua's unpack() takes at most ~8000 values: commit in chunks of field/value pairs.
 CHUNK_PAIRS = 2000

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from ..telemetry import redis_calls
+from sidecar.telemetry import redis_calls
 
 T = TypeVar("T")
 _script_names: dict[str, str] = {}
@@ -26,7 +26,7 @@ _script_names: dict[str, str] = {}
 
 def _script_name(sha: Any) -> str:
     if not _script_names:
-        from . import scripts
+        from sidecar.storage import scripts
 
         _script_names.update({s.sha: s.name for s in scripts.ALL})
     text = sha.decode() if isinstance(sha, bytes) else str(sha)
@@ -39,7 +39,7 @@ def server_attributes(pool: Any) -> dict[str, Any]:
     if cached is not None:
         return cached
     if hasattr(pool, "nodes_manager"):  # a Redis Cluster client: its first seed node
-        from .cluster_client import endpoint
+        from sidecar.storage.cluster_client import endpoint
 
         return endpoint(pool)
     kwargs = pool.connection_kwargs

@@ -10,7 +10,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from . import keys, scripts
+from sidecar.storage import keys, scripts
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ class PartitionLogOps:
             try:
                 lso, hw, more = await scripts.TRIM(self.redis, script_keys, args)
             except ResponseError as exc:
-                from .store import StoreError  # store.py imports this module
+                from sidecar.storage.store import StoreError  # store.py imports this module
 
                 raise StoreError(str(exc).split(" ", 1)[0], str(exc)) from None
             if not more:
@@ -87,7 +87,7 @@ class PartitionLogOps:
             topic, partition, "hw", "lso", "maxts", "maxtsoff", "rlso"
         )
         if hw is None:
-            from .store import StoreError  # store.py imports this module
+            from sidecar.storage.store import StoreError  # store.py imports this module
 
             raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
         if maxts is None or maxtsoff is None or maxts < 0:

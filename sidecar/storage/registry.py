@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from . import keys, scripts
+from sidecar.storage import keys, scripts
 
 
 @dataclass(frozen=True, slots=True)

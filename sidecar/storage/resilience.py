@@ -64,7 +64,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .fault_stats import STATS
+from sidecar.storage.fault_stats import STATS
 
 log = logging.getLogger("skiff.redis")
 

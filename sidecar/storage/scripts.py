@@ -13,8 +13,8 @@ from redis.asyncio import Redis
 from redis.exceptions import AskError, MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from . import cluster_client, resilience
-from .instrumented import round_trip
+from sidecar.storage import cluster_client, resilience
+from sidecar.storage.instrumented import round_trip
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 

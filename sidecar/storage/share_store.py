@@ -17,8 +17,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from . import keys, resilience, scripts
-from .group_store import Fenced
+from sidecar.storage import keys, resilience, scripts
+from sidecar.storage.group_store import Fenced
 
 SHARE_GROUPS = "skiff:share_groups"
 

@@ -15,11 +15,11 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from .. import topic_config
-from . import cluster_client, keys, resilience, scripts
-from .connection import client_for
-from .log_ops import PartitionLogOps
-from .resilience import RedisUnavailable
+from sidecar.config import topic as topic_config
+from sidecar.storage import cluster_client, keys, resilience, scripts
+from sidecar.storage.connection import client_for
+from sidecar.storage.log_ops import PartitionLogOps
+from sidecar.storage.resilience import RedisUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import keys, scripts
-from .store import RedisStore, StoreError, TopicInfo
+from sidecar.storage import keys, scripts
+from sidecar.storage.store import RedisStore, StoreError, TopicInfo
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ..settings import HostPort
-from ..storage import scripts
-from . import metrics
+from sidecar.config.settings import HostPort
+from sidecar.storage import scripts
+from sidecar.telemetry import metrics
 
 log = logging.getLogger("skiff.http")
 
@@ -85,7 +85,7 @@ class HttpEndpoint:
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics)
         # The queue API (/v1/queues/..., docs/queues.md) shares the listener.
-        from ..queues.http_api import add_routes
+        from sidecar.queues.http_api import add_routes
 
         add_routes(app, self.broker)
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)

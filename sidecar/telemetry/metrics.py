@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..storage import keys
-from ..storage.fault_stats import STATS as REDIS_FAULTS
+from sidecar.storage import keys
+from sidecar.storage.fault_stats import STATS as REDIS_FAULTS
 
 log = logging.getLogger("skiff.metrics")
 
@@ -129,7 +129,7 @@ async def redis_snapshot(redis: Any) -> RedisSnapshot:
     """High watermarks and committed offsets, within the MAX_SCRAPE_* bounds."""
     import json
 
-    from ..storage.group_store import CommittedOffset, split_field
+    from sidecar.storage.group_store import CommittedOffset, split_field
 
     snap = RedisSnapshot()
     partitions: list[tuple[str, int]] = []
@@ -173,7 +173,7 @@ async def redis_snapshot(redis: Any) -> RedisSnapshot:
 def _udp_stats() -> Any:
     """UDP ingest's STATS (sidecar/udp_ingest.py), when that module is present."""
     try:
-        from .. import udp_ingest  # type: ignore[attr-defined]
+        from sidecar import udp_ingest  # type: ignore[attr-defined]
     except ImportError:
         return None
     return getattr(udp_ingest, "STATS", None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from . import metrics, requests, tracing
+from sidecar.telemetry import metrics, requests, tracing
 
 perf_counter = time.perf_counter
 

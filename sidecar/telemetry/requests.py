@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from . import metrics, tracing
+from sidecar.telemetry import metrics, tracing
 
 perf_counter = time.perf_counter
 CLOSED = "CONNECTION_CLOSED"
@@ -314,7 +314,7 @@ def _code_of(name: str) -> int | None:
 
 def _link_producers(scope: RequestScope, flat: list[Any]) -> None:
     """Link the span to the producer spans named by records' traceparent headers."""
-    from ..protocol.record_batch import decode_headers
+    from sidecar.protocol.record_batch import decode_headers
 
     headers = flat[3::5]  # per record: timestamp, key, value, headers, flags
     # The common case, no record with a traceparent, costs two C-level passes.

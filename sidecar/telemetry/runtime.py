@@ -1,12 +1,12 @@
-"""Starting and stopping observability with the sidecar (called by sidecar/app.py)."""
+"""Starting and stopping observability with the sidecar (called by sidecar/process/app.py)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from . import metrics, tracing
-from .http import HttpEndpoint
+from sidecar.telemetry import metrics, tracing
+from sidecar.telemetry.http import HttpEndpoint
 
 log = logging.getLogger("skiff.telemetry")
 TRACING_SHUTDOWN_S = 3.0  # at most this long flushing spans at shutdown

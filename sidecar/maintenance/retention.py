@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .background import BackgroundLoop
-from .cluster import Cluster
-from .storage.store import RedisStore, StoreError
+from sidecar.cluster import Cluster
+from sidecar.maintenance.background import BackgroundLoop
+from sidecar.storage.store import RedisStore, StoreError
 
 log = logging.getLogger(__name__)
 

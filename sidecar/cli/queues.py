@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from .groups_cli import _json, _table
+from sidecar.cli.groups import _json, _table
 
 DEFAULT_HTTP = "http://127.0.0.1:8080"
 

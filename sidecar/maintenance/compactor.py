@@ -34,12 +34,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .background import BackgroundLoop
-from .cluster import Cluster
-from .log_bytes import record_bytes
-from .protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL
-from .storage.store import RedisStore, StoreError, TopicInfo
-from .topic_config import LONG_MAX
+from sidecar.cluster import Cluster
+from sidecar.config.topic import LONG_MAX
+from sidecar.maintenance.background import BackgroundLoop
+from sidecar.maintenance.log_bytes import record_bytes
+from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL
+from sidecar.storage.store import RedisStore, StoreError, TopicInfo
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from sidecar.config.kafka_broker_names import KAFKA_BROKER_CONFIGS
 
 ENV = "SKIFF_CONFIG"
 

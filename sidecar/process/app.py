@@ -10,24 +10,25 @@ import signal
 
 from redis.exceptions import BusyLoadingError, ConnectionError
 
-from . import share, topic_config
-from .broker import Broker
-from .cluster import Cluster
-from .compactor import Compactor
-from .embedded_redis import EmbeddedRedis
-from .groups.coordinator import GroupCoordinator
-from .longpoll import Wakeups
-from .retention import RetentionSweeper
-from .server import KafkaServer
-from .settings import Settings
-from .storage import resilience
-from .storage.connection import redact
-from .storage.group_store import GroupStore
-from .storage.registry import Registry
-from .storage.resilience import RedisUnavailable
-from .storage.store import RedisStore
-from .telemetry.runtime import Telemetry
-from .udp_ingest import UdpIngest
+from sidecar import share
+from sidecar.broker import Broker
+from sidecar.cluster import Cluster
+from sidecar.config import topic as topic_config
+from sidecar.config.settings import Settings
+from sidecar.groups.coordinator import GroupCoordinator
+from sidecar.longpoll import Wakeups
+from sidecar.maintenance.compactor import Compactor
+from sidecar.maintenance.retention import RetentionSweeper
+from sidecar.process.embedded_redis import EmbeddedRedis
+from sidecar.server import KafkaServer
+from sidecar.storage import resilience
+from sidecar.storage.connection import redact
+from sidecar.storage.group_store import GroupStore
+from sidecar.storage.registry import Registry
+from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.store import RedisStore
+from sidecar.telemetry.runtime import Telemetry
+from sidecar.udp_ingest import UdpIngest
 
 log = logging.getLogger("skiff")
 

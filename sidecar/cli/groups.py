@@ -24,7 +24,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .admin import (
+from sidecar.admin import (
     EARLIEST,
     LATEST,
     AdminClient,

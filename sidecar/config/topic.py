@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from .protocol.record_batch import CODEC_IDS, PRODUCER, Compression
+from sidecar.protocol.record_batch import CODEC_IDS, PRODUCER, Compression
 
 if TYPE_CHECKING:
-    from .settings import Settings
-    from .storage.store import TopicInfo
+    from sidecar.config.settings import Settings
+    from sidecar.storage.store import TopicInfo
 
 LONG_MAX = 2**63 - 1
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .config_admin import CONFIG_TYPES, DEFAULT_CONFIG, STATIC_BROKER_CONFIG
-from .config_docs import BROKER_DOCS
-from .settings import Settings
-from .topic_config import KEYS
+from sidecar.config.admin import CONFIG_TYPES, DEFAULT_CONFIG, STATIC_BROKER_CONFIG
+from sidecar.config.docs import BROKER_DOCS
+from sidecar.config.settings import Settings
+from sidecar.config.topic import KEYS
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ class Settings:
     num_partitions: int = 1
     max_request_bytes: int = 100 * 1024 * 1024
     node_id: int = -1  # -1: the lowest id no live sidecar holds
-    # Server defaults of topic configs (sidecar/topic_config.py), with Kafka 3.9's names
+    # Server defaults of topic configs (sidecar/config/topic.py), with Kafka 3.9's names
     # and defaults: log.message.timestamp.type, compression.type, message.max.bytes,
     # log.message.timestamp.before.max.ms / after.max.ms (2**63 - 1: unbounded).
     message_timestamp_type: str = "CreateTime"
@@ -60,7 +60,7 @@ class Settings:
     udp_listen: HostPort | None = None
     udp_topic: str | None = None
     udp_stats_interval_ms: int = 60_000
-    # Retention and compaction (sidecar/retention.py, sidecar/compactor.py), with Kafka's
+    # Retention and compaction (sidecar/maintenance/), with Kafka's
     # names and defaults: log.retention.ms, log.retention.bytes, log.cleanup.policy
     # (comma-separated), log.retention.check.interval.ms, log.cleaner.backoff.ms.
     log_retention_ms: int = 604_800_000

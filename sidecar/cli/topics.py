@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .admin import (
+from sidecar.admin import (
     EARLIEST,
     LATEST,
     OP_APPEND,
@@ -45,7 +45,7 @@ from .admin import (
     TopicPartition,
     UnsupportedApi,
 )
-from .groups_cli import _json, _table, common_arguments
+from sidecar.cli.groups import _json, _table, common_arguments
 
 WAIT_STEP = 0.1  # seconds between Metadata polls while a change settles
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import topic_config
-from .config_docs import TOPIC_DOCS, TOPIC_ORDER
-from .protocol import errors
-from .topic_config import KEYS, ConfigError, ConfigKey
+from sidecar.config import topic as topic_config
+from sidecar.config.docs import TOPIC_DOCS, TOPIC_ORDER
+from sidecar.config.topic import KEYS, ConfigError, ConfigKey
+from sidecar.protocol import errors
 
 # ConfigSource ids (DescribeConfigsResponse)
 DYNAMIC_TOPIC_CONFIG = 1

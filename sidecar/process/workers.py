@@ -23,9 +23,9 @@ import signal
 import time
 from typing import Any
 
-from .embedded_redis import EmbeddedRedis, _die_with_parent
-from .settings import HostPort, Settings
-from .telemetry import logs
+from sidecar.config.settings import HostPort, Settings
+from sidecar.process.embedded_redis import EmbeddedRedis, _die_with_parent
+from sidecar.telemetry import logs
 
 log = logging.getLogger("skiff.workers")
 
@@ -80,7 +80,7 @@ def _worker_main(
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s [w%(worker)d] %(name)s: %(message)s")
         )
-    from .app import serve
+    from sidecar.process.app import serve
 
     try:
         asyncio.run(serve(settings, private_redis=private))

@@ -10,9 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import groups_cli, queues_cli, server_properties, topics_cli
-from .settings import HostPort, Settings
-from .telemetry import logs
+from sidecar.cli import groups as groups_cli
+from sidecar.cli import queues as queues_cli
+from sidecar.cli import topics as topics_cli
+from sidecar.config import server_properties
+from sidecar.config.settings import HostPort, Settings
+from sidecar.telemetry import logs
 
 
 def _bool(text: str) -> bool:
@@ -426,10 +429,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers > 1:
         if args.listen.port == 0:
             parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
-        from .workers import run
+        from sidecar.process.workers import run
 
         return run(settings, args.workers, str(args.log_level), args.log_format)
-    from .app import serve
+    from sidecar.process.app import serve
 
     try:
         asyncio.run(serve(settings))

@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .protocol.record_batch import FLAG_KEY_NULL, DecodedBatch, InvalidBatch
-from .topic_config import timestamp_bounds
+from sidecar.config.topic import timestamp_bounds
+from sidecar.protocol.record_batch import FLAG_KEY_NULL, DecodedBatch, InvalidBatch
 
 NO_TIMESTAMP = -1
 

@@ -1,0 +1,1 @@
+"""The `skiff` command and its subcommands."""

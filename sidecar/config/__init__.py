@@ -1,0 +1,1 @@
+"""Configuration: flags, server.properties, broker and topic configs."""

@@ -1,0 +1,1 @@
+"""Log maintenance in the background: retention, compaction."""

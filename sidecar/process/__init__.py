@@ -1,0 +1,1 @@
+"""The sidecar process: start-up, the embedded Redis, --workers."""

@@ -1,0 +1,1 @@
+"""What Skiff refuses, in one place: topic names, produce limits."""
