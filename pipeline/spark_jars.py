@@ -3,7 +3,7 @@
     python -m pipeline.spark_jars        # prints the comma-separated jar paths (spark.jars)
 
 A generated pom in ~/.cache/skiff/spark-jars-<pyspark version>/ and `mvn
-dependency:copy-dependencies`, as tools/kafka_reference.py does for Kafka's broker. Only
+dependency:copy-dependencies`, as tools/kafka_reference does for Kafka's broker. Only
 the connector's own artifacts are copied: everything else it depends on (Scala, Spark,
 Hadoop, snappy/lz4/zstd, slf4j) is already in PySpark's jars, and a second copy of
 those on the classpath is how version clashes start.

@@ -15,7 +15,7 @@ Members are tests/clients/group_member.py (confluent, kafka-python) or the Java 
 
 The tests run against Skiff by default. With ``SKIFF_GROUP_TESTS_AGAINST=kafka`` they run
 against Apache Kafka 3.9.1 in KRaft mode instead (a controller and one broker per
-sidecar, from the jars tools/kafka_reference.py caches in ~/.cache/skiff): the reference
+sidecar, from the jars tools/kafka_reference caches in ~/.cache/skiff): the reference
 the tests were written against, to tell a Skiff bug from a test bug.
 """
 
@@ -169,7 +169,7 @@ class SkiffCluster(Cluster):
 
 
 def _kafka_reference() -> Any:
-    """tools/kafka_reference.py, imported on demand (it is a script, not a package)."""
+    """tools/kafka_reference (a package in tools/), imported on demand."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import kafka_reference

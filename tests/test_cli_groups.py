@@ -2,7 +2,7 @@
 subprocess against Skiff, with groups made by confluent-kafka consumers.
 
 SKIFF_TEST_KAFKA_BOOTSTRAP=HOST:PORT runs the same tests against a real Kafka broker
-instead (tools/kafka_reference.py can start one), which checks the tests themselves.
+instead (tools/kafka_reference can start one), which checks the tests themselves.
 """
 
 from __future__ import annotations

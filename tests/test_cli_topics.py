@@ -1,6 +1,6 @@
 """`skiff topics list|create|describe|alter|delete` and `skiff records delete-before`
 (sidecar/cli/topics.py) run as a subprocess, each test against Skiff and against a real
-Apache Kafka broker (started from the jars tools/kafka_reference.py caches), so the
+Apache Kafka broker (started from the jars tools/kafka_reference caches), so the
 commands and their answers are checked to be the same on both.
 """
 
@@ -37,7 +37,7 @@ def _kafka(tmp: Path) -> Iterator[Target]:
     if not (jars / ".complete").exists() and shutil.which("mvn") is None:
         pytest.skip("no cached Kafka jars and no mvn to fetch them")
     sys.path.insert(0, str(ROOT / "tools"))
-    import kafka_reference  # tools/kafka_reference.py: the broker start-up it uses
+    import kafka_reference  # tools/kafka_reference: the broker start-up it uses
 
     procs = kafka_reference.Processes()
     try:

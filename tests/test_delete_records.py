@@ -1,6 +1,6 @@
 """DeleteRecords (v0-v2) and DescribeLogDirs (v0-v4) through raw requests, confluent-kafka's
 AdminClient and the Java AdminClient; deleting a topic removes every Redis key of its
-partitions. Expected answers are Apache Kafka 3.9's (tools/kafka_reference.py)."""
+partitions. Expected answers are Apache Kafka 3.9's (tools/kafka_reference)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Classic consumer-group APIs spoken raw (tests/rawkafka.py), asserting what Apache Kafka
 3.9.1 answers: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete. Kafka's answers are
-pinned by the group scenarios of tools/kafka_reference.py.
+pinned by the group scenarios of tools/kafka_reference.
 
 GROUPS_TEST_BOOTSTRAP=127.0.0.1:9092 runs the tests against another broker (a Kafka with
 group.initial.rebalance.delay.ms=0); the tests that need Skiff's settings are then skipped.

@@ -3,7 +3,7 @@ v5+ listing every config of a new topic, server defaults from flags, and the lim
 Produce enforces (max.message.bytes, segment.bytes, timestamps, LogAppendTime).
 
 Expected answers (error codes, messages, defaults, config sources) are what Apache
-Kafka 3.9.1 returned for the same requests (tools/kafka_reference.py starts one).
+Kafka 3.9.1 returned for the same requests (tools/kafka_reference starts one).
 """
 
 from __future__ import annotations

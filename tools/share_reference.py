@@ -4,7 +4,7 @@ the answers differ.
 
     .venv/bin/python tools/share_reference.py [--kafka-version 4.2.0] [--keep]
 
-tools/kafka_reference.py runs Kafka 3.9.1, which has no share groups; this tool starts a
+tools/kafka_reference runs Kafka 3.9.1, which has no share groups; this tool starts a
 4.2 broker the same way (jars from Maven Central, single-node KRaft, the share-group
 state topic with replication factor 1) beside redis-server and Skiff, and runs one
 scripted conversation on each: group configs, heartbeats (join, stay, fenced epoch,
