@@ -70,10 +70,14 @@ def same_default(cell: str, action: argparse.Action) -> bool | None:
     if literal:
         if default is None:
             return False
-        if literal.group(1) == str(default):
+        text = literal.group(1)
+        if text == str(default) or (isinstance(default, bool) and text == str(default).lower()):
             return True
         convert = action.type if callable(action.type) else str
-        return bool(convert(literal.group(1)) == convert(str(default)))
+        try:  # the same value written differently: ./skiff-data, 0.0.0.0:9092, ...
+            return bool(convert(text) == convert(str(default)))
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            return False
     if cell in NUMBER_PHRASES:
         return default is not None and int(default) == NUMBER_PHRASES[cell]
     if cell in NONE_PHRASES:
