@@ -85,9 +85,10 @@ def log_config(lib: Path, level: str) -> Path:
 
 def command(main_class: str, args: list[str], log_level: str = "WARN") -> list[str]:
     """The java command line running `main_class` with `args` (fetching the jars first)."""
+    java_binary = java()  # before a fetch that would be of no use without it
     lib = tools_jars(KAFKA_VERSION, lambda message: print(message, file=sys.stderr))
     return [
-        java(),
+        java_binary,
         "-Xms64m",
         "-Xmx256m",
         "-XX:+UseSerialGC",
