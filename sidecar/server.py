@@ -287,6 +287,7 @@ class KafkaConnection(asyncio.Protocol):
             if size < 0 or size > limit:
                 # Answer the requests already read, then close (as Kafka, which reads
                 # one request at a time, would reach the bad frame only after them).
+                metrics.REQUEST_FRAMES_REFUSED.labels("socket.request.max.bytes").inc()
                 self.frames.append(
                     f"request size {size} is outside 0..{limit} (--max-request-bytes)"
                 )
@@ -464,6 +465,10 @@ class KafkaConnection(asyncio.Protocol):
                 task.add_done_callback(partial(self._request_done, 4 + len(frame)))
                 running.append((task, is_produce))
                 responses.put_nowait(task)
+                # The task holds the frame now; a reference here would keep a large frame
+                # alive while this coroutine waits for the next one (or, if it is
+                # cancelled, in the traceback of its CancelledError).
+                del frame
             await writer
         finally:
             writer.cancel()

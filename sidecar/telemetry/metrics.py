@@ -95,6 +95,12 @@ CONNECTIONS_EXPIRED = Counter(
     ["limit"],
     registry=REGISTRY,
 )
+REQUEST_FRAMES_REFUSED = Counter(
+    "skiff_request_frames_refused",
+    "Request frames whose size is outside 0..socket.request.max.bytes (connection closed)",
+    ["limit"],
+    registry=REGISTRY,
+)
 REQUEST_READS_PAUSED = Counter(
     "skiff_request_reads_paused",
     "Times a connection stopped reading because queued.max.request.bytes was reached",
