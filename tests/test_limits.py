@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clients import confluent_client
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from log_helpers import wait_for
 from rawkafka import ConnectionClosed, RawKafka, metadata_request, produce_request
@@ -279,3 +280,17 @@ def test_limits_from_a_kafka_server_properties_file(run_skiff: object, tmp_path:
         assert api_versions_ok(first)
         assert second.closed(timeout=10)
     assert metric(skiff, "skiff_connections_rejected_total", limit="max.connections") == 1
+
+
+def test_clients_under_a_small_queued_bytes_limit_lose_nothing(run_skiff: object) -> None:
+    """With queued.max.request.bytes far below a producer's batches, pipelined Produce
+    requests take turns: every record lands once, in order, and reads back."""
+    skiff = run_skiff("--queued-max-request-bytes", "16384")  # type: ignore[operator]
+    topic = "small-budget"
+    records = [{"value": b"%06d" % i + b"x" * 94} for i in range(20_000)]
+    results = confluent_client.produce(skiff.bootstrap, topic, records, linger_ms=20)
+    assert [r["offset"] for r in results] == list(range(len(records)))
+    got = confluent_client.consume(skiff.bootstrap, topic, 0, 0, len(records))
+    assert [r["value"] for r in got] == [r["value"] for r in records]
+    assert metric(skiff, "skiff_request_reads_paused_total") >= 1
+    wait_for(lambda: metric(skiff, "skiff_queued_request_bytes") == 0, what="no bytes queued")
