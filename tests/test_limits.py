@@ -9,7 +9,7 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture
-def run_skiff(own_redis: RedisServer, tmp_path: Path) -> Iterator[object]:
+def run_skiff(own_redis: RedisServer, tmp_path: Path) -> Iterator[Callable[..., Skiff]]:
     started: list[Skiff] = []
 
     def start(*flags: str) -> Skiff:
@@ -47,8 +47,8 @@ def metric(skiff: Skiff, name: str, **labels: str) -> float:
     return value(scrape(skiff.http_port), name, **labels)
 
 
-def test_connection_limits_close_the_extra_connection(run_skiff: object) -> None:
-    skiff = run_skiff(  # type: ignore[operator]
+def test_connection_limits_close_the_extra_connection(run_skiff: Callable[..., Skiff]) -> None:
+    skiff = run_skiff(
         "--max-connections", "3",
         "--max-connections-per-ip", "2",
         "--max-connections-per-ip-overrides", "127.0.0.4:0",
@@ -94,8 +94,8 @@ def test_connection_limits_close_the_extra_connection(run_skiff: object) -> None
         kafka.close()
 
 
-def test_idle_connection_closed(run_skiff: object) -> None:
-    skiff = run_skiff("--connections-max-idle-ms", "2000")  # type: ignore[operator]
+def test_idle_connection_closed(run_skiff: Callable[..., Skiff]) -> None:
+    skiff = run_skiff("--connections-max-idle-ms", "2000")
     idle = RawKafka("127.0.0.1", skiff.port)
     busy = RawKafka("127.0.0.1", skiff.port)
     assert api_versions_ok(idle)
@@ -111,8 +111,8 @@ def test_idle_connection_closed(run_skiff: object) -> None:
     busy.close()
 
 
-def test_partial_frame_past_its_deadline_is_closed(run_skiff: object) -> None:
-    skiff = run_skiff("--partial-frame-timeout-ms", "1500")  # type: ignore[operator]
+def test_partial_frame_past_its_deadline_is_closed(run_skiff: Callable[..., Skiff]) -> None:
+    skiff = run_skiff("--partial-frame-timeout-ms", "1500")
     slow = RawKafka("127.0.0.1", skiff.port)
     # A 50 MiB frame started, then trickled a byte every 100 ms: never idle, never done.
     slow.send_raw(struct.pack(">i", 50 * MiB) + b"\x00" * 1000)
@@ -150,12 +150,12 @@ def _vm_kib(pid: int, field: str) -> int:
     return int(match.group(1))
 
 
-def test_big_frames_keep_memory_bounded(run_skiff: object) -> None:
+def test_big_frames_keep_memory_bounded(run_skiff: Callable[..., Skiff]) -> None:
     """10 connections each send one 100 MiB Produce frame: the sidecar reads at most
     queued.max.request.bytes of them at a time (the rest wait in the kernel's socket
     buffers), answers every one, and a normal client is served meanwhile."""
     queued = 128 * MiB
-    skiff = run_skiff(  # type: ignore[operator]
+    skiff = run_skiff(
         "--max-request-bytes", str(110 * MiB),
         "--queued-max-request-bytes", str(queued),
     )  # fmt: skip
@@ -217,8 +217,8 @@ def test_big_frames_keep_memory_bounded(run_skiff: object) -> None:
     assert skiff.alive()
 
 
-def test_auto_create_per_minute_limit(run_skiff: object) -> None:
-    skiff = run_skiff("--auto-create-topics-per-minute", "3")  # type: ignore[operator]
+def test_auto_create_per_minute_limit(run_skiff: Callable[..., Skiff]) -> None:
+    skiff = run_skiff("--auto-create-topics-per-minute", "3")
     names = [f"auto-{i}" for i in range(5)]
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         entries = kafka.request(METADATA, 9, metadata_request(names)).topics
@@ -241,10 +241,10 @@ def test_auto_create_per_minute_limit(run_skiff: object) -> None:
     assert "--auto-create-topics-per-minute=3 reached" in skiff.log()
 
 
-def test_frame_over_the_queued_limit_gets_in_alone(run_skiff: object) -> None:
+def test_frame_over_the_queued_limit_gets_in_alone(run_skiff: Callable[..., Skiff]) -> None:
     """A frame larger than queued.max.request.bytes is still read (when nothing else is
     queued) and answered; a frame over --max-request-bytes closes its connection."""
-    skiff = run_skiff(  # type: ignore[operator]
+    skiff = run_skiff(
         "--queued-max-request-bytes", "65536",
         "--max-request-bytes", str(4 * MiB),
     )  # fmt: skip
@@ -271,10 +271,12 @@ def test_frame_over_the_queued_limit_gets_in_alone(run_skiff: object) -> None:
     wait_for(lambda: metric(skiff, "skiff_queued_request_bytes") == 0, what="no bytes queued")
 
 
-def test_limits_from_a_kafka_server_properties_file(run_skiff: object, tmp_path: Path) -> None:
+def test_limits_from_a_kafka_server_properties_file(
+    run_skiff: Callable[..., Skiff], tmp_path: Path
+) -> None:
     config = tmp_path / "server.properties"
     config.write_text("max.connections=1\nqueued.max.request.bytes=1048576\n")
-    skiff = run_skiff("--config", str(config))  # type: ignore[operator]
+    skiff = run_skiff("--config", str(config))
     wait_for(lambda: metric(skiff, "skiff_open_connections") == 0, what="no connection open")
     with RawKafka("127.0.0.1", skiff.port) as first, RawKafka("127.0.0.1", skiff.port) as second:
         assert api_versions_ok(first)
@@ -282,10 +284,12 @@ def test_limits_from_a_kafka_server_properties_file(run_skiff: object, tmp_path:
     assert metric(skiff, "skiff_connections_rejected_total", limit="max.connections") == 1
 
 
-def test_clients_under_a_small_queued_bytes_limit_lose_nothing(run_skiff: object) -> None:
+def test_clients_under_a_small_queued_bytes_limit_lose_nothing(
+    run_skiff: Callable[..., Skiff],
+) -> None:
     """With queued.max.request.bytes far below a producer's batches, pipelined Produce
     requests take turns: every record lands once, in order, and reads back."""
-    skiff = run_skiff("--queued-max-request-bytes", "16384")  # type: ignore[operator]
+    skiff = run_skiff("--queued-max-request-bytes", "16384")
     topic = "small-budget"
     records = [{"value": b"%06d" % i + b"x" * 94} for i in range(20_000)]
     results = confluent_client.produce(skiff.bootstrap, topic, records, linger_ms=20)
