@@ -3,13 +3,51 @@ the live sidecars and the group coordinator)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import time
+from dataclasses import dataclass, field
 
 from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
 from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
+from sidecar.server_limits import RateLimitedLog
 from sidecar.storage.store import RedisStore, TopicInfo
+from sidecar.telemetry import metrics
+
+log = logging.getLogger(__name__)
+
+
+class AutoCreateBudget:
+    """--auto-create-topics-per-minute, per sidecar: a token bucket holding up to a
+    minute's worth of creations, refilled continuously (a burst of N, then N a minute).
+    A typo'd or hostile client cannot fill Redis with topics."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self.tokens = float(max(per_minute, 0))
+        self.updated = time.monotonic()
+        self._log = RateLimitedLog(log)
+
+    def take(self, topic: str) -> bool:
+        if self.per_minute < 0:
+            return True
+        now = time.monotonic()
+        self.tokens = min(
+            float(self.per_minute), self.tokens + (now - self.updated) * self.per_minute / 60
+        )
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        metrics.TOPICS_AUTO_CREATE_REFUSED.inc()
+        self._log.warning(
+            "not auto-creating topic %r: --auto-create-topics-per-minute=%d reached; "
+            "answering UNKNOWN_TOPIC_OR_PARTITION",
+            topic,
+            self.per_minute,
+        )
+        return False
 
 
 @dataclass(slots=True)
@@ -20,11 +58,16 @@ class Broker:
     cluster_id: str
     cluster: Cluster
     groups: GroupCoordinator
+    auto_create: AutoCreateBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)
 
     async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:
-        """The topic, auto-created with num.partitions when the broker allows it."""
+        """The topic, auto-created with num.partitions when the broker allows it (and
+        the auto-creation budget has room)."""
         info = await self.store.get_topic(name)
-        if info is None and self.settings.auto_create_topics:
+        if info is None and self.settings.auto_create_topics and self.auto_create.take(name):
             info = await self.store.create_topic(name, self.settings.num_partitions)
             if info is None:  # another sidecar created it first
                 info = await self.store.get_topic(name, fresh=True)

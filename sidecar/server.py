@@ -12,6 +12,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from sidecar import apis, connection_context
@@ -34,8 +35,9 @@ from sidecar.protocol.kio_codec import (
     oversized_string,
 )
 from sidecar.protocol.primitives import unpack_i32
+from sidecar.server_limits import ConnectionCounts, ListenerLimits, RateLimitedLog, RequestMemory
 from sidecar.storage import resilience
-from sidecar.telemetry import requests
+from sidecar.telemetry import metrics, requests
 
 log = logging.getLogger(__name__)
 
@@ -169,19 +171,46 @@ def _keep(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
     return task
 
 
+_expiry_log = RateLimitedLog(log)
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        connections: set[KafkaConnection],
+        counts: ConnectionCounts,
+        memory: RequestMemory,
+    ) -> None:
         self.broker = broker
         self.connections = connections
+        self.counts = counts
+        self.memory = memory
+        # Received bytes of requests not yet split into frames: grows with what arrives,
+        # never to a frame's declared size up front.
         self.buffer = bytearray()
         self.frames: deque[bytes | str] = deque()  # a str: close with that reason
         self.ready = asyncio.Event()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.peer_host = ""
-        self.paused = False
+        self.paused = False  # reading is paused (for any of the reasons below)
+        self.backlogged = False  # PAUSE_AT frames wait for the worker
         self.closing = False  # a bad frame was seen: read nothing more
         self.draining = False  # shutting down: answer what was read, then close
+        # queued.max.request.bytes (server_limits.RequestMemory): bytes this connection
+        # holds reserved, the frame being read (its reservation made, 0: none), and the
+        # size of the frame waiting for room.
+        self.reserved = 0
+        self.admitted = 0
+        self.waiting_for = 0
+        self._resume = self._room_made  # one bound method: RequestMemory.cancel compares it
+        self.accepted = False  # False: refused by a connection limit, or not open yet
+        self.lost = False
+        # For connections.max.idle.ms and the partial-frame deadline.
+        self.in_flight = 0
+        self.last_active = time.monotonic()
+        self.partial_since: float | None = None
         self.worker: asyncio.Task[None] | None = None
         # For the connection's open/close log lines.
         self.client_id: str | None = None
@@ -195,11 +224,26 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        if not self.counts.admit(self.peer_host, self.peer):
+            self.closing = True
+            transport.close()  # as Kafka: closed at once, before any request is read
+            return
+        self.accepted = True
         self.connections.add(self)
         self.worker = _keep(asyncio.create_task(self._work(), name=f"kafka-conn-{self.peer}"))
         log.info("connection from %s opened", self.peer, extra={"event": "open", "peer": self.peer})
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.accepted:
+            return
+        self.lost = True
+        self.counts.release(self.peer_host)
+        if self.waiting_for:
+            self.memory.cancel(self._resume)
+        if self.reserved:
+            self.reserved, held = 0, self.reserved
+            self.memory.release(held)
+        self.buffer = bytearray()
         self.connections.discard(self)
         reason = self.close_reason or (f"lost: {exc}" if exc else "closed by the client")
         duration = time.monotonic() - self.opened
@@ -226,32 +270,122 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
+        self.last_active = time.monotonic()
+        self.buffer += data
+        if not self.waiting_for:
+            self._split_frames()
+
+    def _split_frames(self) -> None:
+        """Move the complete frames of the buffer to self.frames. Each frame first
+        reserves its size in queued.max.request.bytes; without room, reading pauses
+        here until _room_made."""
         buf = self.buffer
-        buf += data
         limit = self.broker.settings.max_request_bytes
+        split = False
         while len(buf) >= 4:
             (size,) = unpack_i32(buf, 0)
             if size < 0 or size > limit:
                 # Answer the requests already read, then close (as Kafka, which reads
                 # one request at a time, would reach the bad frame only after them).
+                metrics.REQUEST_FRAMES_REFUSED.labels("socket.request.max.bytes").inc()
                 self.frames.append(
                     f"request size {size} is outside 0..{limit} (--max-request-bytes)"
                 )
                 buf.clear()
                 self.closing = True
-                if self.transport and not self.paused:
-                    self.transport.pause_reading()
+                self._update_reading()
                 self.ready.set()
                 return
-            if len(buf) < 4 + size:
+            need = 4 + size
+            if not self.admitted:
+                if not self.memory.try_reserve(need):
+                    self.waiting_for = need
+                    self.memory.wait(need, self._resume, self.peer)
+                    self._update_reading()
+                    break
+                self.admitted = need
+                self.reserved += need
+            if len(buf) < need:
                 break
-            self.frames.append(bytes(buf[4 : 4 + size]))
-            del buf[: 4 + size]
+            with memoryview(buf) as view:
+                self.frames.append(bytes(view[4:need]))
+            self.admitted = 0
+            split = True
+            if len(buf) == need:
+                self.buffer = buf = bytearray()  # a large frame's buffer is freed now
+            else:
+                del buf[:need]
+        if split or not buf:
+            self.partial_since = time.monotonic() if buf else None
+        elif self.partial_since is None:
+            self.partial_since = time.monotonic()
         if self.frames:
             self.ready.set()
-            if len(self.frames) >= PAUSE_AT and not self.paused and self.transport:
-                self.paused = True
-                self.transport.pause_reading()
+            if len(self.frames) >= PAUSE_AT and not self.backlogged:
+                self.backlogged = True
+                self._update_reading()
+
+    def _room_made(self) -> None:
+        """RequestMemory reserved the waiting frame's bytes: read on."""
+        need, self.waiting_for = self.waiting_for, 0
+        self.reserved += need
+        if self.lost or self.closing or self.draining:
+            return  # connection_lost gives the bytes back
+        self.admitted = need
+        self.partial_since = time.monotonic()  # its deadline starts when it may be read
+        self._update_reading()
+        self._split_frames()
+
+    def _request_done(self, size: int, _task: object = None) -> None:
+        """A request's frame is answered: its bytes go back to queued.max.request.bytes."""
+        if self.lost:
+            return  # connection_lost gave everything back
+        self.in_flight -= 1
+        self.last_active = time.monotonic()
+        self.reserved -= size
+        self.memory.release(size)
+
+    def _update_reading(self) -> None:
+        """Pause or resume reading the socket as the connection's state asks."""
+        if self.transport is None:
+            return
+        pause = self.closing or self.draining or self.backlogged or bool(self.waiting_for)
+        if pause and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        elif not pause and self.paused:
+            self.paused = False
+            self.transport.resume_reading()
+            if self.buffer:  # a partial frame's deadline counts from now
+                self.partial_since = time.monotonic()
+
+    def expire(self, now: float, idle_s: float | None, partial_s: float | None) -> None:
+        """Close the connection when a deadline has passed (KafkaServer's sweep): a
+        partial frame held past partial_s, or nothing read or written for idle_s.
+        Time spent paused by the sidecar itself does not count."""
+        if self.closing or self.draining or self.transport is None or self.paused:
+            return
+        since = self.partial_since
+        if partial_s is not None and since is not None and now - since > partial_s:
+            limit = "partial.frame.timeout.ms"
+            what = f"a partial frame ({len(self.buffer)} bytes) held for {now - since:.1f} s"
+        elif (
+            idle_s is not None
+            and not self.in_flight
+            and not self.frames
+            and now - self.last_active > idle_s
+        ):
+            limit = "connections.max.idle.ms"
+            what = f"idle for {now - self.last_active:.1f} s"
+        else:
+            return
+        metrics.connections_expired[limit].inc()
+        _expiry_log.warning("closing connection %s: %s (%s)", self.peer, what, limit)
+        self.closing = True
+        self.close_reason = f"{what} ({limit})"
+        self.buffer = bytearray()
+        self.frames.clear()
+        self.transport.close()
 
     def eof_received(self) -> bool | None:
         if self.buffer:
@@ -266,9 +400,7 @@ class KafkaConnection(asyncio.Protocol):
         """Graceful shutdown: read no more requests; the worker answers those already
         read (in order, as always) and then closes the connection."""
         self.draining = True
-        if self.transport and not self.paused:
-            self.paused = True
-            self.transport.pause_reading()
+        self._update_reading()
         self.ready.set()
 
     def _close(self, reason: str) -> None:
@@ -307,10 +439,9 @@ class KafkaConnection(asyncio.Protocol):
                     await self.ready.wait()
                     continue
                 frame = self.frames.popleft()
-                if self.paused and len(self.frames) <= RESUME_AT and self.transport:
-                    if not self.closing and not self.draining:
-                        self.paused = False
-                        self.transport.resume_reading()
+                if self.backlogged and len(self.frames) <= RESUME_AT:
+                    self.backlogged = False
+                    self._update_reading()
                 if isinstance(frame, str):
                     responses.put_nowait(frame)
                     break
@@ -330,8 +461,14 @@ class KafkaConnection(asyncio.Protocol):
                         await asyncio.wait([t for t, _ in running])
                     ticket = order.ticket() if is_produce else None
                     task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.peer_host))
+                self.in_flight += 1
+                task.add_done_callback(partial(self._request_done, 4 + len(frame)))
                 running.append((task, is_produce))
                 responses.put_nowait(task)
+                # The task holds the frame now; a reference here would keep a large frame
+                # alive while this coroutine waits for the next one (or, if it is
+                # cancelled, in the traceback of its CancelledError).
+                del frame
             await writer
         finally:
             writer.cancel()
@@ -362,6 +499,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._close("internal error")
                 return
             if response is not None and self.transport and not self.transport.is_closing():
+                self.last_active = time.monotonic()
                 self.transport.write(response)
 
 
@@ -378,16 +516,47 @@ class KafkaServer:
         self.broker = broker
         self.connections: set[KafkaConnection] = set()
         self.server: asyncio.Server | None = None
+        settings = broker.settings
+        self.limits = ListenerLimits(
+            max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            per_ip_overrides=dict(settings.max_connections_per_ip_overrides),
+            queued_max_request_bytes=settings.queued_max_request_bytes,
+            connections_max_idle_ms=settings.connections_max_idle_ms,
+            partial_frame_timeout_ms=settings.partial_frame_timeout_ms,
+        )
+        self.counts = ConnectionCounts(self.limits)
+        self.memory = RequestMemory(self.limits.queued_max_request_bytes)
+        self.sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         listen = self.broker.settings.listen
         self.server = await loop.create_server(
-            lambda: KafkaConnection(self.broker, self.connections),
+            lambda: KafkaConnection(self.broker, self.connections, self.counts, self.memory),
             host=listen.host,
             port=listen.port,
             reuse_address=True,
         )
+        metrics.QUEUED_REQUEST_BYTES.set_function(lambda: self.memory.used)
+        self.sweeper = _keep(asyncio.create_task(self._sweep(), name="kafka-conn-deadlines"))
+
+    async def _sweep(self) -> None:
+        """Close connections past connections.max.idle.ms or the partial-frame deadline,
+        checking a few times per the shorter one (at least once a second)."""
+        idle_ms = self.limits.connections_max_idle_ms
+        partial_ms = self.limits.partial_frame_timeout_ms
+        idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        partial_s = partial_ms / 1000 if partial_ms >= 0 else None
+        bounds = [b for b in (idle_s, partial_s) if b is not None]
+        if not bounds:
+            return
+        period = min(max(min(bounds) / 4, 0.01), 1.0)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                conn.expire(now, idle_s, partial_s)
 
     @property
     def port(self) -> int:
@@ -398,6 +567,8 @@ class KafkaServer:
         """Graceful shutdown, first step: no new connections, no new requests."""
         if self.server:
             self.server.close()
+        if self.sweeper:
+            self.sweeper.cancel()
         for conn in list(self.connections):
             conn.drain()
 

@@ -28,6 +28,10 @@ os.environ.setdefault("SKIFF_HTTP_LISTEN", "none")
 # started by tests sweep only when a test asks (--log-retention-check-interval-ms).
 os.environ.setdefault("SKIFF_LOG_RETENTION_CHECK_INTERVAL_MS", str(10**12))
 
+# The session sidecar auto-creates a fresh topic for most tests, faster than the default
+# --auto-create-topics-per-minute allows; tests of that limit set it themselves.
+os.environ.setdefault("SKIFF_AUTO_CREATE_TOPICS_PER_MINUTE", "-1")
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -114,9 +114,15 @@ def make(entity_type: type, data: Any) -> Any:
 
 class RawKafka:
     def __init__(
-        self, host: str, port: int, timeout: float = 10.0, client_id: str | None = "rawkafka"
+        self,
+        host: str,
+        port: int,
+        timeout: float = 10.0,
+        client_id: str | None = "rawkafka",
+        source_host: str | None = None,  # connect from this local address (127.0.0.2, ...)
     ) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        source = None if source_host is None else (source_host, 0)
+        self.sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self.client_id = client_id

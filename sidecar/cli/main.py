@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,26 @@ def _at_least(low: int) -> Any:
         return value
 
     return parse
+
+
+def _per_ip_overrides(text: str) -> tuple[tuple[str, int], ...]:
+    """max.connections.per.ip.overrides: `HOST:N,HOST:N`; a host name is resolved once,
+    at start-up, to the addresses it has (as Kafka does)."""
+    pairs: list[tuple[str, int]] = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise argparse.ArgumentTypeError(f"expected HOST:N[,HOST:N...], got {entry!r}")
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot resolve {host!r}: {exc}") from None
+        for address in sorted({str(info[4][0]) for info in infos}):
+            pairs.append((address, int(count)))
+    return tuple(pairs)
 
 
 # Defaults from `serve --config FILE` (server_properties), below SKIFF_* variables.
@@ -119,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
     )
     _flag(serve, "auto-create-topics", "true", "auto.create.topics.enable", type=_bool)
+    _flag(
+        serve,
+        "auto-create-topics-per-minute",
+        "100",
+        "topics this sidecar auto-creates per minute at most; beyond it an unknown topic "
+        "gets UNKNOWN_TOPIC_OR_PARTITION (-1: no limit)",
+        type=_at_least(-1),
+    )
     _flag(serve, "num-partitions", "1", "partitions of auto-created topics", type=int)
     _flag(
         serve,
@@ -126,6 +155,50 @@ def build_parser() -> argparse.ArgumentParser:
         str(100 * 1024 * 1024),
         "largest request frame accepted",
         type=int,
+    )
+    _flag(
+        serve,
+        "max-connections",
+        "2147483647",
+        "max.connections: open Kafka connections at most; more are closed at once",
+        type=_at_least(0),
+    )
+    _flag(
+        serve,
+        "max-connections-per-ip",
+        "2147483647",
+        "max.connections.per.ip: open Kafka connections from one client IP at most",
+        type=_at_least(0),
+    )
+    _flag(
+        serve,
+        "max-connections-per-ip-overrides",
+        "",
+        "max.connections.per.ip.overrides: HOST:N,HOST:N per-IP limits of their own",
+        type=_per_ip_overrides,
+    )
+    _flag(
+        serve,
+        "queued-max-request-bytes",
+        str(256 * 1024 * 1024),
+        "queued.max.request.bytes: bytes of requests read and not yet answered, over all "
+        "connections; above it reading pauses (-1: unbounded, Kafka's default)",
+        type=_at_least(-1),
+    )
+    _flag(
+        serve,
+        "connections-max-idle-ms",
+        "600000",
+        "connections.max.idle.ms: close a connection idle this long (-1: never)",
+        type=_at_least(-1),
+    )
+    _flag(
+        serve,
+        "partial-frame-timeout-ms",
+        "30000",
+        "close a connection that started a request frame and did not finish it this long "
+        "after (-1: never)",
+        type=_at_least(-1),
     )
     _flag(
         serve,
@@ -392,6 +465,13 @@ def main(argv: list[str] | None = None) -> int:
         auto_create_topics=args.auto_create_topics,
         num_partitions=args.num_partitions,
         max_request_bytes=args.max_request_bytes,
+        max_connections=args.max_connections,
+        max_connections_per_ip=args.max_connections_per_ip,
+        max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
+        queued_max_request_bytes=args.queued_max_request_bytes,
+        connections_max_idle_ms=args.connections_max_idle_ms,
+        partial_frame_timeout_ms=args.partial_frame_timeout_ms,
+        auto_create_topics_per_minute=args.auto_create_topics_per_minute,
         message_timestamp_type=args.message_timestamp_type,
         compression_type=args.compression_type,
         message_max_bytes=args.message_max_bytes,

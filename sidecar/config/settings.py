@@ -80,6 +80,18 @@ class Settings:
     # group.share.heartbeat.interval.ms.
     group_share_session_timeout_ms: int = 45_000
     group_share_heartbeat_interval_ms: int = 5_000
+    # Kafka listener bounds (sidecar/server_limits.py), with Kafka's names and defaults:
+    # max.connections, max.connections.per.ip (+ .overrides as (host, limit) pairs),
+    # connections.max.idle.ms. queued.max.request.bytes is unbounded (-1) in Kafka; Skiff
+    # bounds it (docs/operations.md, Limits). Skiff's own: the deadline of a partial
+    # request frame and the topics auto-created per minute by this sidecar (-1: no limit).
+    max_connections: int = 2_147_483_647
+    max_connections_per_ip: int = 2_147_483_647
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
+    partial_frame_timeout_ms: int = 30_000
+    auto_create_topics_per_minute: int = 100
 
     @property
     def advertised(self) -> HostPort:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -81,6 +81,43 @@ REDIS_SECONDS = Histogram(
     registry=REGISTRY,
 )
 
+# Listener limits (sidecar/server_limits.py) and the auto-creation budget (broker.py).
+CONNECTIONS_REJECTED = Counter(
+    "skiff_connections_rejected",
+    "Connections closed on accept because a limit was reached "
+    "(limit=max.connections or max.connections.per.ip)",
+    ["limit"],
+    registry=REGISTRY,
+)
+CONNECTIONS_EXPIRED = Counter(
+    "skiff_connections_expired",
+    "Connections closed by a deadline (limit=connections.max.idle.ms or partial.frame.timeout.ms)",
+    ["limit"],
+    registry=REGISTRY,
+)
+REQUEST_FRAMES_REFUSED = Counter(
+    "skiff_request_frames_refused",
+    "Request frames whose size is outside 0..socket.request.max.bytes (connection closed)",
+    ["limit"],
+    registry=REGISTRY,
+)
+REQUEST_READS_PAUSED = Counter(
+    "skiff_request_reads_paused",
+    "Times a connection stopped reading because queued.max.request.bytes was reached",
+    registry=REGISTRY,
+)
+QUEUED_REQUEST_BYTES = Gauge(
+    "skiff_queued_request_bytes",
+    "Bytes of requests read or being read and not yet answered (queued.max.request.bytes "
+    "bounds it)",
+    registry=REGISTRY,
+)
+TOPICS_AUTO_CREATE_REFUSED = Counter(
+    "skiff_topic_auto_create_refused",
+    "Unknown topics not auto-created because --auto-create-topics-per-minute was reached",
+    registry=REGISTRY,
+)
+
 
 class _Children:
     """Label children by key, created once (labels() costs a lock and a tuple build)."""
@@ -104,6 +141,8 @@ records_in = _Children(lambda topic: RECORDS_IN.labels(topic))
 bytes_out = _Children(lambda topic: BYTES_OUT.labels(topic))
 records_out = _Children(lambda topic: RECORDS_OUT.labels(topic))
 redis_seconds = _Children(lambda op: REDIS_SECONDS.labels(op))
+connections_rejected = _Children(lambda limit: CONNECTIONS_REJECTED.labels(limit))
+connections_expired = _Children(lambda limit: CONNECTIONS_EXPIRED.labels(limit))
 
 
 # -- read at scrape time ------------------------------------------------------------
