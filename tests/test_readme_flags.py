@@ -23,7 +23,7 @@ TABLE_HEADER = "| flag | env | default | meaning |"
 
 # Defaults the README writes in words: the number they stand for.
 NUMBER_PHRASES = {"100 MiB": 100 * 1024 * 1024, "2^63 − 1": 2**63 - 1}
-# Defaults the README writes in words for a flag whose parser default is None.
+# Defaults the README writes in words for a flag whose parser default is None or empty.
 NONE_PHRASES = {"", "none", "off", "embedded", "the listen address"}
 
 
@@ -81,7 +81,7 @@ def same_default(cell: str, action: argparse.Action) -> bool | None:
     if cell in NUMBER_PHRASES:
         return default is not None and int(default) == NUMBER_PHRASES[cell]
     if cell in NONE_PHRASES:
-        return default is None
+        return default in (None, "")
     return None
 
 
