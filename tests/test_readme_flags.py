@@ -22,7 +22,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 TABLE_HEADER = "| flag | env | default | meaning |"
 
 # Defaults the README writes in words: the number they stand for.
-NUMBER_PHRASES = {"100 MiB": 100 * 1024 * 1024, "2^63 − 1": 2**63 - 1}
+NUMBER_PHRASES = {"100 MiB": 100 * 1024 * 1024, "256 MiB": 256 * 1024 * 1024, "2^63 − 1": 2**63 - 1}
 # Defaults the README writes in words for a flag whose parser default is None or empty.
 NONE_PHRASES = {"", "none", "off", "embedded", "the listen address"}
 
