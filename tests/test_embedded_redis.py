@@ -332,14 +332,21 @@ def test_a_stale_redis_server_of_a_dead_skiff_is_replaced(tmp_path: Path) -> Non
     socket_path = data_dir / "redis.sock"
     binary = shutil.which("redis-server")
     assert binary is not None
-    stale = subprocess.Popen(
-        [
-            binary,
-            *("--port", "0", "--unixsocket", str(socket_path), "--dir", str(data_dir)),
-            *("--appendonly", "yes", "--save", "", "--pidfile", str(data_dir / "redis.pid")),
-            *("--logfile", str(data_dir / "redis.log")),
-        ]
+    # Started as the dead Skiff's was, then orphaned (its parent, the shell, exits).
+    command = [
+        binary,
+        *("--port", "0", "--unixsocket", str(socket_path), "--dir", str(data_dir)),
+        *("--appendonly", "yes", "--save", "", "--pidfile", str(data_dir / "redis.pid")),
+        *("--logfile", str(data_dir / "redis.log")),
+    ]
+    shell = subprocess.run(
+        ["sh", "-c", '"$@" </dev/null >/dev/null 2>&1 & echo $!', "sh", *command],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=DEADLINE_S,
     )
+    stale = int(shell.stdout)
     skiff = None
     try:
         client = redis.Redis(unix_socket_path=str(socket_path))
@@ -347,19 +354,27 @@ def test_a_stale_redis_server_of_a_dead_skiff_is_replaced(tmp_path: Path) -> Non
         client.set("left-by-the-dead-skiff", b"kept")
         client.close()
         skiff = start_skiff(tmp_path / "skiff.log", "--data-dir", str(data_dir))
-        assert f"stopping redis-server pid {stale.pid} left running on {data_dir}" in skiff.log()
-        assert stale.wait(DEADLINE_S) == 0  # SIGTERM: it flushed its AOF and exited
+        assert f"stopping redis-server pid {stale} left running on {data_dir}" in skiff.log()
+        wait_until("the stale server gone", lambda: not _alive(stale))
         [ours] = redis_pids_in_log(skiff)
-        assert ours != stale.pid
+        assert ours != stale
         assert (data_dir / "skiff.lock").read_text().strip() == str(skiff.proc.pid)
         client = redis.Redis(unix_socket_path=str(socket_path))
-        assert client.get("left-by-the-dead-skiff") == b"kept"
+        assert client.get("left-by-the-dead-skiff") == b"kept"  # it flushed its AOF
         client.close()
         assert wait_until("ready", lambda: http_status(skiff.http_port, "/readyz")[0] == 200)
     finally:
         if skiff is not None:
             stop_process(skiff.proc)
-        stop_process(stale)
+        if _alive(stale):
+            psutil.Process(stale).kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _pings(client: redis.Redis) -> bool:
