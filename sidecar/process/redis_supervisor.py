@@ -15,7 +15,7 @@ import time
 
 from sidecar.process.embedded_redis import EmbeddedRedis
 
-log = logging.getLogger("skiff.redis")
+log = logging.getLogger(__name__)
 
 TICK_S = 0.2
 BACKOFF_S = 0.5  # the first restart's pause; doubles per quick death, up to BACKOFF_MAX_S
@@ -60,11 +60,11 @@ class RedisSupervisor:
         if self.restart_due is None and proc is not None:
             code = proc.poll()  # reaps it: no zombie
             if code is not None:
-                self._died(now, proc.pid, describe_exit(code))
+                self._died(now, describe_exit(code), proc.pid)
             elif not self.up and now - self.started_at > START_TIMEOUT_S:
                 proc.kill()
                 proc.wait()
-                self._died(now, proc.pid, f"opened no socket in {START_TIMEOUT_S:.0f} s")
+                self._died(now, f"opened no socket in {START_TIMEOUT_S:.0f} s", proc.pid)
             elif not self.up and self.redis.socket_open():
                 self.up = True
                 log.warning("embedded redis-server restarted (pid %d)", proc.pid)
@@ -76,9 +76,9 @@ class RedisSupervisor:
                 self.redis.spawn()
             except (OSError, RuntimeError) as exc:  # e.g. the binary is gone: a death too
                 self.redis.process = None
-                self._died(now, 0, f"could not be started: {exc}")
+                self._died(now, f"could not be started: {exc}")
 
-    def _died(self, now: float, pid: int, how: str) -> None:
+    def _died(self, now: float, how: str, pid: int | None = None) -> None:
         quick = not self.up or now - self.started_at < STABLE_S
         self.quick_deaths = self.quick_deaths + 1 if quick else 1
         self.up = False
@@ -86,8 +86,8 @@ class RedisSupervisor:
         pause = min(BACKOFF_S * 2 ** (self.quick_deaths - 1), BACKOFF_MAX_S)
         self.restart_due = now + pause
         log.error(
-            "embedded redis-server (pid %d) %s; restarting it in %.1f s (%s)",
-            pid,
+            "embedded redis-server %s%s; restarting it in %.1f s (%s)",
+            "" if pid is None else f"(pid {pid}) ",
             how,
             pause,
             self.problem() or f"attempt {self.quick_deaths}",
