@@ -44,6 +44,11 @@ class DataDirLock:
                 f"--data-dir {self.path.parent} is in use by Skiff pid {owner} (it holds "
                 f"{self.path}); stop that one first or pass another --data-dir"
             ) from None
+        except OSError as exc:  # a filesystem without flock (some network mounts)
+            os.close(fd)
+            raise RuntimeError(
+                f"cannot lock {self.path}: {exc.strerror}; put --data-dir on a local filesystem"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
