@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+from collections.abc import Callable
 
 from redis.exceptions import BusyLoadingError, ConnectionError
 
@@ -19,7 +20,9 @@ from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
 from sidecar.maintenance.compactor import Compactor
 from sidecar.maintenance.retention import RetentionSweeper
+from sidecar.process.data_dir_lock import DataDirInUse
 from sidecar.process.embedded_redis import EmbeddedRedis
+from sidecar.process.redis_supervisor import RedisSupervisor
 from sidecar.server import KafkaServer
 from sidecar.storage import resilience
 from sidecar.storage.connection import redact
@@ -49,16 +52,27 @@ async def _connect(url: str, description: str, timeout: float = 30.0) -> RedisSt
 
 
 async def serve(
-    settings: Settings, ready: asyncio.Event | None = None, private_redis: bool = False
+    settings: Settings,
+    ready: asyncio.Event | None = None,
+    private_redis: bool = False,
+    redis_problem: Callable[[], str | None] | None = None,
 ) -> None:
     """One sidecar. `private_redis`: a `--workers` parent's embedded Redis, which only its
-    workers use (node ids are forced as with a sidecar's own embedded Redis)."""
+    workers use (node ids are forced as with a sidecar's own embedded Redis);
+    `redis_problem`: the parent's word on whether that Redis can be brought back."""
     embedded = None
+    supervisor = None
     url = settings.redis_url
     if url is None:
         embedded = EmbeddedRedis(settings.data_dir)
-        url = embedded.start()
+        try:
+            url = embedded.start()
+        except DataDirInUse as exc:
+            log.error("%s", exc)
+            raise SystemExit(2) from None
         description = f"embedded redis-server at {url}"
+        supervisor = RedisSupervisor(embedded)
+        redis_problem = supervisor.problem
     else:
         description = redact(url)
     resilience.configure(settings.redis_timeout_ms, settings.redis_retry_ms)
@@ -68,6 +82,9 @@ async def serve(
     async with contextlib.AsyncExitStack() as started:
         if embedded is not None:
             started.callback(embedded.stop)
+        if supervisor is not None:
+            supervising = asyncio.create_task(supervisor.run(), name="redis-supervisor")
+            started.callback(supervising.cancel)
         store = await _connect(url, description, settings.redis_connect_timeout)
         started.push_async_callback(store.close)
         store.producer_id_expiration_ms = settings.producer_id_expiration_ms
@@ -96,6 +113,8 @@ async def serve(
         server = KafkaServer(broker)
         telemetry = await Telemetry.start(settings, broker, server)
         started.push_async_callback(telemetry.stop)
+        if telemetry.http is not None and redis_problem is not None:
+            telemetry.http.liveness = redis_problem
         await server.start()
         started.push_async_callback(server.stop)
         udp = None
@@ -131,6 +150,8 @@ async def serve(
         await telemetry.stop()
         await store.close()
     finally:
+        if supervisor is not None:
+            supervising.cancel()  # no restart of the server being stopped
         if embedded:
             embedded.stop()
     log.info("stopped")

@@ -1,6 +1,7 @@
 """`skiff serve --workers N`: N sidecar processes on one host, since one Python process
 uses one core. The parent only supervises: it starts the embedded redis-server when no
---redis-url is given (one for all workers), starts the workers, restarts one that dies,
+--redis-url is given (one for all workers; locks the data dir, restarts the server when it
+dies and tells the workers' /healthz when it cannot), starts the workers, restarts one that dies,
 and on SIGTERM/SIGINT forwards SIGTERM to every worker and waits for their graceful
 shutdown.
 
@@ -21,10 +22,13 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sidecar.config.settings import HostPort, Settings
+from sidecar.process.data_dir_lock import DataDirInUse
 from sidecar.process.embedded_redis import EmbeddedRedis, _die_with_parent
+from sidecar.process.redis_supervisor import RedisSupervisor
 from sidecar.telemetry import logs
 
 log = logging.getLogger("skiff.workers")
@@ -69,7 +73,7 @@ class _WorkerTag(logging.Filter):
 
 
 def _worker_main(
-    index: int, settings: Settings, private: bool, log_level: str, log_format: str
+    index: int, settings: Settings, private: bool, log_level: str, log_format: str, problem: Any
 ) -> None:
     """A worker process (spawned): logs tagged with its index, then one sidecar."""
     _die_with_parent()  # the parent killed by SIGKILL: workers stop too
@@ -83,12 +87,17 @@ def _worker_main(
     from sidecar.process.app import serve
 
     try:
-        asyncio.run(serve(settings, private_redis=private))
+        asyncio.run(serve(settings, private_redis=private, redis_problem=_reader(problem)))
     except RuntimeError as exc:
         logging.getLogger("skiff").error("%s", exc)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         pass
+
+
+def _reader(shared: Any) -> Callable[[], str | None]:
+    """The parent's word on the embedded Redis (Supervisor.redis_problem), for /healthz."""
+    return lambda: shared.value.decode(errors="replace") or None
 
 
 class Supervisor:
@@ -102,12 +111,14 @@ class Supervisor:
         self.pause: dict[int, float] = {}
         self.due: dict[int, float] = {}
         self.stopping = False
+        # The embedded Redis's problem() for the workers' /healthz ("" while none).
+        self.redis_problem = self.ctx.Array("c", 512)
 
     def _start(self, index: int, url: str, private: bool) -> None:
         settings = worker_settings(self.settings, index, url, private)
         proc = self.ctx.Process(
             target=_worker_main,
-            args=(index, settings, private, *self.log_args),
+            args=(index, settings, private, *self.log_args, self.redis_problem),
             name=f"skiff-worker-{index}",
         )
         proc.start()
@@ -127,15 +138,19 @@ class Supervisor:
                     pass
 
     def run(self) -> int:
-        embedded = None
+        embedded = supervisor = None
         url = self.settings.redis_url
         if url is None:
             embedded = EmbeddedRedis(self.settings.data_dir)
             try:
                 url = embedded.start()
+            except DataDirInUse as exc:
+                log.error("%s", exc)
+                return 2
             except RuntimeError as exc:
                 log.error("%s", exc)
                 return 1
+            supervisor = RedisSupervisor(embedded)
         private = embedded is not None
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
@@ -144,6 +159,11 @@ class Supervisor:
                 self._start(index, url, private)
             while not self.stopping:
                 self._supervise(url, private)
+                if supervisor is not None:
+                    supervisor.tick()
+                    problem = (supervisor.problem() or "").encode()[: len(self.redis_problem) - 1]
+                    if problem != self.redis_problem.value:
+                        self.redis_problem.value = problem
                 time.sleep(0.2)
             return self._wait_all()
         finally:

@@ -1,6 +1,8 @@
 """The HTTP endpoint (--http-listen): /healthz, /readyz and /metrics.
 
-/healthz answers 200 while the process serves HTTP at all. /readyz answers 200 only
+/healthz answers 200 while the process serves HTTP at all, 503 with a reason when
+`liveness` (set by sidecar/process/app.py) reports something only a restart of the
+process can fix: an embedded redis-server that cannot be brought back. /readyz answers 200 only
 when Redis answers PING within READY_TIMEOUT_S, the Lua scripts are in its script
 cache and this sidecar's registration is current (Cluster.owns_leases); otherwise
 503 with the reason as JSON. Its result is cached for READY_CACHE_S so a burst of
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -78,6 +81,7 @@ class HttpEndpoint:
         self.runner: web.AppRunner | None = None
         self.port = 0
         self._scrape_lock = asyncio.Lock()
+        self.liveness: Callable[[], str | None] = lambda: None  # a reason: not alive
 
     async def start(self, listen: HostPort) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)  # queue API batches
@@ -112,6 +116,9 @@ class HttpEndpoint:
             await self.runner.cleanup()
 
     async def healthz(self, request: web.Request) -> web.Response:
+        problem = self.liveness()
+        if problem is not None:
+            return web.json_response({"status": "failing", "reason": problem}, status=503)
         return web.json_response({"status": "alive"})
 
     async def readyz(self, request: web.Request) -> web.Response:
