@@ -61,7 +61,9 @@ async def serve(
         description = f"embedded redis-server at {url}"
     else:
         description = redact(url)
-    resilience.configure(settings.redis_timeout_ms, settings.redis_retry_ms)
+    resilience.configure(
+        settings.redis_timeout_ms, settings.redis_retry_ms, settings.redis_max_connections
+    )
     # What has started is stopped again, in reverse order, when start-up fails (else
     # background loops would outlive it and hold the process); SIGTERM takes the graceful
     # path below instead.
