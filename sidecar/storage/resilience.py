@@ -251,6 +251,7 @@ _attempt: ContextVar[_Attempt | None] = ContextVar("skiff_redis_attempt", defaul
 _admitted: ContextVar[bool] = ContextVar("skiff_redis_admitted", default=False)
 _deadline: ContextVar[float | None] = ContextVar("skiff_redis_deadline", default=None)
 _no_resend: ContextVar[bool] = ContextVar("skiff_redis_no_resend", default=False)
+_tentative: ContextVar[bool] = ContextVar("skiff_redis_tentative", default=False)
 
 
 def mark_sent() -> None:
@@ -286,6 +287,18 @@ def remaining() -> float:
     """Seconds of retry time left to the current operation or request."""
     request = _deadline.get()
     return POLICY.budget_s if request is None else max(request - time.monotonic(), 0.0)
+
+
+@contextlib.contextmanager
+def tentative() -> Iterator[None]:
+    """Calls inside have an answer to fall back on and wait only briefly (a cached
+    lookup): their failures are counted but are no outage to log or to report as
+    unready. A loaded sidecar misses such short deadlines while Redis is fine."""
+    token = _tentative.set(True)
+    try:
+        yield
+    finally:
+        _tentative.reset(token)
 
 
 @contextlib.contextmanager
@@ -343,18 +356,23 @@ def _log_fault(reason: str, what: str, exc: BaseException) -> None:
         return
     _fault_lines[reason] = (now, 0)
     more = f" ({quiet} more since the last such line)" if quiet else ""
-    log.warning("Redis error (%s) on %s: %s; retrying%s", reason, what, exc, more)
+    if reason == "pool":
+        log.warning("Redis connections all busy (%s): %s; waiting%s", what, exc, more)
+    else:
+        log.warning("Redis error (%s) on %s: %s; retrying%s", reason, what, exc, more)
 
 
 def _failed(reason: str, what: str, exc: BaseException, attempt: int) -> None:
     global _down_since, _logged
     STATS.errors[reason] += 1
-    if reason in BENIGN:
+    if reason in BENIGN or _tentative.get():
         return
     # Connection loss and timeouts are logged as an outage (below); a refusal by Redis
     # (OOM, READONLY, LOADING, maxclients, ...) or a full pool each get their own line.
     if reason not in ROUTINE and reason not in ("connection", "timeout"):
         _log_fault(reason, what, exc)
+    if reason == "pool":
+        return  # the sidecar's own queue for a connection, not Redis
     STATS.reachable = False
     if _down_since is None:
         _down_since = time.monotonic()

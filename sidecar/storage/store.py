@@ -8,7 +8,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -435,7 +435,12 @@ class RedisStore(PartitionLogOps):
 def _stale_ok(fallback: bool) -> AbstractContextManager[None]:
     """With a remembered answer to fall back on, a lookup waits for Redis only briefly:
     Metadata, Produce and Fetch keep going on what this sidecar knows."""
-    return resilience.request_deadline(STALE_FALLBACK_S) if fallback else nullcontext()
+    if not fallback:
+        return nullcontext()
+    stack = ExitStack()
+    stack.enter_context(resilience.request_deadline(STALE_FALLBACK_S))
+    stack.enter_context(resilience.tentative())  # missing it under load is no outage
+    return stack
 
 
 def _new_cluster_id() -> str:
