@@ -624,7 +624,7 @@ def test_failover_and_a_killed_primary_give_idempotent_producers_only_retriable_
             """Wait until partition has more than `beyond` acknowledged records."""
             deadline = time.monotonic() + timeout
             while True:
-                mine = sum(1 for p in producers for q, _ in p.acked if q == partition)
+                mine = sum(1 for p in producers for q, _ in list(p.acked) if q == partition)
                 if mine > beyond:
                     return mine
                 assert all(p.is_alive() for p in producers), [p.fatal for p in producers]
