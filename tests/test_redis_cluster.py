@@ -289,19 +289,25 @@ def test_failover_during_idempotent_produce(tmp_path: Path) -> None:
                     time.sleep(0.01)
             producer.flush(60)
 
+        def wait_acked(count: int) -> None:
+            deadline = time.monotonic() + 60
+            while len(acked) < count:
+                assert thread.is_alive() and not failures, failures[:5]
+                assert time.monotonic() < deadline, f"{len(acked)} acknowledged, not {count}"
+                time.sleep(0.1)
+
         thread = threading.Thread(target=produce_loop)
         thread.start()
         try:
-            time.sleep(2)
+            wait_acked(1000)
             before = len(acked)
-            assert before > 0
             cluster.node(replica).execute_command("CLUSTER FAILOVER")
             deadline = time.monotonic() + 30
             while cluster.owner(keys.partition_keys(topic, 0)[0]) != replica:
                 assert time.monotonic() < deadline, "the failover did not happen"
                 time.sleep(0.1)
             cluster.wait_ok()
-            time.sleep(3)  # keep producing on the new primary
+            wait_acked(len(acked) + 2000)  # keep producing on the new primary
         finally:
             stop.set()
             thread.join(120)
