@@ -762,3 +762,38 @@ def test_redis_out_of_memory_is_a_retriable_produce_error(
         assert stored == [b"first", b"second"]
     finally:
         stop_process(server.proc)
+
+
+def test_redis_maxclients_is_retried_and_logged(own_redis: RedisServer, tmp_path: Path) -> None:
+    """Redis at maxclients refuses the sidecar's new connections ("max number of clients
+    reached"): Produce answers a retriable REQUEST_TIMED_OUT and the refusal is logged,
+    never UNKNOWN_SERVER_ERROR; with room again the same client goes on."""
+    server = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url)
+    admin = own_redis.client()
+    admin.ping()  # this connection stays: the one client Redis still has room for
+    try:
+        topic = create_topic(server.bootstrap, 1)
+        with RawKafka("127.0.0.1", server.port) as kafka:
+
+            def produce(value: bytes) -> tuple[int, int]:
+                request = produce_request(topic, {0: build_batch([value])}, -1, 2000)
+                resp = kafka.request(PRODUCE, 9, request, timeout=10)
+                [p] = resp.responses[0].partition_responses
+                return int(p.error_code), int(p.base_offset)
+
+            assert produce(b"first") == (NONE, 0)
+            admin.config_set("maxclients", 1)
+            try:
+                admin.client_kill_filter(_type="normal", skipme=True)  # the sidecar's
+                assert produce(b"refused") == (REQUEST_TIMED_OUT, -1)
+            finally:
+                admin.config_set("maxclients", 10000)
+            deadline = time.monotonic() + 15
+            while (answer := produce(b"second"))[0] != NONE:
+                assert answer[0] == REQUEST_TIMED_OUT and time.monotonic() < deadline, answer
+        line = wait_for_line(server, "Redis error (maxclients)")
+        assert "max number of clients reached" in line, line
+        stored = [f[b"v"] for _, f in admin.xrange(f"skiff:{{{topic}/0}}:log")]
+        assert stored == [b"first", b"second"]
+    finally:
+        stop_process(server.proc)
