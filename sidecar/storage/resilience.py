@@ -2,10 +2,16 @@
 
 `ResilientRedis` (the client RedisStore.connect builds; the group store, the broker
 registry and the wake-up listener share it) runs each command and each pipeline under
-`run()`: connection loss, timeouts, LOADING, BUSY, READONLY, MASTERDOWN and NOSCRIPT
-are retried with exponential backoff and full jitter (tenacity) until the operation's
-deadline, then `RedisUnavailable` is raised, which the Kafka layer turns into retriable
-error codes (sidecar/apis/unavailable.py).
+`run()`: connection loss, timeouts, LOADING, BUSY, READONLY, MASTERDOWN, NOSCRIPT, the
+Cluster's MOVED/ASK/TRYAGAIN/CLUSTERDOWN, refused writes (OOM, MISCONF, NOREPLICAS),
+maxclients, a WAIT unblocked by a failover and a busy pool are retried with exponential
+backoff and full jitter (tenacity) until the operation's deadline (`classify` names the
+reason), then `RedisUnavailable` is raised, which the Kafka layer turns into retriable
+error codes (sidecar/apis/unavailable.py; Produce's per reason: `produce_error`).
+Each refusal is logged, at most once per reason every 10 s; an outage once.
+
+`run()` also admits at most --redis-max-connections attempts at once (`_admit`): the
+rest wait for a slot, so the shared pools (sized by `pool_size()`) never run out.
 
 A write that may have run is never blindly sent again. The connection classes mark an
 attempt as *sent* the moment its bytes go to the socket (connection.py), so a failure
