@@ -330,6 +330,9 @@ def _gate() -> asyncio.Semaphore:
 async def _admit(bound: float) -> asyncio.Semaphore:
     """Take one of the gate's slots, waiting at most `bound` seconds for one."""
     gate = _gate()
+    if not gate.locked():  # a free slot: taken at once, without arming a timeout
+        await gate.acquire()
+        return gate
     try:
         async with asyncio.timeout(bound):
             await gate.acquire()
