@@ -437,10 +437,10 @@ async def _one_attempt(
     gate = admitted = None
     try:
         if not _admitted.get():  # (a Redis call made inside an admitted one is in)
-            started = time.monotonic()
+            # Waiting for a slot and the command each get the bound: both together stay
+            # within the time left, and the wait does not cut the command short.
             gate = await _admit(bound)
             admitted = _admitted.set(True)
-            bound = max(bound - (time.monotonic() - started), MIN_ATTEMPT_S)
         try:
             async with asyncio.timeout(bound):
                 return await op()
