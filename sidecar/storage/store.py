@@ -7,8 +7,8 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -435,12 +435,13 @@ class RedisStore(PartitionLogOps):
 def _stale_ok(fallback: bool) -> AbstractContextManager[None]:
     """With a remembered answer to fall back on, a lookup waits for Redis only briefly:
     Metadata, Produce and Fetch keep going on what this sidecar knows."""
-    if not fallback:
-        return nullcontext()
-    stack = ExitStack()
-    stack.enter_context(resilience.request_deadline(STALE_FALLBACK_S))
-    stack.enter_context(resilience.tentative())  # missing it under load is no outage
-    return stack
+    return _briefly() if fallback else nullcontext()
+
+
+@contextmanager
+def _briefly() -> Iterator[None]:
+    with resilience.request_deadline(STALE_FALLBACK_S), resilience.tentative():
+        yield  # (tentative: missing so short a deadline under load is no outage)
 
 
 def _new_cluster_id() -> str:
