@@ -5,6 +5,7 @@ redis-server with `--cluster-enabled yes` on a free port, joined by
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -88,6 +89,19 @@ class RedisClusterNodes:
                 raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
             time.sleep(0.1)
 
+    def kill(self, port: int) -> None:
+        """SIGKILL one node (its data is gone: the nodes run without persistence)."""
+        stop_process(self.procs[self.ports.index(port)], signal.SIGKILL)
+
+    def restart(self, port: int) -> None:
+        """Start a killed node again: it rejoins the cluster (as a replica, when its slots
+        were taken over meanwhile) and resyncs from its primary."""
+        binary = shutil.which("redis-server")
+        assert binary is not None
+        index = self.ports.index(port)
+        self.procs[index] = _start_node(binary, port, self.dir)
+        wait_for_port(port, self.procs[index])
+
     def as_session_server(self) -> ClusterAsServer:
         return ClusterAsServer(self.ports[0], self.procs[0], self.dir, self)
 
@@ -129,6 +143,28 @@ def cluster_ports(count: int) -> list[int]:
     return ports
 
 
+def _start_node(binary: str, port: int, tmp: Path) -> subprocess.Popen[bytes]:
+    """One cluster node; started again on the same dir it rejoins with its nodes.conf."""
+    node_dir = tmp / str(port)
+    node_dir.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            binary,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", str(node_dir / "nodes.conf"),
+            "--cluster-node-timeout", "2000",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(node_dir),
+            "--daemonize", "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def start_redis_cluster(tmp: Path, nodes: int = 6, replicas: int = 1) -> RedisClusterNodes:
     binary = shutil.which("redis-server")
     cli = shutil.which("redis-cli")
@@ -139,26 +175,7 @@ def start_redis_cluster(tmp: Path, nodes: int = 6, replicas: int = 1) -> RedisCl
     cluster = RedisClusterNodes(ports, procs, tmp)
     try:
         for port in ports:
-            node_dir = tmp / str(port)
-            node_dir.mkdir(parents=True, exist_ok=True)
-            procs.append(
-                subprocess.Popen(
-                    [
-                        binary,
-                        "--port", str(port),
-                        "--bind", "127.0.0.1",
-                        "--cluster-enabled", "yes",
-                        "--cluster-config-file", str(node_dir / "nodes.conf"),
-                        "--cluster-node-timeout", "2000",
-                        "--save", "",
-                        "--appendonly", "no",
-                        "--dir", str(node_dir),
-                        "--daemonize", "no",
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )  # fmt: skip
+            procs.append(_start_node(binary, port, tmp))
         for port, proc in zip(ports, procs, strict=True):
             wait_for_port(port, proc)
         created = subprocess.run(

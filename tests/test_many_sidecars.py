@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import threading
 import time
 import urllib.request
@@ -22,7 +23,7 @@ from typing import Any
 import psutil
 from clients import java_client
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import RedisServer, Skiff, start_skiff, stop_process, wait_for_port
+from conftest import RedisServer, Skiff, free_port, start_skiff, stop_process, wait_for_port
 from groups_harness import GROUP_ENV, GroupRun, create_topic, high_watermarks
 from rawkafka import RawKafka, metadata_request
 
@@ -292,6 +293,49 @@ def worker_pids(parent: Skiff, count: int, timeout: float = 20.0) -> list[int]:
         time.sleep(0.1)
 
 
+def free_port_pair() -> int:
+    """A free port P whose P+1 is free too (worker i listens on P+i)."""
+    while True:
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
+def start_workers(log_path: Path, *args: str, env: dict[str, str] | None = None) -> Skiff:
+    """`skiff serve --workers 2 ...` on a Kafka port pair and an HTTP port pair found free;
+    another process may take P+1 before the worker binds it, so a start whose second
+    worker does not listen is stopped and tried again on other ports."""
+    failures = []
+    for _ in range(4):
+        http = free_port_pair()
+        try:
+            parent = start_skiff(
+                log_path,
+                *args,
+                "--workers",
+                "2",
+                "--http-listen",
+                f"127.0.0.1:{http}",
+                port=free_port_pair(),
+                env=env,
+            )
+        except RuntimeError as exc:  # the first port was taken meanwhile
+            failures.append(str(exc))
+            continue
+        try:
+            wait_for_port(parent.port + 1, parent.proc, timeout=20)
+            wait_for_port(http + 1, parent.proc, timeout=20)
+            return parent
+        except RuntimeError as exc:
+            stop_process(parent.proc)
+            failures.append(f"{exc}\n{parent.log()}")
+    raise AssertionError("--workers 2 did not start on four port pairs:\n" + "\n".join(failures))
+
+
 def test_workers_serve_confluent_and_java_clients_and_stop_on_sigterm(
     own_redis: RedisServer, tmp_path: Path
 ) -> None:
@@ -299,13 +343,10 @@ def test_workers_serve_confluent_and_java_clients_and_stop_on_sigterm(
     confluent-kafka and Java produce and consume through them, a group of a confluent and
     a Java member consumes everything; SIGTERM to the parent stops both workers cleanly,
     which deregister."""
-    parent = start_skiff(
-        tmp_path / "workers.log", "--redis-url", own_redis.url, "--workers", "2", env=SESSION
-    )
+    parent = start_workers(tmp_path / "workers.log", "--redis-url", own_redis.url, env=SESSION)
     topic, group = names()
     run = None
     try:
-        wait_for_port(parent.port + 1, parent.proc)
         workers = worker_pids(parent, 2)
         bootstrap = parent.bootstrap  # one address: clients find the other worker by Metadata
         create_topic(bootstrap, topic, PARTITIONS)
@@ -356,11 +397,8 @@ def test_workers_share_one_embedded_redis_and_a_dead_worker_is_restarted(
     """With no --redis-url the parent runs one embedded redis-server for its workers
     (nodes 0 and 1); a SIGKILLed worker is restarted and takes its node id back at once;
     SIGTERM stops the workers and the embedded Redis."""
-    parent = start_skiff(
-        tmp_path / "workers.log", "--data-dir", str(tmp_path / "data"), "--workers", "2"
-    )
+    parent = start_workers(tmp_path / "workers.log", "--data-dir", str(tmp_path / "data"))
     try:
-        wait_for_port(parent.port + 1, parent.proc)
         worker_pids(parent, 2)
         second = started_workers(parent)[1]
         nodes = {0: parent.port, 1: parent.port + 1}

@@ -12,15 +12,18 @@ import shutil
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from clients import confluent_client
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from conftest import Skiff, start_skiff, stop_process
+from rawkafka import ConnectionClosed, ProtocolError, RawKafka, build_batch, produce_request
 from records import assert_same, make_records
 from redis_cluster_harness import RedisClusterNodes, start_redis_cluster
 
@@ -286,19 +289,25 @@ def test_failover_during_idempotent_produce(tmp_path: Path) -> None:
                     time.sleep(0.01)
             producer.flush(60)
 
+        def wait_acked(count: int) -> None:
+            deadline = time.monotonic() + 60
+            while len(acked) < count:
+                assert thread.is_alive() and not failures, failures[:5]
+                assert time.monotonic() < deadline, f"{len(acked)} acknowledged, not {count}"
+                time.sleep(0.1)
+
         thread = threading.Thread(target=produce_loop)
         thread.start()
         try:
-            time.sleep(2)
+            wait_acked(1000)
             before = len(acked)
-            assert before > 0
             cluster.node(replica).execute_command("CLUSTER FAILOVER")
             deadline = time.monotonic() + 30
             while cluster.owner(keys.partition_keys(topic, 0)[0]) != replica:
                 assert time.monotonic() < deadline, "the failover did not happen"
                 time.sleep(0.1)
             cluster.wait_ok()
-            time.sleep(3)  # keep producing on the new primary
+            wait_acked(len(acked) + 2000)  # keep producing on the new primary
         finally:
             stop.set()
             thread.join(120)
@@ -506,3 +515,175 @@ def test_append_follows_ask_while_a_partitions_slot_migrates(
         (1, b"during"),
         (2, b"after"),
     ]
+
+
+# Produce answers an idempotent producer retries (the batch is resent unchanged).
+RETRIABLE = {
+    5: "LEADER_NOT_AVAILABLE",
+    6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT",
+    19: "NOT_ENOUGH_REPLICAS",
+    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    56: "KAFKA_STORAGE_ERROR",
+}
+
+
+class RawIdempotentProducer(threading.Thread):
+    """An idempotent acks=all producer on the raw protocol, so that every Produce answer's
+    error code is seen: it sends one batch per partition in turn and resends a batch
+    unchanged (same producer id, epoch and sequence) after a retriable error or a
+    closed connection, as Kafka's clients do. Anything else ends it."""
+
+    def __init__(self, port: int, topic: str, partitions: list[int], name: str) -> None:
+        super().__init__(daemon=True)
+        self.port, self.topic, self.partitions, self.tag = port, topic, partitions, name
+        self.stop = threading.Event()
+        self.codes: Counter[int] = Counter()
+        self.closed = 0
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.fatal: list[str] = []
+        self.kafka: RawKafka | None = None
+
+    def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        while True:
+            try:
+                if self.kafka is None:
+                    self.kafka = RawKafka("127.0.0.1", self.port, timeout=30)
+                return self.kafka.request(api_key, version, body, timeout=30)
+            except (ConnectionClosed, OSError, ProtocolError):
+                self.closed += 1
+                if self.kafka is not None:
+                    self.kafka.close()
+                self.kafka = None
+                time.sleep(0.1)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # reported by the test
+            self.fatal.append(repr(exc))
+
+    def _run(self) -> None:
+        body = {"transactional_id": None, "transaction_timeout": 60000}
+        init = self._request(22, 4, {**body, "producer_id": -1, "producer_epoch": -1})
+        assert init.error_code == 0, init
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        sequences = dict.fromkeys(self.partitions, 0)
+        n = 0
+        while not self.stop.is_set():
+            for p in self.partitions:
+                values = [b"%s-%d-%d-%d" % (self.tag.encode(), p, n, i) for i in range(3)]
+                batch = build_batch(
+                    values, producer_id=pid, producer_epoch=epoch, base_sequence=sequences[p]
+                )
+                while True:
+                    resp = self._request(
+                        0, 9, produce_request(self.topic, {p: batch}, acks=-1, timeout_ms=4000)
+                    )
+                    [answer] = resp.responses[0].partition_responses
+                    code = int(answer.error_code)
+                    self.codes[code] += 1
+                    if code == 0:
+                        for i, value in enumerate(values):
+                            self.acked[(p, int(answer.base_offset) + i)] = value
+                        sequences[p] += len(values)
+                        break
+                    if code not in RETRIABLE:
+                        self.fatal.append(f"partition {p}: error {code}: {answer.error_message}")
+                        return
+                    if self.stop.is_set():
+                        return  # unacknowledged: may or may not be stored, once
+                    time.sleep(0.05)
+            n += 1
+
+
+def test_failover_and_a_killed_primary_give_idempotent_producers_only_retriable_errors(
+    tmp_path: Path,
+) -> None:
+    """Raw idempotent acks=all producers (min.insync.replicas=2) on all 12 partitions
+    while (1) CLUSTER FAILOVER swaps one shard's primary and replica, (2) the new primary
+    is SIGKILLed and its replica promoted by the cluster, (3) the killed node comes back
+    as a replica. Every Produce answer is NONE or a retriable error (never
+    UNKNOWN_SERVER_ERROR, which ends an idempotent producer), every acknowledged record
+    is stored once at its offset, and the shard's partitions move on afterwards."""
+    cluster = start_redis_cluster(tmp_path / "cluster")
+    skiff = None
+    producers: list[RawIdempotentProducer] = []
+    try:
+        skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", cluster.url)
+        topic = "failover-raw"
+        _create(skiff.bootstrap, topic, **{"min.insync.replicas": "2"})
+        key = keys.partition_keys(topic, 0)[0]
+        first = cluster.owner(key)
+        second = cluster.replica_of(first)
+        producers = [
+            RawIdempotentProducer(skiff.port, topic, list(range(i, PARTITIONS, 4)), f"w{i}")
+            for i in range(4)
+        ]
+        for producer in producers:
+            producer.start()
+
+        def acked() -> int:
+            return sum(len(p.acked) for p in producers)
+
+        def progress(partition: int, beyond: int, timeout: float = 60) -> int:
+            """Wait until partition has more than `beyond` acknowledged records."""
+            deadline = time.monotonic() + timeout
+            while True:
+                mine = sum(1 for p in producers for q, _ in list(p.acked) if q == partition)
+                if mine > beyond:
+                    return mine
+                assert all(p.is_alive() for p in producers), [p.fatal for p in producers]
+                assert time.monotonic() < deadline, f"partition {partition} stuck at {mine}"
+                time.sleep(0.1)
+
+        on_zero = progress(0, 50)
+        # (1) A coordinated failover: the replica takes over, the old primary follows it.
+        cluster.node(second).execute_command("CLUSTER FAILOVER")
+        deadline = time.monotonic() + 30
+        while cluster.owner(key) != second:
+            assert time.monotonic() < deadline, "the failover did not happen"
+            time.sleep(0.1)
+        cluster.wait_ok()
+        on_zero = progress(0, on_zero + 50)
+        # (2) The new primary dies; the cluster promotes its replica (node timeout 2 s).
+        cluster.kill(second)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if cluster.owner(key) == first:
+                    break
+            except (AssertionError, redis.RedisError):
+                pass  # the slot has no primary for a moment
+            assert time.monotonic() < deadline, "the replica was not promoted"
+            time.sleep(0.2)
+        # (3) Without a replica that shard's partitions answer NOT_ENOUGH_REPLICAS; the
+        # killed node rejoins as a replica, resyncs, and they go on.
+        cluster.restart(second)
+        cluster.wait_ok(60)
+        progress(0, on_zero + 50, timeout=90)
+        before_stop = acked()
+        for producer in producers:
+            producer.stop.set()
+        for producer in producers:
+            producer.join(60)
+        assert not [p.fatal for p in producers if p.fatal or p.is_alive()]
+        codes = sum((p.codes for p in producers), Counter())
+        assert set(codes) <= {0, *RETRIABLE}, codes
+        assert codes[0] >= before_stop // 3
+
+        client = cluster.client()
+        for p in range(PARTITIONS):
+            stored = [f[b"v"] for _, f in client.xrange(f"skiff:{{{topic}/{p}}}:log")]
+            assert len(set(stored)) == len(stored), f"partition {p}: a record stored twice"
+            mine = {o: v for q in producers for (r, o), v in q.acked.items() if r == p}
+            assert mine and max(mine) < len(stored), f"partition {p}: acknowledged, lost"
+            assert all(stored[o] == v for o, v in mine.items()), f"partition {p} differs"
+        assert skiff.alive()
+        assert "Traceback" not in skiff.log(), skiff.log()
+    finally:
+        for producer in producers:
+            producer.stop.set()
+        if skiff is not None:
+            stop_process(skiff.proc)
+        cluster.stop()

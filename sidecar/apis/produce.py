@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +146,8 @@ async def _append(
         telemetry.batch_appended(topic, index, r.duplicate)
         return PartitionResult(index, errors.NONE, r.base_offset, r.append_time, r.log_start_offset)
     except StoreError as exc:
+        if exc.code == "NOT_ENOUGH_REPLICAS_AFTER_APPEND":
+            _log_short_of_replicas(topic, index, f"{exc.code}: {exc}")
         return PartitionResult(index, errors.code(exc.code), message=str(exc))
     finally:
         ticket.done(key)
@@ -252,8 +255,11 @@ async def _replication(
     if min_isr <= 1:
         return errors.NONE, None
     per_shard = broker.store.replicas_per_partition  # Redis Cluster: checked per partition
-    if not per_shard and await broker.store.connected_replicas() < min_isr - 1:
-        return errors.NOT_ENOUGH_REPLICAS, None
+    if not per_shard:
+        connected = await broker.store.connected_replicas()
+        if connected < min_isr - 1:
+            _log_short_of_replicas(info.name, None, _short(connected + 1, min_isr))
+            return errors.NOT_ENOUGH_REPLICAS, None
     return errors.NONE, (min_isr - 1, max(timeout_ms, 0))
 
 
@@ -264,7 +270,38 @@ async def _shard_short_of_replicas(
     connected than acks=-1 waits for (each shard has its own)."""
     if wait is None or not broker.store.replicas_per_partition:
         return False
-    return await broker.store.connected_replicas(topic, partition) < wait[0]
+    connected = await broker.store.connected_replicas(topic, partition)
+    if connected >= wait[0]:
+        return False
+    _log_short_of_replicas(topic, partition, _short(connected + 1, wait[0] + 1))
+    return True
+
+
+_short_log = (float("-inf"), 0)  # when the last line was logged, refusals since then
+SHORT_LOG_INTERVAL_S = 10.0
+
+
+def _log_short_of_replicas(topic: str, partition: int | None, what: str) -> None:
+    """One line per SHORT_LOG_INTERVAL_S about acks=all produces refused (or appended
+    but not replicated in time) for want of Redis replicas: the clients see
+    NOT_ENOUGH_REPLICAS (or NOT_ENOUGH_REPLICAS_AFTER_APPEND) and retry."""
+    global _short_log
+    now = time.monotonic()
+    last, quiet = _short_log
+    if now - last < SHORT_LOG_INTERVAL_S:
+        _short_log = (last, quiet + 1)
+        return
+    _short_log = (now, 0)
+    more = f" ({quiet} more since the last such line)" if quiet else ""
+    where = topic if partition is None else f"{topic}-{partition}"
+    log.warning("acks=all produce to %s: %s%s", where, what, more)
+
+
+def _short(in_sync: int, min_isr: int) -> str:
+    return (
+        f"NOT_ENOUGH_REPLICAS: {in_sync} in-sync replica(s) (the Redis primary and its "
+        f"connected replicas), min.insync.replicas is {min_isr}; nothing appended"
+    )
 
 
 def min_insync_replicas(broker: Broker, info: TopicInfo) -> int:

@@ -3,7 +3,10 @@
 clients back off and retry by themselves instead of failing or hanging.
 
 - Produce: REQUEST_TIMED_OUT per partition (the outcome may be unknown, as when Kafka's
-  replication times out; an idempotent producer's retry is deduplicated).
+  replication times out; an idempotent producer's retry is deduplicated); for a Redis
+  that refuses writes (OOM, MISCONF, NOREPLICAS) the code resilience.produce_error
+  names (KAFKA_STORAGE_ERROR, NOT_ENOUGH_REPLICAS), as store.append answers per
+  partition.
 - Fetch, ListOffsets: NOT_LEADER_OR_FOLLOWER per partition (every client refreshes
   metadata and retries; Metadata keeps answering from memory).
 - Metadata: LEADER_NOT_AVAILABLE per topic not known from memory.
@@ -40,6 +43,7 @@ from sidecar.protocol import errors
 from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.share import unavailable as share_unavailable
+from sidecar.storage import resilience
 
 REQUEST_TIMED_OUT = errors.code("REQUEST_TIMED_OUT")
 NOT_LEADER = errors.code("NOT_LEADER_OR_FOLLOWER")
@@ -52,14 +56,15 @@ UNAVAILABLE = "Redis is unavailable"
 NEEDS_NO_REDIS = frozenset({api_versions.API_KEY, describe_cluster.API_KEY})
 
 
-def _produce(broker: Broker, request: Any) -> bytes | None:
+def _produce(broker: Broker, request: Any, reason: str = "timeout") -> bytes | None:
     body = request.body
     if body.acks == 0:
         # Nobody reads an acks=0 answer: Kafka closes the connection on a failure.
         raise CloseConnection("acks=0 produce failed: Redis is unavailable")
     work = [(t.name, len(t.partition_data)) for t in body.topic_data]
+    code = errors.code(resilience.produce_error(reason))
     results = [
-        produce.PartitionResult(p.index, REQUEST_TIMED_OUT, message="Redis is unavailable")
+        produce.PartitionResult(p.index, code, message=f"Redis is unavailable ({reason})")
         for t in body.topic_data
         for p in t.partition_data
     ]
@@ -348,7 +353,7 @@ def _create_partitions(broker: Broker, request: Any) -> bytes:
 
 
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
-    0: _produce,
+    0: _produce,  # called with the reason by response()
     1: _fetch,
     2: _list_offsets,
     3: _metadata,
@@ -379,6 +384,8 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
 def response(broker: Broker, request: Any, reason: str) -> bytes | None:
     """The retriable-error answer to `request`, or CloseConnection for an API that has
     none here."""
+    if request.header.api_key == produce.API_KEY:
+        return _produce(broker, request, reason)
     builder = BUILDERS.get(request.header.api_key)
     if builder is None:
         raise CloseConnection(f"Redis is unavailable ({reason})")

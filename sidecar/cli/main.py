@@ -351,6 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "redis-max-connections",
+        "128",
+        "Redis commands one sidecar process runs at once (its connection pool holds a "
+        "few more); more concurrent requests wait for a free connection",
+        type=_at_least(1),
+    )
+    _flag(
+        serve,
         "shutdown-timeout-ms",
         "10000",
         "SIGTERM: how long in-flight requests may take before everything is closed",
@@ -500,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         http_listen=args.http_listen,
         redis_timeout_ms=args.redis_timeout_ms,
         redis_retry_ms=args.redis_retry_ms,
+        redis_max_connections=args.redis_max_connections,
         shutdown_timeout_ms=args.shutdown_timeout_ms,
         group_share_session_timeout_ms=args.group_share_session_timeout_ms,
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,

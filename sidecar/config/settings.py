@@ -75,6 +75,9 @@ class Settings:
     # SIGTERM waits for in-flight requests before closing everything.
     redis_timeout_ms: int = 2000
     redis_retry_ms: int = 8000
+    # Redis commands one process runs at once; its connection pool (per node on a Redis
+    # Cluster) holds a few more. More concurrent requests wait for a free connection.
+    redis_max_connections: int = 128
     shutdown_timeout_ms: int = 10_000
     # Share groups (sidecar/share/): Kafka's group.share.session.timeout.ms and
     # group.share.heartbeat.interval.ms.

@@ -75,7 +75,9 @@ async def serve(
         redis_problem = supervisor.problem
     else:
         description = redact(url)
-    resilience.configure(settings.redis_timeout_ms, settings.redis_retry_ms)
+    resilience.configure(
+        settings.redis_timeout_ms, settings.redis_retry_ms, settings.redis_max_connections
+    )
     # What has started is stopped again, in reverse order, when start-up fails (else
     # background loops would outlive it and hold the process); SIGTERM takes the graceful
     # path below instead.

@@ -28,7 +28,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import hiredis
-from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+from redis.asyncio.connection import (
+    BlockingConnectionPool,
+    Connection,
+    SSLConnection,
+    UnixDomainSocketConnection,
+)
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import (
     Sentinel,
@@ -163,13 +168,21 @@ def redact(url: str) -> str:
 def client_for(url: str, timeout_s: float) -> Any:
     """The Redis client for a URL: commands time out after timeout_s, redis-py's own
     retries are off (resilience.run retries, knowing which writes may be resent).
-    A resilience.ResilientRedis, or for redis+cluster:// a cluster_client.ResilientCluster."""
+    A resilience.ResilientRedis, or for redis+cluster:// a cluster_client.ResilientCluster.
+
+    One client per process, shared by every Kafka connection: its pool (per node on a
+    Redis Cluster) holds resilience.pool_size() connections, a few more than the
+    commands resilience.run lets run at once (--redis-max-connections), so many
+    concurrent clients queue for a connection instead of failing with redis-py's
+    "Too many connections"; a single Redis's pool also waits (BlockingConnectionPool)
+    for calls made outside run()."""
     common: dict[str, Any] = {
         "decode_responses": False,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
         "socket_timeout": timeout_s,
         "socket_connect_timeout": timeout_s,
         "retry": Retry(NoBackoff(), 0),
+        "max_connections": resilience.pool_size(),
     }
     scheme = urlparse(url).scheme
     if scheme in cluster_client.CLUSTER_SCHEMES:
@@ -200,7 +213,8 @@ def client_for(url: str, timeout_s: float) -> Any:
         )
         assert isinstance(client, resilience.ResilientRedis)
         return client
-    client = instrument(resilience.ResilientRedis).from_url(url, **common)
+    pool = BlockingConnectionPool.from_url(url, timeout=timeout_s, **common)
+    client = instrument(resilience.ResilientRedis).from_pool(pool)
     # from_url lets the URL scheme pick the connection class, so set ours afterwards.
     client.connection_pool.connection_class = connection_class_for(url)
     return client

@@ -2,10 +2,16 @@
 
 `ResilientRedis` (the client RedisStore.connect builds; the group store, the broker
 registry and the wake-up listener share it) runs each command and each pipeline under
-`run()`: connection loss, timeouts, LOADING, BUSY, READONLY, MASTERDOWN and NOSCRIPT
-are retried with exponential backoff and full jitter (tenacity) until the operation's
-deadline, then `RedisUnavailable` is raised, which the Kafka layer turns into retriable
-error codes (sidecar/apis/unavailable.py).
+`run()`: connection loss, timeouts, LOADING, BUSY, READONLY, MASTERDOWN, NOSCRIPT, the
+Cluster's MOVED/ASK/TRYAGAIN/CLUSTERDOWN, refused writes (OOM, MISCONF, NOREPLICAS),
+maxclients, a WAIT unblocked by a failover and a busy pool are retried with exponential
+backoff and full jitter (tenacity) until the operation's deadline (`classify` names the
+reason), then `RedisUnavailable` is raised, which the Kafka layer turns into retriable
+error codes (sidecar/apis/unavailable.py; Produce's per reason: `produce_error`).
+Each refusal is logged, at most once per reason every 10 s; an outage once.
+
+`run()` also admits at most --redis-max-connections attempts at once (`_admit`): the
+rest wait for a slot, so the shared pools (sized by `pool_size()`) never run out.
 
 A write that may have run is never blindly sent again. The connection classes mark an
 attempt as *sent* the moment its bytes go to the socket (connection.py), so a failure
@@ -47,8 +53,10 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     MasterDownError,
+    MaxConnectionsError,
     MovedError,
     NoScriptError,
+    OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
     ResponseError,
@@ -70,7 +78,8 @@ log = logging.getLogger("skiff.redis")
 
 T = TypeVar("T")
 
-# Reasons for which the server refused the command: nothing ran, a resend is safe.
+# Reasons for which the server refused the command (or it never left the sidecar):
+# nothing ran, a resend is safe.
 REFUSED = frozenset(
     {
         "loading",
@@ -82,11 +91,34 @@ REFUSED = frozenset(
         "moved",
         "ask",
         "clusterdown",
+        "maxclients",
+        "oom",
+        "misconf",
+        "noreplicas",
+        "pool",
     }
 )
 MIN_ATTEMPT_S = 0.25
 # Reasons that do not make Redis count as unreachable (a reload fixes it at once).
 BENIGN = frozenset({"noscript"})
+# Routine during a resharding or failover: counted, not logged.
+ROUTINE = frozenset({"noscript", "moved", "ask"})
+# The Kafka error a Produce partition gets when its append gave up for a reason (the
+# answer of every other API is in sidecar/apis/unavailable.py). All are retriable:
+# REQUEST_TIMED_OUT when the outcome may be unknown (an idempotent producer's resend is
+# deduplicated), KAFKA_STORAGE_ERROR when Redis refuses writes for want of memory or a
+# failing disk (Kafka's answer for an offline log dir; clients refresh metadata and
+# retry), NOT_ENOUGH_REPLICAS when Redis's own min-replicas-to-write refused it.
+PRODUCE_ERRORS = {
+    "oom": "KAFKA_STORAGE_ERROR",
+    "misconf": "KAFKA_STORAGE_ERROR",
+    "noreplicas": "NOT_ENOUGH_REPLICAS",
+}
+
+
+def produce_error(reason: str) -> str:
+    """The Kafka error name for a Produce partition whose append gave up for `reason`."""
+    return PRODUCE_ERRORS.get(reason, "REQUEST_TIMED_OUT")
 
 
 @dataclass(slots=True)
@@ -95,14 +127,32 @@ class Policy:
     budget_s: float = 8.0  # retry time of one operation or request (--redis-retry-ms)
     backoff_initial_s: float = 0.05
     backoff_max_s: float = 1.0
+    max_connections: int = 128  # Redis commands in flight at once (--redis-max-connections)
 
 
 POLICY = Policy()
+# The gate admits POLICY.max_connections attempts at once: the rest wait for a free
+# slot (within their attempt's bound) instead of asking a pool for more connections
+# than it holds (redis-py raises "Too many connections" then).
+_gate_loop: asyncio.AbstractEventLoop | None = None
+_gate_sem: asyncio.Semaphore | None = None
+# Connections a pool holds beyond the gate: the wake-up subscription and the few calls
+# that do not go through run() (ROLE probes of a Redis Cluster's nodes).
+POOL_SLACK = 16
 
 
-def configure(timeout_ms: int, retry_ms: int) -> None:
+def configure(timeout_ms: int, retry_ms: int, max_connections: int | None = None) -> None:
+    global _gate_sem
     POLICY.timeout_s = max(timeout_ms, 1) / 1000
     POLICY.budget_s = max(retry_ms, 0) / 1000
+    if max_connections is not None:
+        POLICY.max_connections = max(max_connections, 1)
+        _gate_sem = None  # made anew at its next use
+
+
+def pool_size() -> int:
+    """Connections each Redis connection pool (per node on a Redis Cluster) may hold."""
+    return POLICY.max_connections + POOL_SLACK
 
 
 class RedisUnavailable(Exception):
@@ -133,10 +183,36 @@ def cluster_classify(exc: BaseException) -> str | None:
     return None
 
 
+# Error replies (by their first word) of a Redis that refuses writes for now: out of
+# memory (maxmemory with noeviction), a failing RDB save (stop-writes-on-bgsave-error),
+# too few replicas for its min-replicas-to-write.
+_REFUSALS = {"MISCONF": "misconf", "NOREPLICAS": "noreplicas", "BUSY": "busy"}
+
+
+def _response_reason(exc: ResponseError) -> str | None:
+    if isinstance(exc, OutOfMemoryError):  # redis-py strips its "OOM" word
+        return "oom"
+    message = str(exc)
+    word = message.split(" ", 1)[0]
+    if word in _REFUSALS:
+        return _REFUSALS[word]
+    # WAIT (behind an append) on a primary that a failover just demoted: the append
+    # ran there; resent with its token, the new primary answers the first run's offset.
+    if word == "UNBLOCKED" or "WAIT cannot be used with replica" in message:
+        return "demoted"
+    if "max number of clients reached" in message:
+        return "maxclients"
+    return None
+
+
 def classify(exc: BaseException) -> str | None:
     """The fault reason of a Redis error that a retry may cure, else None."""
     if isinstance(exc, RedisUnavailable):
         return exc.reason
+    if isinstance(exc, MaxConnectionsError) or (
+        isinstance(exc, RedisConnectionError) and "No connection available" in str(exc)
+    ):
+        return "pool"  # never sent: every connection of the pool was busy
     cluster_reason = cluster_classify(exc)
     if cluster_reason is not None:
         return cluster_reason
@@ -153,10 +229,12 @@ def classify(exc: BaseException) -> str | None:
     if isinstance(exc, (AuthenticationError, AuthorizationError)):
         return None
     if isinstance(exc, ResponseError):
-        return "busy" if str(exc).startswith("BUSY") else None
+        return _response_reason(exc)
     if isinstance(exc, (RedisTimeoutError, TimeoutError)):
         return "timeout"
     if isinstance(exc, RedisConnectionError):
+        if "max number of clients reached" in str(exc):
+            return "maxclients"  # Redis's maxclients: it closed the new connection
         # redis-py's Sentinel connection turns READONLY from a demoted primary into this.
         return "readonly" if "now a slave" in str(exc) else "connection"
     if isinstance(exc, OSError):
@@ -175,8 +253,11 @@ class _Attempt:
 
 
 _attempt: ContextVar[_Attempt | None] = ContextVar("skiff_redis_attempt", default=None)
+# Set while an attempt holds a slot of the gate: a Redis call it makes is not gated again.
+_admitted: ContextVar[bool] = ContextVar("skiff_redis_admitted", default=False)
 _deadline: ContextVar[float | None] = ContextVar("skiff_redis_deadline", default=None)
 _no_resend: ContextVar[bool] = ContextVar("skiff_redis_no_resend", default=False)
+_tentative: ContextVar[bool] = ContextVar("skiff_redis_tentative", default=False)
 
 
 def mark_sent() -> None:
@@ -215,6 +296,18 @@ def remaining() -> float:
 
 
 @contextlib.contextmanager
+def tentative() -> Iterator[None]:
+    """Calls inside have an answer to fall back on and wait only briefly (a cached
+    lookup): their failures are counted but are no outage to log or to report as
+    unready. A loaded sidecar misses such short deadlines while Redis is fine."""
+    token = _tentative.set(True)
+    try:
+        yield
+    finally:
+        _tentative.reset(token)
+
+
+@contextlib.contextmanager
 def no_resend() -> Iterator[None]:
     """Writes inside are not run twice: once sent, a lost reply or a timeout raises
     RedisUnavailable(maybe_applied=True) instead of a resend."""
@@ -225,17 +318,70 @@ def no_resend() -> Iterator[None]:
         _no_resend.reset(token)
 
 
+def _gate() -> asyncio.Semaphore:
+    """The running loop's gate (tests run several loops in one process)."""
+    global _gate_loop, _gate_sem
+    loop = asyncio.get_running_loop()
+    if _gate_loop is not loop or _gate_sem is None:
+        _gate_loop, _gate_sem = loop, asyncio.Semaphore(POLICY.max_connections)
+    return _gate_sem
+
+
+async def _admit(bound: float) -> asyncio.Semaphore:
+    """Take one of the gate's slots, waiting at most `bound` seconds for one."""
+    gate = _gate()
+    if not gate.locked():  # a free slot: taken at once, without arming a timeout
+        await gate.acquire()
+        return gate
+    try:
+        async with asyncio.timeout(bound):
+            await gate.acquire()
+    except TimeoutError:
+        raise MaxConnectionsError(
+            f"all {POLICY.max_connections} Redis connections busy for {bound:.2f} s "
+            "(--redis-max-connections)"
+        ) from None
+    return gate
+
+
 # -- reachability, logged once per change ----------------------------------------------
 
 _down_since: float | None = None  # first failure of the current outage
 _logged = False  # the outage was logged (so its end is logged too)
 
 
+# reason -> (when its last line was logged, failures since then not logged)
+_fault_lines: dict[str, tuple[float, int]] = {}
+FAULT_LOG_INTERVAL_S = 10.0
+
+
+def _log_fault(reason: str, what: str, exc: BaseException) -> None:
+    """One line per reason per FAULT_LOG_INTERVAL_S: a failover or an overload fails
+    many commands at once."""
+    now = time.monotonic()
+    last, quiet = _fault_lines.get(reason, (float("-inf"), 0))
+    if now - last < FAULT_LOG_INTERVAL_S:
+        _fault_lines[reason] = (last, quiet + 1)
+        return
+    _fault_lines[reason] = (now, 0)
+    more = f" ({quiet} more since the last such line)" if quiet else ""
+    if reason == "pool":
+        log.warning("Redis connections all busy (%s): %s; waiting%s", what, exc, more)
+    else:
+        log.warning("Redis error (%s) on %s: %s; retrying%s", reason, what, exc, more)
+
+
 def _failed(reason: str, what: str, exc: BaseException, attempt: int) -> None:
     global _down_since, _logged
     STATS.errors[reason] += 1
-    if reason in BENIGN:
+    if reason in BENIGN or _tentative.get():
         return
+    # Connection loss and timeouts are logged as an outage (below); a refusal by Redis
+    # (OOM, READONLY, LOADING, maxclients, ...) or a full pool each get their own line.
+    if reason not in ROUTINE and reason not in ("connection", "timeout"):
+        _log_fault(reason, what, exc)
+    if reason == "pool":
+        return  # the sidecar's own queue for a connection, not Redis
     STATS.reachable = False
     if _down_since is None:
         _down_since = time.monotonic()
@@ -288,7 +434,13 @@ async def _one_attempt(
     # peer) still leaves time to resend; at least MIN_ATTEMPT_S, so the last attempt is
     # not cut shorter than a slow but healthy Redis needs.
     bound = max((deadline - time.monotonic()) / 2, MIN_ATTEMPT_S)
+    gate = admitted = None
     try:
+        if not _admitted.get():  # (a Redis call made inside an admitted one is in)
+            # Waiting for a slot and the command each get the bound: both together stay
+            # within the time left, and the wait does not cut the command short.
+            gate = await _admit(bound)
+            admitted = _admitted.set(True)
         try:
             async with asyncio.timeout(bound):
                 return await op()
@@ -304,6 +456,9 @@ async def _one_attempt(
             state.need_reload = reason == "noscript"
         raise
     finally:
+        if gate is not None and admitted is not None:
+            _admitted.reset(admitted)
+            gate.release()
         _attempt.reset(token)
 
 
