@@ -10,6 +10,7 @@ from sidecar.config.settings import Settings
 from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
 from sidecar.storage.store import RedisStore, TopicInfo
+from sidecar.validation.topic_names import invalid_name_reason
 
 
 @dataclass(slots=True)
@@ -22,9 +23,10 @@ class Broker:
     groups: GroupCoordinator
 
     async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:
-        """The topic, auto-created with num.partitions when the broker allows it."""
+        """The topic, auto-created with num.partitions when the broker allows it (never
+        under a name Kafka refuses: callers answer INVALID_TOPIC_EXCEPTION for those)."""
         info = await self.store.get_topic(name)
-        if info is None and self.settings.auto_create_topics:
+        if info is None and self.settings.auto_create_topics and not invalid_name_reason(name):
             info = await self.store.create_topic(name, self.settings.num_partitions)
             if info is None:  # another sidecar created it first
                 info = await self.store.get_topic(name, fresh=True)

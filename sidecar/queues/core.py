@@ -63,6 +63,7 @@ from sidecar.protocol.record_batch import (
 from sidecar.queues import metrics
 from sidecar.storage import keys, scripts
 from sidecar.storage.store import RedisStore, StoreError
+from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +276,10 @@ def validate_config(changes: dict[str, Any]) -> dict[str, Any]:
                 )
         elif name == "dead_letter_topic":
             if value is not None and (not isinstance(value, str) or not value):
-                raise QueueError("INVALID_CONFIG", f"dead_letter_topic: {value!r}")
+                raise QueueError("INVALID_CONFIG", f"dead_letter_topic: {value!r:.60}")
+            reason = value and invalid_name_reason(value)
+            if reason:  # the group would create it: Kafka's rules, as for any topic
+                raise QueueError("INVALID_CONFIG", f"dead_letter_topic: {reason}")
             value = value or ""
         else:
             raise QueueError("INVALID_CONFIG", f"unknown queue group setting {name!r}")
