@@ -183,7 +183,7 @@ class QueueApi:
         if not raw:
             return {}
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_float=_number)
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadInput(f"malformed JSON: {exc}", "MALFORMED_JSON") from None
         except RecursionError:
@@ -444,22 +444,18 @@ class QueueApi:
             if not isinstance(r, dict):
                 raise BadInput("each record is an object {key, value, headers, ...}")
             self._fields(r, PRODUCE_RECORD_FIELDS)
-            key = codec.decode(r.get("key"), r.get("key_encoding"), "key")
-            value = codec.decode(r.get("value"), r.get("value_encoding"), "value")
+            key = codec.decode(r.get("key"), r.get("key_encoding", codec.UTF8), "key")
+            value = codec.decode(r.get("value"), r.get("value_encoding", codec.UTF8), "value")
             headers = []
-            given_headers = r.get("headers") or []
+            given_headers = r.get("headers", [])
             if not isinstance(given_headers, list):
                 raise BadInput(f"record {i}: headers are [{{key, value}}]")
             for h in given_headers:
-                if not isinstance(h, dict) or not isinstance(h.get("key"), str):
+                if not isinstance(h, dict) or not isinstance(h.get("key"), str) or "value" not in h:
                     raise BadInput(f"record {i}: headers are [{{key, value}}]")
                 self._fields(h, "key value value_encoding")
-                headers.append(
-                    (
-                        h["key"],
-                        codec.decode(h.get("value"), h.get("value_encoding"), "header value"),
-                    )
-                )
+                encoding = h.get("value_encoding", codec.UTF8)
+                headers.append((h["key"], codec.decode(h["value"], encoding, "header value")))
             partition = r.get("partition")
             if partition is None:
                 partition = (
@@ -467,8 +463,12 @@ class QueueApi:
                     if key is not None
                     else i % info.partitions
                 )
-            if type(partition) is not int or not 0 <= partition < info.partitions:
-                raise BadInput(f"record {i}: topic {topic!r} has no partition {partition!r}")
+            if type(partition) is not int or partition < 0:
+                raise BadInput(f"record {i}: partitions are integers >= 0, got {show(partition)}")
+            if partition >= info.partitions:
+                raise QueueError(
+                    "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} has no partition {partition}"
+                )
             ts = r.get("timestamp", now)
             if type(ts) is not int or not 0 <= ts <= INT64_MAX:
                 raise BadInput(f"record {i}: timestamp is epoch milliseconds")
@@ -528,6 +528,13 @@ def _checked_batch(
     produce_limits.check_keys(decoded, config, topic, partition)
     produce_limits.check_batch(decoded, size, config, topic, partition, now)
     return batch, max_ts, delta
+
+
+def _number(text: str) -> int | float:
+    """A JSON number with a fraction or exponent: an int when it is whole (JSON Schema's
+    "integer" includes 5.0, so the document's integers accept it too)."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
 
 
 def _too_deep(body: Any) -> bool:

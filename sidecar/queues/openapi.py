@@ -39,6 +39,20 @@ ENCODING = {
     "description": "utf8: the string is the bytes as UTF-8 text; base64: standard base64 "
     "of the bytes (used when they are not valid UTF-8)",
 }
+BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+def _base64_when(field: str) -> dict[str, Any]:
+    """`field` is standard base64 (padded) when its *_encoding marker says base64."""
+    return {
+        "if": {
+            "properties": {f"{field}_encoding": {"const": "base64"}},
+            "required": [f"{field}_encoding"],
+        },
+        "then": {"properties": {field: {"type": ["string", "null"], "pattern": BASE64}}},
+    }
+
+
 ERROR_BODY = _obj(
     {
         "error": _obj({"code": STR, "message": STR}, ["code", "message"]),
@@ -69,7 +83,10 @@ SCHEMAS: dict[str, Any] = {
     ),
     "GroupList": _obj({"groups": {"type": "array", "items": STR}}, ["groups"]),
     "Deleted": _obj({"deleted": STR}, ["deleted"]),
-    "Header": _obj({"key": STR, "value": NSTR, "value_encoding": ENCODING}, ["key", "value"]),
+    "Header": {
+        **_obj({"key": STR, "value": NSTR, "value_encoding": ENCODING}, ["key", "value"]),
+        **_base64_when("value"),
+    },
     "Record": _obj(
         {
             "topic": STR,
@@ -245,10 +262,11 @@ SCHEMAS: dict[str, Any] = {
             "value": NSTR,
             "value_encoding": ENCODING,
             "headers": {"type": "array", "items": _ref("Header")},
-            "partition": PARTITION,
+            "partition": {**PARTITION, "type": ["integer", "null"]},  # null: by key
             "timestamp": OFFSET,
         }
-    ),
+    )
+    | {"allOf": [_base64_when("key"), _base64_when("value")]},
     "ProduceRequest": _obj(
         {
             "records": {
@@ -282,6 +300,8 @@ def _op(
     status: str = "200",
     body: str | None = None,
     errors: tuple[str, ...] = (),
+    body_required: bool = True,
+    more_params: list[dict[str, Any]] | None = None,
     more: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {status: {"description": "done", **_json(ok)}}
@@ -292,12 +312,16 @@ def _op(
     responses["500"] = {"description": "a bug (logged)", **_json("Error")}
     responses["503"] = {"description": "Redis unavailable", **_json("Error")}
     out: dict[str, Any] = {"summary": summary, "responses": {**responses, **(more or {})}}
+    if more_params:
+        out["parameters"] = more_params
     if body:
-        out["requestBody"] = {"required": True, **_json(body)}
+        out["requestBody"] = {"required": body_required, **_json(body)}
     return out
 
 
 GROUP = [{"name": "group", "in": "path", "required": True, "schema": STR}]
+# A group made over HTTP: a name that needs no escaping (http_api.HTTP_GROUP_ID).
+NEW_GROUP = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,249}$"}
 
 
 def _settle(verb: str, what: str) -> dict[str, Any]:
@@ -327,6 +351,8 @@ PATHS: dict[str, Any] = {
             "QueueConfig",
             body="QueueConfigUpdate",
             errors=("409",),
+            body_required=False,  # none: the defaults
+            more_params=[{**GROUP[0], "schema": NEW_GROUP}],
             more={"201": {"description": "created", **_json("QueueConfig")}},
         ),
         "get": _op("Describe a queue group: settings and per-partition state", "Description"),
@@ -362,6 +388,7 @@ PATHS: dict[str, Any] = {
             "Move the group's dead letters back to their topics and partitions",
             "RedriveResponse",
             body="RedriveRequest",
+            body_required=False,
         ),
     },
     "/v1/topics/{topic}/records": {
