@@ -715,14 +715,14 @@ def test_every_error_is_json(skiff: Skiff) -> None:
     configure(api, group)
     q = f"/v1/queues/{group}"
     deep = b'{"topics": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    nested = b'{"topics": ' + b"[" * 500 + b"]" * 500 + b"}"  # parses; too deep for us
+    nested = b'{"lock_ms": ' + b"[" * 500 + b"]" * 500 + b"}"  # parses: a wrong value
     cases = [
         ("GET", "/v1/nope", None, 404, "NOT_FOUND"),
         ("GET", "/nope", None, 404, "NOT_FOUND"),
         ("DELETE", "/v1/queues", None, 405, "METHOD_NOT_ALLOWED"),
         ("POST", "/healthz", b"{}", 405, "METHOD_NOT_ALLOWED"),
         ("POST", q + "/records:read", deep, 400, "MALFORMED_JSON"),
-        ("POST", q + "/records:read", nested, 400, "MALFORMED_JSON"),
+        ("PUT", q, nested, 400, "INVALID_CONFIG"),
         ("POST", q + "/records:read", b'{"topics": [{}]}', 400, "INVALID_TOPIC_EXCEPTION"),
         ("POST", q + "/records:read", b'{"topics": [[1]]}', 400, "INVALID_TOPIC_EXCEPTION"),
         ("POST", q + "/records:read", b'{"topics": ["t"], "colour": 1}', 400, "INVALID_REQUEST"),

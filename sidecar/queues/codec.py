@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import reprlib
 from typing import Any
 
 UTF8 = "utf8"
@@ -32,7 +33,7 @@ def encode(raw: bytes | None) -> tuple[str | None, str]:
 
 def decode(text: Any, encoding: Any, what: str) -> bytes | None:
     if encoding not in (UTF8, BASE64):  # a missing marker is UTF8 (the caller's default)
-        raise BadInput(f"{what}_encoding must be 'utf8' or 'base64', got {encoding!r:.60}")
+        raise BadInput(f"{what}_encoding must be 'utf8' or 'base64', got {reprlib.repr(encoding)}")
     if text is None:
         return None
     if not isinstance(text, str):
