@@ -481,15 +481,23 @@ class QueueApi:
             order.append((partition, len(batch)))
             batch.append((ts, key or b"", value or b"", encode_headers(headers), flags))
         checked = [
-            (partition, *_checked_batch(info.config, topic, partition, batch, now))
+            (partition, batch, _checked_batch(info.config, topic, partition, batch, now))
             for partition, batch in by_partition.items()
         ]  # every partition's batch is checked before anything is appended
         bases: dict[int, int] = {}
         store = self.broker.store
-        for partition, batch, max_ts, delta in checked:
-            flat = [x for b in batch for x in b]
+        for partition, batch, decoded in checked:
             size = sum(len(b[1]) + len(b[2]) + len(b[3]) for b in batch)
-            args = [len(batch), 1 if log_append else 0, max_ts, delta, -1, -1, -1, *flat]
+            args = [
+                len(batch),
+                1 if log_append else 0,
+                decoded.max_timestamp,
+                decoded.max_timestamp_delta,
+                -1,
+                -1,
+                -1,
+                *decoded.records,
+            ]
             prepared = store.prepare_append(topic, partition, args, size, retention_bytes(info))
             result = await store.append(prepared)
             bases[partition] = result.base_offset
@@ -507,11 +515,11 @@ def _checked_batch(
     partition: int,
     batch: list[tuple[int, bytes, bytes, bytes, int]],
     now: int,
-) -> tuple[list[tuple[int, bytes, bytes, bytes, int]], int, int]:
+) -> DecodedBatch:
     """A partition's records checked as Produce checks a producer's batch of them
     (sidecar/validation: max.message.bytes, keys of compacted topics, timestamps,
-    segment.bytes); raises InvalidBatch. Returns them with the max timestamp and its
-    index."""
+    segment.bytes); raises InvalidBatch. Returns them as the batch Produce would have
+    decoded (max timestamp and its index, flat fields for the append script)."""
     size = record_sizes.batch_size(
         (
             ts,
@@ -527,7 +535,7 @@ def _checked_batch(
     decoded = DecodedBatch(len(batch), -1, -1, -1, max_ts, delta, [x for b in batch for x in b])
     produce_limits.check_keys(decoded, config, topic, partition)
     produce_limits.check_batch(decoded, size, config, topic, partition, now)
-    return batch, max_ts, delta
+    return decoded
 
 
 def _number(text: str) -> int | float:
