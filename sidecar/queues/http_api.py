@@ -59,7 +59,7 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1  # offsets and timestamps (Kafka's longs; Redis stream ids too)
 # Groups made over HTTP: names that need no escaping in URLs (Kafka share groups made by
 # Kafka clients may use any id; the API serves those too, percent-encoded).
-HTTP_GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+HTTP_GROUP_ID = re.compile(openapi.NEW_GROUP["pattern"])
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

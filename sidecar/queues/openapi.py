@@ -320,7 +320,7 @@ def _op(
 
 
 GROUP = [{"name": "group", "in": "path", "required": True, "schema": STR}]
-# A group made over HTTP: a name that needs no escaping (http_api.HTTP_GROUP_ID).
+# A group made over HTTP: a name that needs no escaping (what http_api checks).
 NEW_GROUP = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,249}$"}
 
 
