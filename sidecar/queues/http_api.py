@@ -122,6 +122,9 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
+    except Exception as exc:  # a bug in a route outside the queue API: JSON, logged
+        log.exception("%s %s failed", request.method, request.path)
+        return error(500, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
 
 
 class QueueApi:
