@@ -14,6 +14,7 @@ from sidecar.longpoll import Wakeups
 from sidecar.server_limits import RateLimitedLog
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
+from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,16 @@ class Broker:
         self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)
 
     async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:
-        """The topic, auto-created with num.partitions when the broker allows it (and
-        the auto-creation budget has room)."""
+        """The topic, auto-created with num.partitions when the broker allows it, the
+        auto-creation budget has room, and never under a name Kafka refuses (callers
+        answer INVALID_TOPIC_EXCEPTION for those)."""
         info = await self.store.get_topic(name)
-        if info is None and self.settings.auto_create_topics and self.auto_create.take(name):
+        if (
+            info is None
+            and self.settings.auto_create_topics
+            and not invalid_name_reason(name)
+            and self.auto_create.take(name)
+        ):
             info = await self.store.create_topic(name, self.settings.num_partitions)
             if info is None:  # another sidecar created it first
                 info = await self.store.get_topic(name, fresh=True)

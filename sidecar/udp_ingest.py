@@ -16,11 +16,12 @@ is the time of receipt (or the append time on LogAppendTime topics).
 
 Memory is bounded: datagrams wait in a queue of at most QUEUE_RECORDS records and
 QUEUE_BYTES bytes for the one writer task; what arrives while it is full is dropped and
-counted (`dropped_overload`), as are malformed datagrams and those larger than the
-topic's max.message.bytes. asyncio-dgram's own receive queue stays short: the reader task
-empties it whenever the loop delivers a datagram, and the kernel's socket buffer is the
-bound before that. Counters live in `STATS` (read by the metrics endpoint) and are logged
-every --udp-stats-interval-ms while they move, and once at shutdown.
+counted (`dropped_overload`), as are malformed datagrams and those whose one-record
+batch is larger than the topic's max.message.bytes (sized as Kafka sizes a batch).
+asyncio-dgram's own receive queue stays short: the reader task empties it whenever the
+loop delivers a datagram, and the kernel's socket buffer is the bound before that.
+Counters live in `STATS` (read by the metrics endpoint) and are logged every
+--udp-stats-interval-ms while they move, and once at shutdown.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from sidecar.config.topic import effective_config
 from sidecar.protocol.primitives import read_uvarint, zigzag
 from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_LOG_APPEND, FLAG_VALUE_NULL
 from sidecar.storage.store import StoreError, TopicInfo
+from sidecar.validation import record_sizes
 from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
@@ -215,7 +217,7 @@ class UdpIngest:
         return host, port
 
     async def start(self) -> None:
-        reason = invalid_name_reason(self.topic)
+        reason = invalid_name_reason(self.topic)  # the flag's parser checked it already
         if reason:
             raise RuntimeError(f"--udp-topic: {reason}")
         self._info = await self._topic()
@@ -296,12 +298,8 @@ class UdpIngest:
     def _accept(self, data: bytes, now: int) -> None:
         stats = self.stats
         stats.received += 1
-        info = self._info
-        if info is not None and len(data) > effective_config(info, "max.message.bytes"):
-            stats.oversized += 1
-            return
         # Full: drop before parsing, so an overload costs as little CPU as possible (the
-        # writer needs it); a malformed datagram dropped here counts as overload.
+        # writer needs it); a malformed or oversized datagram dropped here counts as overload.
         if len(self._queue) >= QUEUE_RECORDS or self._queued_bytes + len(data) > QUEUE_BYTES:
             stats.dropped_overload += 1
             return
@@ -309,6 +307,13 @@ class UdpIngest:
             datagram = parse(data, now)
         except Malformed:
             stats.malformed += 1
+            return
+        info = self._info
+        # Each datagram is a producer's one-record batch, sized as Kafka sizes it.
+        if info is not None and record_sizes.batch_size((datagram[:4],)) > effective_config(
+            info, "max.message.bytes"
+        ):
+            stats.oversized += 1
             return
         self._queue.append(datagram)
         self._queued_bytes += datagram.size

@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 
 from sidecar.queues import openapi
@@ -626,4 +626,146 @@ def test_oversized_body_is_refused_with_json(skiff: Skiff) -> None:
     status, body = api.call("POST", "/v1/topics/never-made/records", raw=raw)
     assert status == 413 and body["error"]["code"] == "REQUEST_TOO_LARGE"
     check("Error", body)
+    api.close()
+
+
+def test_topic_names_are_checked_as_kafka_checks_them(skiff: Skiff) -> None:
+    """Names Kafka refuses are refused by every route that names a topic (nothing is
+    created under them), including dead-letter topics."""
+    topic, group = names()
+    api = Api(skiff.http_port)
+    configure(api, group)
+    bad = ["bad%2Fname", "my%20topic", "x" * 250, ".."]
+    for name in bad:
+        status, body = api.call("POST", f"/v1/topics/{name}/records", {"records": [{"value": "v"}]})
+        assert (status, body["error"]["code"]) == (400, "INVALID_TOPIC_EXCEPTION"), (name, body)
+        assert "Topic name is invalid" in body["error"]["message"]
+        check("Error", body)
+    for name in ["bad/name", "my topic", "x" * 300, "", "."]:
+        cases = [
+            ("POST", f"/v1/queues/{group}/records:read", {"topics": [name]}),
+            ("POST", f"/v1/queues/{group}/offsets:reset", {"topic": name, "to": "earliest"}),
+            ("POST", f"/v1/queues/{group}/dead-letters:redrive", {"dead_letter_topic": name}),
+            (
+                "POST",
+                f"/v1/queues/{group}/records:acknowledge",
+                {"worker": "w", "records": [{"topic": name, "partition": 0, "offset": 0}]},
+            ),
+        ]
+        for method, path, request in cases:
+            status, body = api.call(method, path, request)
+            assert (status, body["error"]["code"]) == (400, "INVALID_TOPIC_EXCEPTION"), (path, body)
+            check("Error", body)
+        if name:  # "" means no dead-letter topic
+            status, body = api.call("PUT", f"/v1/queues/{group}", {"dead_letter_topic": name})
+            assert (status, body["error"]["code"]) == (400, "INVALID_CONFIG"), body
+            assert "Topic name is invalid" in body["error"]["message"]
+    admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
+    listed = admin.list_topics(timeout=30).topics
+    assert not [t for t in listed if "/" in t or " " in t or len(t) > 249]
+    status, body = api.call("GET", f"/v1/queues/{group}")
+    assert status == 200 and body["dead_letter_topic"] is None
+    api.close()
+
+
+def test_max_message_bytes_and_topic_configs_apply_to_http_produce(skiff: Skiff) -> None:
+    """A partition's records are one batch, sized as Kafka sizes a producer's: over the
+    topic's max.message.bytes is 413 MESSAGE_TOO_LARGE and nothing is appended."""
+    topic, _ = names()
+    admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"max.message.bytes": "1000"})
+    admin.create_topics([new])[topic].result(timeout=30)
+    api = Api(skiff.http_port)
+    path = f"/v1/topics/{topic}/records"
+    # One record of value length n with no key or headers: 61 + 2 + (n + 7) bytes.
+    status, body = api.call("POST", path, {"records": [{"value": "v" * 930, "partition": 0}]})
+    assert status == 200, body  # 1000 bytes: at the limit
+    status, body = api.call("POST", path, {"records": [{"value": "v" * 931, "partition": 0}]})
+    assert (status, body["error"]["code"]) == (413, "MESSAGE_TOO_LARGE"), body
+    assert body["error"]["message"] == (
+        f"The record batch size in the append to {topic}-0 is 1001 bytes which exceeds "
+        "the maximum configured value of 1000."
+    )
+    check("Error", body)
+    # Records of one partition add up, as in one producer batch.
+    status, body = api.call("POST", path, {"records": [{"value": "v" * 500}] * 2})
+    assert (status, body["error"]["code"]) == (413, "MESSAGE_TOO_LARGE"), body
+    # A compacted topic refuses records without a key, as Produce does.
+    compacted = topic + "-c"
+    new = NewTopic(compacted, 1, 1, config={"cleanup.policy": "compact"})
+    admin.create_topics([new])[compacted].result(timeout=30)
+    status, body = api.call(
+        "POST", f"/v1/topics/{compacted}/records", {"records": [{"value": "v"}]}
+    )
+    assert (status, body["error"]["code"]) == (400, "INVALID_RECORD"), body
+    offsets = admin.list_offsets(
+        {TopicPartition(t, 0): OffsetSpec.latest() for t in (topic, compacted)}
+    )
+    ends = {tp.topic: f.result(timeout=30).offset for tp, f in offsets.items()}
+    assert ends == {topic: 1, compacted: 0}  # only the record at the limit was appended
+    api.close()
+
+
+def test_every_error_is_json(skiff: Skiff) -> None:
+    """Unknown routes, wrong methods, deep or malformed JSON and wrong shapes are the
+    documented JSON errors, never a 500 or plain text."""
+    topic, group = names()
+    create_topic(skiff.bootstrap, topic)
+    api = Api(skiff.http_port)
+    configure(api, group)
+    q = f"/v1/queues/{group}"
+    deep = b'{"topics": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    nested = b'{"lock_ms": ' + b"[" * 500 + b"]" * 500 + b"}"  # parses: a wrong value
+    cases = [
+        ("GET", "/v1/nope", None, 404, "NOT_FOUND"),
+        ("GET", "/nope", None, 404, "NOT_FOUND"),
+        ("DELETE", "/v1/queues", None, 405, "METHOD_NOT_ALLOWED"),
+        ("POST", "/healthz", b"{}", 405, "METHOD_NOT_ALLOWED"),
+        ("POST", q + "/records:read", deep, 400, "MALFORMED_JSON"),
+        ("PUT", q, nested, 400, "INVALID_CONFIG"),
+        ("POST", q + "/records:read", b'{"topics": [{}]}', 400, "INVALID_TOPIC_EXCEPTION"),
+        ("POST", q + "/records:read", b'{"topics": [[1]]}', 400, "INVALID_TOPIC_EXCEPTION"),
+        ("POST", q + "/records:read", b'{"topics": ["t"], "colour": 1}', 400, "INVALID_REQUEST"),
+        ("POST", q + "/records:read", b'{"topics": ["t"], "worker": 0}', 400, "INVALID_REQUEST"),
+        (
+            "POST",
+            f"/v1/topics/{topic}/records",
+            b'{"records": [{"value": "v", "headers": 7}]}',
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "POST",
+            f"/v1/topics/{topic}/records",
+            b'{"records": [{"value": "v", "headers": [{"key": "\\ud800", "value": null}]}]}',
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "POST",
+            q + "/records:acknowledge",
+            b'{"worker": "w", "records": [{"topic": "t", "partition": 0, "offset": 1e400}]}',
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            "POST",
+            q + "/records:acknowledge",
+            json.dumps(
+                {"worker": "w", "records": [{"topic": topic, "partition": 0, "offset": 2**64}]}
+            ).encode(),
+            400,
+            "INVALID_REQUEST",
+        ),
+    ]
+    for method, path, raw, want, code in cases:
+        api.conn.request(method, path, body=raw)
+        resp = api.conn.getresponse()
+        payload = resp.read()
+        assert resp.getheader("Content-Type", "").startswith("application/json"), (path, payload)
+        answer = json.loads(payload)
+        assert (resp.status, answer["error"]["code"]) == (want, code), (path, raw[:60], answer)
+        check("Error", answer)
+        if want == 405:
+            assert resp.getheader("Allow")
     api.close()

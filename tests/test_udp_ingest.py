@@ -168,6 +168,8 @@ def test_framing_keys_headers_and_bad_datagrams(ingest: Ingest) -> None:
         (frame(binary, key=b""), (b"", binary, [])),
         (json_value, (None, json_value, [])),  # not framed: the whole datagram is the value
         (b"", (None, b"", [])),  # an empty datagram: an empty value
+        # A one-record batch of exactly max.message.bytes (61 + 2 + 930 + 7 bytes).
+        (b"p" * 930, (None, b"p" * 930, [])),
     ]
     bad = [
         b"\xff",  # magic only
@@ -177,8 +179,10 @@ def test_framing_keys_headers_and_bad_datagrams(ingest: Ingest) -> None:
         b"\xff\x01\x00\x01\x02\x04\xff\xfe\x00",  # header key not UTF-8
         b"\xff\x01\x01\x01\x00value after the null-value flag",
     ]
-    oversized = b"o" * 1001  # the topic's max.message.bytes is 1000
-    for data in [d for d, _ in good[:3]] + bad + [oversized] + [d for d, _ in good[3:]]:
+    # The topic's max.message.bytes is 1000, counted as Kafka counts a producer's batch:
+    # 931 bytes of value make a 1001-byte batch.
+    oversized = [b"o" * 931, b"o" * 1001]
+    for data in [d for d, _ in good[:3]] + bad + oversized + [d for d, _ in good[3:]]:
         ingest.send(data)
     ingest.wait_stored(len(good))
     messages = consume_all(ingest.server.bootstrap, ingest.topic, len(good))
@@ -196,10 +200,10 @@ def test_framing_keys_headers_and_bad_datagrams(ingest: Ingest) -> None:
             assert m.partition() == (murmur2(key) & 0x7FFFFFFF) % PARTITIONS  # type: ignore[attr-defined]
     stats = ingest.stop()
     assert stats == {
-        "received": len(good) + len(bad) + 1,
+        "received": len(good) + len(bad) + len(oversized),
         "appended": len(good),
         "malformed": len(bad),
-        "oversized": 1,
+        "oversized": len(oversized),
         "dropped_overload": 0,
         "failed": 0,
     }
@@ -296,3 +300,28 @@ def test_missing_topic_without_auto_creation_stops_start_up(
         timeout=60,
     )
     assert lone.returncode == 2 and "--udp-listen and --udp-topic go together" in lone.stderr
+
+
+def test_illegal_topic_name_is_refused_before_start_up() -> None:
+    """--udp-topic is checked by the flag's parser (sidecar/validation): one line, exit 2,
+    before Redis or any socket is touched."""
+    for name in ("bad/name", "my topic", "x" * 250):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sidecar.cli.main",
+                "serve",
+                "--udp-listen",
+                f"127.0.0.1:{free_udp_port()}",
+                "--udp-topic",
+                name,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert "argument --udp-topic: Topic name is invalid" in proc.stderr
+        assert "Traceback" not in proc.stderr

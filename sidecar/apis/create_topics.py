@@ -13,10 +13,11 @@ from typing import Any
 from sidecar.apis.replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
 from sidecar.broker import Broker
 from sidecar.config.admin import AdminError
-from sidecar.config.topic import ConfigError, describe, validate
+from sidecar.config.topic import describe
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.storage.topic_admin import topic_names
+from sidecar.validation.topic_configs import ConfigError, validate
 from sidecar.validation.topic_names import collision_key, invalid_name_reason
 
 API_KEY = 19

@@ -17,6 +17,7 @@ from sidecar.cli import topics as topics_cli
 from sidecar.config import server_properties
 from sidecar.config.settings import HostPort, Settings
 from sidecar.telemetry import logs
+from sidecar.validation import topic_names
 
 
 def _bool(text: str) -> bool:
@@ -372,7 +373,13 @@ def build_parser() -> argparse.ArgumentParser:
         "HOST:PORT to receive UDP datagrams on, each one a record of --udp-topic (docs/udp.md)",
         type=_hostport,
     )
-    _flag(serve, "udp-topic", None, "the topic UDP datagrams are appended to")
+    _flag(
+        serve,
+        "udp-topic",
+        None,
+        "the topic UDP datagrams are appended to",
+        type=topic_names.argument,
+    )
     _flag(
         serve,
         "udp-stats-interval-ms",

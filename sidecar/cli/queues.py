@@ -21,6 +21,7 @@ import urllib.request
 from typing import Any
 
 from sidecar.cli.groups import _json, _table
+from sidecar.validation import topic_names
 
 DEFAULT_HTTP = "http://127.0.0.1:8080"
 
@@ -74,6 +75,7 @@ def add_parser(subparsers: Any) -> None:
     )
     redrive.add_argument(
         "--dead-letter-topic",
+        type=topic_names.argument,
         help="the topic to take them from (default: the group's dead_letter_topic)",
     )
 

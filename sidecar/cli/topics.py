@@ -46,6 +46,7 @@ from sidecar.admin import (
     UnsupportedApi,
 )
 from sidecar.cli.groups import _json, _table, common_arguments
+from sidecar.validation import topic_configs, topic_names
 
 WAIT_STEP = 0.1  # seconds between Metadata polls while a change settles
 
@@ -204,6 +205,10 @@ def run(args: argparse.Namespace) -> int:
         command = _delete_before
     else:
         command = _COMMANDS[args.topics_command]
+        refused = _refused_locally(args)
+        if refused:
+            print(f"error: {refused}; nothing was sent to the broker", file=sys.stderr)
+            return 2
     try:
         return asyncio.run(command(args))
     except AdminError as exc:
@@ -211,6 +216,24 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _refused_locally(args: argparse.Namespace) -> str | None:
+    """What the broker would refuse, checked here first (sidecar/validation, the rules
+    Skiff's brokers apply): a new topic's name and configs, the configs an alteration
+    sets. As Kafka's CLI, a name is not checked where it is only looked up."""
+    try:
+        if args.topics_command == "create":
+            topic_names.check(args.topic)
+            topic_configs.validate(args.config)
+        elif args.topics_command == "alter":
+            for name, value in args.config:
+                topic_configs.check_value(name, value)
+    except topic_names.InvalidTopicName as exc:
+        return f"INVALID_TOPIC_EXCEPTION ({exc})"
+    except topic_configs.ConfigError as exc:
+        return f"INVALID_CONFIG ({exc})"
+    return None
 
 
 def _fail(exc: AdminError, args: argparse.Namespace) -> None:

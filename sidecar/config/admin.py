@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sidecar.config import topic as topic_config
 from sidecar.config.docs import TOPIC_DOCS, TOPIC_ORDER
 from sidecar.config.topic import KEYS, ConfigError, ConfigKey
 from sidecar.protocol import errors
+from sidecar.validation import topic_configs
 
 # ConfigSource ids (DescribeConfigsResponse)
 DYNAMIC_TOPIC_CONFIG = 1
@@ -129,7 +129,7 @@ def check_duplicates_and_nulls(pairs: list[tuple[str, str | None]], null_ok: set
 
 def _validated(overrides: dict[str, str]) -> dict[str, str]:
     try:
-        return topic_config.validate(overrides.items())
+        return topic_configs.validate(overrides.items())
     except ConfigError as exc:
         raise AdminError(errors.INVALID_CONFIG, str(exc)) from None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import reprlib
 from typing import Any
 
 UTF8 = "utf8"
@@ -31,21 +32,21 @@ def encode(raw: bytes | None) -> tuple[str | None, str]:
 
 
 def decode(text: Any, encoding: Any, what: str) -> bytes | None:
+    if encoding not in (UTF8, BASE64):  # a missing marker is UTF8 (the caller's default)
+        raise BadInput(f"{what}_encoding must be 'utf8' or 'base64', got {reprlib.repr(encoding)}")
     if text is None:
         return None
     if not isinstance(text, str):
         raise BadInput(f"{what} must be a string or null")
-    if encoding in (None, UTF8):
+    if encoding == UTF8:
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate escape such as "\ud800"
             raise BadInput(f"{what} is not valid Unicode text; send it as base64") from None
-    if encoding == BASE64:
-        try:
-            return base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            raise BadInput(f"{what} is not valid base64: {text[:40]!r}", "INVALID_BASE64") from None
-    raise BadInput(f"{what}_encoding must be 'utf8' or 'base64', got {encoding!r}")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadInput(f"{what} is not valid base64: {text[:40]!r}", "INVALID_BASE64") from None
 
 
 def record_json(rec: Any) -> dict[str, Any]:

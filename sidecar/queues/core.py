@@ -46,6 +46,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
+import reprlib
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ from sidecar.protocol.record_batch import (
 from sidecar.queues import metrics
 from sidecar.storage import keys, scripts
 from sidecar.storage.store import RedisStore, StoreError
+from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
 
@@ -262,23 +264,30 @@ def validate_config(changes: dict[str, Any]) -> dict[str, Any]:
             continue
         if name == "lock_ms":
             if type(value) is not int or not 1 <= value <= MAX_LOCK_MS:
-                raise QueueError("INVALID_CONFIG", f"lock_ms must be 1..{MAX_LOCK_MS}: {value!r}")
+                raise QueueError(
+                    "INVALID_CONFIG", f"lock_ms must be 1..{MAX_LOCK_MS}: {reprlib.repr(value)}"
+                )
         elif name == "delivery_limit":
             if type(value) is not int or not 1 <= value <= MAX_DELIVERY_LIMIT:
                 raise QueueError(
-                    "INVALID_CONFIG", f"delivery_limit must be 1..{MAX_DELIVERY_LIMIT}: {value!r}"
+                    "INVALID_CONFIG",
+                    f"delivery_limit must be 1..{MAX_DELIVERY_LIMIT}: {reprlib.repr(value)}",
                 )
         elif name == "auto_offset_reset":
             if value not in ("earliest", "latest"):
                 raise QueueError(
-                    "INVALID_CONFIG", f"auto_offset_reset is earliest or latest: {value!r}"
+                    "INVALID_CONFIG",
+                    f"auto_offset_reset is earliest or latest: {reprlib.repr(value)}",
                 )
         elif name == "dead_letter_topic":
             if value is not None and (not isinstance(value, str) or not value):
-                raise QueueError("INVALID_CONFIG", f"dead_letter_topic: {value!r}")
+                raise QueueError("INVALID_CONFIG", f"dead_letter_topic: {reprlib.repr(value)}")
+            reason = value and invalid_name_reason(value)
+            if reason:  # the group would create it: Kafka's rules, as for any topic
+                raise QueueError("INVALID_CONFIG", f"dead_letter_topic: {reason}")
             value = value or ""
         else:
-            raise QueueError("INVALID_CONFIG", f"unknown queue group setting {name!r}")
+            raise QueueError("INVALID_CONFIG", f"unknown queue group setting {reprlib.repr(name)}")
         out[name] = value
     return out
 

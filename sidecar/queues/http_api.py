@@ -2,15 +2,21 @@
 /healthz, /readyz and /metrics. Every route is in the OpenAPI document (openapi.py,
 GET /v1/openapi.json); tests/test_queues_http.py checks both ways.
 
-Errors are JSON {"error": {"code", "message"}}: 400 bad input, 404 unknown group or
-topic, 409 record state (per-record results say which), 503 Redis unavailable."""
+Errors are JSON {"error": {"code", "message"}} on every route of the listener (the
+json_errors middleware: unknown routes, bad methods and oversized bodies too): 400 bad
+input, 404 unknown group, topic or route, 405 method, 409 record state (per-record
+results say which), 413 body or record batch too large, 503 Redis unavailable.
+Topic names, configs and record sizes are checked by sidecar/validation, as on the
+Kafka path."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
+import reprlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +29,8 @@ from sidecar.protocol.record_batch import (
     FLAG_KEY_NULL,
     FLAG_LOG_APPEND,
     FLAG_VALUE_NULL,
+    DecodedBatch,
+    InvalidBatch,
     encode_headers,
 )
 from sidecar.queues import codec, openapi, redrive
@@ -38,6 +46,8 @@ from sidecar.queues.core import (
 from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.store import StoreError
 from sidecar.udp_ingest import partition_for_key
+from sidecar.validation import produce_limits, record_sizes, topic_names
+from sidecar.validation.topic_names import InvalidTopicName
 
 log = logging.getLogger("skiff.queues.http")
 
@@ -45,9 +55,11 @@ MAX_RECORDS = 10_000  # per read or settle request
 MAX_WAIT_MS = 60_000
 MAX_RECHECK_S = 1.0  # a waiting read looks for expired leases at least this often
 MAX_BODY = 16 * 1024 * 1024
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1  # offsets and timestamps (Kafka's longs; Redis stream ids too)
 # Groups made over HTTP: names that need no escaping in URLs (Kafka share groups made by
 # Kafka clients may use any id; the API serves those too, percent-encoded).
-HTTP_GROUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+HTTP_GROUP_ID = re.compile(openapi.NEW_GROUP["pattern"])
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -68,8 +80,51 @@ _SETTLE = {
 }
 
 
+_SHOW = reprlib.Repr()  # values echoed in messages: bounded in length and depth
+_SHOW.maxstring = _SHOW.maxother = 60
+_SHOW.maxlevel = 3
+
+
+def show(value: Any) -> str:
+    return _SHOW.repr(value)
+
+
 def error(status: int, code: str, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message}, **extra}, status=status)
+
+
+# aiohttp's own answers (no route, method not allowed, body too large, ...) as the API's
+# documented JSON errors, for every route of the listener.
+_HTTP_CODES = {
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "REQUEST_TOO_LARGE",
+}
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 404:
+            message = f"no route {request.method} {request.path}: see GET /v1/openapi.json"
+        elif exc.status == 405:
+            allowed = exc.headers.get("Allow", "")
+            message = f"{request.method} is not allowed on {request.path}: allowed {allowed}"
+        elif exc.status == 413:
+            message = f"request bodies are at most {MAX_BODY} B"
+        else:
+            message = exc.reason
+        response = error(exc.status, _HTTP_CODES.get(exc.status, "INVALID_REQUEST"), message)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
+    except Exception as exc:  # a bug in a route outside the queue API: JSON, logged
+        log.exception("%s %s failed", request.method, request.path)
+        return error(500, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
 
 
 class QueueApi:
@@ -99,6 +154,15 @@ class QueueApi:
                 return await handler(request)
             except BadInput as exc:
                 return error(400, exc.code, exc.message)
+            except InvalidTopicName as exc:
+                return error(400, "INVALID_TOPIC_EXCEPTION", str(exc))
+            except InvalidBatch as exc:
+                status = 413 if exc.code.endswith("_TOO_LARGE") else 400
+                return error(status, exc.code, str(exc))
+            except UnicodeEncodeError:  # a lone surrogate ("\ud800") in a JSON string
+                return error(400, "INVALID_REQUEST", "strings must be valid Unicode text")
+            except RecursionError:  # only input nested hundreds deep recurses this far
+                return error(400, "MALFORMED_JSON", "malformed JSON: nested too deeply")
             except QueueError as exc:
                 return error(_STATUS.get(exc.code, 400), exc.code, exc.message)
             except StoreError as exc:
@@ -124,18 +188,27 @@ class QueueApi:
         if not raw:
             return {}
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_float=_number)
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadInput(f"malformed JSON: {exc}", "MALFORMED_JSON") from None
+        except RecursionError:
+            raise BadInput("malformed JSON: nested too deeply", "MALFORMED_JSON") from None
         if not isinstance(body, dict):
             raise BadInput("the request body must be a JSON object")
         return body
 
     @staticmethod
+    def _fields(body: dict[str, Any], allowed: str) -> None:
+        """Unknown fields are refused (400), as the document's schemas say."""
+        if not body.keys() <= _names(allowed):  # one C-level set test per object
+            unknown = sorted(body.keys() - _names(allowed))
+            raise BadInput(f"unknown field(s) {show(unknown)}; allowed: {allowed}")
+
+    @staticmethod
     def _int(body: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
         value = body.get(name, default)
         if type(value) is not int or not low <= value <= high:
-            raise BadInput(f"{name} must be an integer in {low}..{high}, got {value!r}")
+            raise BadInput(f"{name} must be an integer in {low}..{high}, got {show(value)}")
         return value
 
     async def _group(self, request: web.Request) -> str:
@@ -144,8 +217,7 @@ class QueueApi:
         return group
 
     async def _partitions(self, topic: Any) -> int:
-        if not isinstance(topic, str) or not topic:
-            raise BadInput(f"topic names are non-empty strings, got {topic!r}")
+        topic_names.check(topic)
         info = await self.broker.store.get_topic(topic)
         if info is None:
             raise QueueError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
@@ -184,17 +256,22 @@ class QueueApi:
     async def read(self, request: web.Request) -> web.Response:
         group = await self._group(request)
         body = await self._body(request)
+        self._fields(body, "topics max_records wait_ms max_bytes worker")
         topics = body.get("topics")
         if isinstance(topics, str):
             topics = [topics]
         if not isinstance(topics, list) or not topics or len(topics) > 100:
             raise BadInput("topics must be a list of 1..100 topic names")
+        for topic in topics:
+            topic_names.check(topic)
         max_records = self._int(body, "max_records", 100, 1, MAX_RECORDS)
         wait_ms = self._int(body, "wait_ms", 0, 0, MAX_WAIT_MS)
         max_bytes = body.get("max_bytes")
         if max_bytes is not None:
             max_bytes = self._int(body, "max_bytes", 0, 1, 2**31 - 1)
-        worker = body.get("worker") or f"http-{secrets.token_hex(8)}"
+        worker = body.get("worker")
+        if worker is None:
+            worker = f"http-{secrets.token_hex(8)}"
         if not isinstance(worker, str):
             raise BadInput("worker must be a string")
         check_holder(worker)
@@ -257,6 +334,7 @@ class QueueApi:
         async def settle(request: web.Request) -> web.Response:
             group = await self._group(request)
             body = await self._body(request)
+            self._fields(body, "worker records")
             worker = body.get("worker")
             if not isinstance(worker, str):
                 raise BadInput("worker (the id the read answered with) is required")
@@ -268,11 +346,13 @@ class QueueApi:
             for r in records:
                 if not isinstance(r, dict):
                     raise BadInput("each record is {topic, partition, offset}")
+                self._fields(r, "topic partition offset")
                 topic, partition, offset = r.get("topic"), r.get("partition"), r.get("offset")
-                if not isinstance(topic, str) or type(partition) is not int or partition < 0:
-                    raise BadInput(f"each record needs topic and partition: {r!r}")
-                if type(offset) is not int or offset < 0:
-                    raise BadInput(f"offsets are integers >= 0: {r!r}")
+                topic_names.check(topic)
+                if type(partition) is not int or not 0 <= partition <= INT32_MAX:
+                    raise BadInput(f"each record needs topic and partition: {show(r)}")
+                if type(offset) is not int or not 0 <= offset <= INT64_MAX:
+                    raise BadInput(f"offsets are integers in 0..{INT64_MAX}: {show(r)}")
                 by_partition.setdefault((topic, partition), []).append(offset)
             cfg = await self.queues.config(group)
             results: dict[tuple[str, int, int], Any] = {}
@@ -319,6 +399,7 @@ class QueueApi:
     async def reset(self, request: web.Request) -> web.Response:
         group = await self._group(request)
         body = await self._body(request)
+        self._fields(body, "topic partitions to")
         topic = body.get("topic")
         count = await self._partitions(topic)
         partitions = body.get("partitions", list(range(count)))
@@ -327,8 +408,8 @@ class QueueApi:
         ):
             raise BadInput(f"partitions must be a list of partitions of {topic!r} (0..{count - 1})")
         to = body.get("to")
-        if to not in ("earliest", "latest") and (type(to) is not int or to < 0):
-            raise BadInput(f"to is 'earliest', 'latest' or an offset, got {to!r}")
+        if to not in ("earliest", "latest") and (type(to) is not int or not 0 <= to <= INT64_MAX):
+            raise BadInput(f"to is 'earliest', 'latest' or an offset, got {show(to)}")
         out = []
         for p in partitions:
             position = await self.queues.reset(group, topic, p, to)
@@ -338,17 +419,20 @@ class QueueApi:
     async def redrive(self, request: web.Request) -> web.Response:
         group = await self._group(request)
         body = await self._body(request)
+        self._fields(body, "limit dead_letter_topic")
         limit = self._int(body, "limit", 1000, 1, 1_000_000)
         cfg = await self.queues.config(group)
         topic = body.get("dead_letter_topic", cfg.dead_letter_topic)
-        if not isinstance(topic, str) or not topic:
+        if topic is None:
             raise BadInput("the group has no dead_letter_topic: name one in the request")
+        topic_names.check(topic)
         moved, skipped = await redrive.redrive(self.queues, self.broker, group, topic, limit)
         return web.json_response({"moved": moved, "skipped": skipped, "dead_letter_topic": topic})
 
     async def produce(self, request: web.Request) -> web.Response:
-        topic = request.match_info["topic"]
+        topic = topic_names.check(request.match_info["topic"])
         body = await self._body(request)
+        self._fields(body, "records")
         records = body.get("records")
         if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
             raise BadInput(f"records must be a list of 1..{MAX_RECORDS} records")
@@ -362,18 +446,19 @@ class QueueApi:
         for i, r in enumerate(records):
             if not isinstance(r, dict):
                 raise BadInput("each record is an object {key, value, headers, ...}")
-            key = codec.decode(r.get("key"), r.get("key_encoding"), "key")
-            value = codec.decode(r.get("value"), r.get("value_encoding"), "value")
+            self._fields(r, PRODUCE_RECORD_FIELDS)
+            key = codec.decode(r.get("key"), r.get("key_encoding", codec.UTF8), "key")
+            value = codec.decode(r.get("value"), r.get("value_encoding", codec.UTF8), "value")
             headers = []
-            for h in r.get("headers") or []:
-                if not isinstance(h, dict) or not isinstance(h.get("key"), str):
+            given_headers = r.get("headers", [])
+            if not isinstance(given_headers, list):
+                raise BadInput(f"record {i}: headers are [{{key, value}}]")
+            for h in given_headers:
+                if not isinstance(h, dict) or not isinstance(h.get("key"), str) or "value" not in h:
                     raise BadInput(f"record {i}: headers are [{{key, value}}]")
-                headers.append(
-                    (
-                        h["key"],
-                        codec.decode(h.get("value"), h.get("value_encoding"), "header value"),
-                    )
-                )
+                self._fields(h, "key value value_encoding")
+                encoding = h.get("value_encoding", codec.UTF8)
+                headers.append((h["key"], codec.decode(h["value"], encoding, "header value")))
             partition = r.get("partition")
             if partition is None:
                 partition = (
@@ -381,10 +466,14 @@ class QueueApi:
                     if key is not None
                     else i % info.partitions
                 )
-            if type(partition) is not int or not 0 <= partition < info.partitions:
-                raise BadInput(f"record {i}: topic {topic!r} has no partition {partition!r}")
+            if type(partition) is not int or partition < 0:
+                raise BadInput(f"record {i}: partitions are integers >= 0, got {show(partition)}")
+            if partition >= info.partitions:
+                raise QueueError(
+                    "UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} has no partition {partition}"
+                )
             ts = r.get("timestamp", now)
-            if type(ts) is not int or ts < 0:
+            if type(ts) is not int or not 0 <= ts <= INT64_MAX:
                 raise BadInput(f"record {i}: timestamp is epoch milliseconds")
             flags = (
                 (FLAG_LOG_APPEND if log_append else 0)
@@ -394,20 +483,74 @@ class QueueApi:
             batch = by_partition.setdefault(partition, [])
             order.append((partition, len(batch)))
             batch.append((ts, key or b"", value or b"", encode_headers(headers), flags))
+        checked = [
+            (partition, batch, _checked_batch(info.config, topic, partition, batch, now))
+            for partition, batch in by_partition.items()
+        ]  # every partition's batch is checked before anything is appended
         bases: dict[int, int] = {}
         store = self.broker.store
-        for partition, batch in by_partition.items():
-            max_ts = max(b[0] for b in batch)
-            delta = next(i for i, b in enumerate(batch) if b[0] == max_ts)
-            flat = [x for b in batch for x in b]
+        for partition, batch, decoded in checked:
             size = sum(len(b[1]) + len(b[2]) + len(b[3]) for b in batch)
-            args = [len(batch), 1 if log_append else 0, max_ts, delta, -1, -1, -1, *flat]
+            args = [
+                len(batch),
+                1 if log_append else 0,
+                decoded.max_timestamp,
+                decoded.max_timestamp_delta,
+                -1,
+                -1,
+                -1,
+                *decoded.records,
+            ]
             prepared = store.prepare_append(topic, partition, args, size, retention_bytes(info))
             result = await store.append(prepared)
             bases[partition] = result.base_offset
         return web.json_response(
             {"offsets": [{"partition": p, "offset": bases[p] + i} for p, i in order]}
         )
+
+
+PRODUCE_RECORD_FIELDS = "key key_encoding value value_encoding headers partition timestamp"
+
+
+def _checked_batch(
+    config: dict[str, Any],
+    topic: str,
+    partition: int,
+    batch: list[tuple[int, bytes, bytes, bytes, int]],
+    now: int,
+) -> DecodedBatch:
+    """A partition's records checked as Produce checks a producer's batch of them
+    (sidecar/validation: max.message.bytes, keys of compacted topics, timestamps,
+    segment.bytes); raises InvalidBatch. Returns them as the batch Produce would have
+    decoded (max timestamp and its index, flat fields for the append script)."""
+    size = record_sizes.batch_size(
+        (
+            ts,
+            None if flags & FLAG_KEY_NULL else key,
+            None if flags & FLAG_VALUE_NULL else value,
+            headers,
+        )
+        for ts, key, value, headers, flags in batch
+    )
+    produce_limits.check_size(size, config, topic, partition)
+    max_ts = max(b[0] for b in batch)
+    delta = next(i for i, b in enumerate(batch) if b[0] == max_ts)
+    decoded = DecodedBatch(len(batch), -1, -1, -1, max_ts, delta, [x for b in batch for x in b])
+    produce_limits.check_keys(decoded, config, topic, partition)
+    produce_limits.check_batch(decoded, size, config, topic, partition, now)
+    return decoded
+
+
+def _number(text: str) -> int | float:
+    """A JSON number with a fraction or exponent: an int when it is whole (JSON Schema's
+    "integer" includes 5.0, so the document's integers accept it too)."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+@functools.cache
+def _names(fields: str) -> frozenset[str]:
+    return frozenset(fields.split())
 
 
 def _size(records: list[Any]) -> int:
@@ -417,4 +560,5 @@ def _size(records: list[Any]) -> int:
 def add_routes(app: web.Application, broker: Any) -> QueueApi:
     api = QueueApi(broker)
     app.router.add_routes(api.routes())
+    app.middlewares.append(json_errors)
     return api

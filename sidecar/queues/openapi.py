@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.validation import topic_names
+
 REF = "#/components/schemas/"
 
 
@@ -24,14 +26,33 @@ def _obj(props: dict[str, Any], required: list[str] | None = None, extra: bool =
 
 
 INT = {"type": "integer"}
+NINT = {"type": ["integer", "null"]}  # null: leave the setting as it is
 STR = {"type": "string"}
 NSTR = {"type": ["string", "null"]}
+WORKER = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^~]"}
+TOPIC = topic_names.JSON_SCHEMA  # Kafka's topic name rules (sidecar/validation)
+PARTITION = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+OFFSET = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
 ENCODING = {
     "type": "string",
     "enum": ["utf8", "base64"],
     "description": "utf8: the string is the bytes as UTF-8 text; base64: standard base64 "
     "of the bytes (used when they are not valid UTF-8)",
 }
+BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+def _base64_when(field: str) -> dict[str, Any]:
+    """`field` is standard base64 (padded) when its *_encoding marker says base64."""
+    return {
+        "if": {
+            "properties": {f"{field}_encoding": {"const": "base64"}},
+            "required": [f"{field}_encoding"],
+        },
+        "then": {"properties": {field: {"type": ["string", "null"], "pattern": BASE64}}},
+    }
+
+
 ERROR_BODY = _obj(
     {
         "error": _obj({"code": STR, "message": STR}, ["code", "message"]),
@@ -44,10 +65,10 @@ SCHEMAS: dict[str, Any] = {
     "Error": ERROR_BODY,
     "QueueConfigUpdate": _obj(
         {
-            "lock_ms": {**INT, "minimum": 1, "maximum": 3_600_000, "default": 30000},
-            "delivery_limit": {**INT, "minimum": 1, "maximum": 1000, "default": 5},
-            "dead_letter_topic": NSTR,
-            "auto_offset_reset": {"type": "string", "enum": ["earliest", "latest"]},
+            "lock_ms": {**NINT, "minimum": 1, "maximum": 3_600_000, "default": 30000},
+            "delivery_limit": {**NINT, "minimum": 1, "maximum": 1000, "default": 5},
+            "dead_letter_topic": {"anyOf": [TOPIC, {"type": "null"}]},
+            "auto_offset_reset": {"enum": ["earliest", "latest", None]},
         }
     ),
     "QueueConfig": _obj(
@@ -62,7 +83,10 @@ SCHEMAS: dict[str, Any] = {
     ),
     "GroupList": _obj({"groups": {"type": "array", "items": STR}}, ["groups"]),
     "Deleted": _obj({"deleted": STR}, ["deleted"]),
-    "Header": _obj({"key": STR, "value": NSTR, "value_encoding": ENCODING}, ["key", "value"]),
+    "Header": {
+        **_obj({"key": STR, "value": NSTR, "value_encoding": ENCODING}, ["key", "value"]),
+        **_base64_when("value"),
+    },
     "Record": _obj(
         {
             "topic": STR,
@@ -94,13 +118,16 @@ SCHEMAS: dict[str, Any] = {
     "ReadRequest": _obj(
         {
             "topics": {
-                "oneOf": [STR, {"type": "array", "items": STR, "minItems": 1, "maxItems": 100}]
+                "oneOf": [
+                    TOPIC,
+                    {"type": "array", "items": TOPIC, "minItems": 1, "maxItems": 100},
+                ]
             },
             "max_records": {**INT, "minimum": 1, "maximum": 10000, "default": 100},
-            "max_bytes": {**INT, "minimum": 1},
+            "max_bytes": {**INT, "minimum": 1, "maximum": 2**31 - 1},
             "wait_ms": {**INT, "minimum": 0, "maximum": 60000, "default": 0},
             "worker": {
-                **STR,
+                **WORKER,
                 "description": "the worker id leases are held under; one is made up "
                 "(and returned) when absent",
             },
@@ -112,12 +139,12 @@ SCHEMAS: dict[str, Any] = {
         ["worker", "records"],
     ),
     "RecordRef": _obj(
-        {"topic": STR, "partition": {**INT, "minimum": 0}, "offset": {**INT, "minimum": 0}},
+        {"topic": TOPIC, "partition": PARTITION, "offset": OFFSET},
         ["topic", "partition", "offset"],
     ),
     "SettleRequest": _obj(
         {
-            "worker": STR,
+            "worker": WORKER,
             "records": {
                 "type": "array",
                 "items": _ref("RecordRef"),
@@ -203,9 +230,9 @@ SCHEMAS: dict[str, Any] = {
     ),
     "ResetRequest": _obj(
         {
-            "topic": STR,
-            "partitions": {"type": "array", "items": INT},
-            "to": {"oneOf": [{"type": "string", "enum": ["earliest", "latest"]}, INT]},
+            "topic": TOPIC,
+            "partitions": {"type": "array", "items": PARTITION},
+            "to": {"oneOf": [{"type": "string", "enum": ["earliest", "latest"]}, OFFSET]},
         },
         ["topic", "to"],
     ),
@@ -219,7 +246,10 @@ SCHEMAS: dict[str, Any] = {
         ["partitions"],
     ),
     "RedriveRequest": _obj(
-        {"limit": {**INT, "minimum": 1, "default": 1000}, "dead_letter_topic": STR}
+        {
+            "limit": {**INT, "minimum": 1, "maximum": 1_000_000, "default": 1000},
+            "dead_letter_topic": TOPIC,
+        }
     ),
     "RedriveResponse": _obj(
         {"moved": INT, "skipped": INT, "dead_letter_topic": STR},
@@ -232,10 +262,11 @@ SCHEMAS: dict[str, Any] = {
             "value": NSTR,
             "value_encoding": ENCODING,
             "headers": {"type": "array", "items": _ref("Header")},
-            "partition": {**INT, "minimum": 0},
-            "timestamp": {**INT, "minimum": 0},
+            "partition": {**PARTITION, "type": ["integer", "null"]},  # null: by key
+            "timestamp": OFFSET,
         }
-    ),
+    )
+    | {"allOf": [_base64_when("key"), _base64_when("value")]},
     "ProduceRequest": _obj(
         {
             "records": {
@@ -268,23 +299,29 @@ def _op(
     ok: str,
     status: str = "200",
     body: str | None = None,
-    errors: tuple[str, ...] = ("400", "404"),
+    errors: tuple[str, ...] = (),
+    body_required: bool = True,
+    more_params: list[dict[str, Any]] | None = None,
     more: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {status: {"description": "done", **_json(ok)}}
-    for code in errors:
+    for code in ("400", "404", *errors):  # 404 also for a path no route matches
         responses[code] = {"description": "error", **_json("Error")}
     if body:
         responses["413"] = {"description": "body over 16 MiB", **_json("Error")}
     responses["500"] = {"description": "a bug (logged)", **_json("Error")}
     responses["503"] = {"description": "Redis unavailable", **_json("Error")}
     out: dict[str, Any] = {"summary": summary, "responses": {**responses, **(more or {})}}
+    if more_params:
+        out["parameters"] = more_params
     if body:
-        out["requestBody"] = {"required": True, **_json(body)}
+        out["requestBody"] = {"required": body_required, **_json(body)}
     return out
 
 
 GROUP = [{"name": "group", "in": "path", "required": True, "schema": STR}]
+# A group made over HTTP: a name that needs no escaping (what http_api checks).
+NEW_GROUP = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,249}$"}
 
 
 def _settle(verb: str, what: str) -> dict[str, Any]:
@@ -294,7 +331,7 @@ def _settle(verb: str, what: str) -> dict[str, Any]:
             what,
             "SettleResponse",
             body="SettleRequest",
-            errors=("400", "404", "409"),
+            errors=("409",),
         ),
     }
 
@@ -306,14 +343,16 @@ PATHS: dict[str, Any] = {
             "responses": {"200": {"description": "the OpenAPI document"}},
         }
     },
-    "/v1/queues": {"get": _op("List queue groups", "GroupList", errors=())},
+    "/v1/queues": {"get": _op("List queue groups", "GroupList")},
     "/v1/queues/{group}": {
         "parameters": GROUP,
         "put": _op(
             "Create a queue group or change its settings (201 when created)",
             "QueueConfig",
             body="QueueConfigUpdate",
-            errors=("400", "409"),
+            errors=("409",),
+            body_required=False,  # none: the defaults
+            more_params=[{**GROUP[0], "schema": NEW_GROUP}],
             more={"201": {"description": "created", **_json("QueueConfig")}},
         ),
         "get": _op("Describe a queue group: settings and per-partition state", "Description"),
@@ -349,10 +388,11 @@ PATHS: dict[str, Any] = {
             "Move the group's dead letters back to their topics and partitions",
             "RedriveResponse",
             body="RedriveRequest",
+            body_required=False,
         ),
     },
     "/v1/topics/{topic}/records": {
-        "parameters": [{"name": "topic", "in": "path", "required": True, "schema": STR}],
+        "parameters": [{"name": "topic", "in": "path", "required": True, "schema": TOPIC}],
         "post": _op("Append records to a topic", "ProduceResponse", body="ProduceRequest"),
     },
 }

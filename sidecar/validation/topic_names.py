@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import re
+import reprlib
 
 MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+LEGAL_CHARS = "[a-zA-Z0-9._-]"
+_LEGAL = re.compile(LEGAL_CHARS + "+")
+# The same rules as a JSON Schema (the HTTP API's OpenAPI document).
+JSON_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_NAME_LENGTH,
+    "pattern": f"^{LEGAL_CHARS}+$",
+    "not": {"enum": [".", ".."]},
+    "description": f"1-{MAX_NAME_LENGTH} characters of A-Z a-z 0-9 . _ - (not '.' or '..')",
+}
+
+
+class InvalidTopicName(ValueError):
+    """A topic name Kafka refuses (INVALID_TOPIC_EXCEPTION); str() is Kafka's message."""
 
 
 def invalid_name_reason(name: str | None) -> str | None:
@@ -25,6 +41,25 @@ def invalid_name_reason(name: str | None) -> str | None:
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return None
+
+
+def check(name: object) -> str:
+    """`name` if it is a legal topic name; raises InvalidTopicName otherwise."""
+    if not isinstance(name, str):
+        shown = reprlib.repr(name)
+        raise InvalidTopicName(f"Topic name is invalid: topic names are strings, got {shown}")
+    reason = invalid_name_reason(name)
+    if reason:
+        raise InvalidTopicName(reason)
+    return name
+
+
+def argument(text: str) -> str:
+    """argparse `type=` for a topic name: a bad one is a usage error before anything runs."""
+    try:
+        return check(text)
+    except InvalidTopicName as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def collision_key(name: str) -> str:
