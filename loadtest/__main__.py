@@ -7,8 +7,8 @@ Without --bootstrap it starts `skiff serve` on a free loopback port with its emb
 redis-server (data in a temporary directory) and stops it afterwards. Reports:
 <report-dir>/skiff_stats.csv, _failures.csv, _exceptions.csv, _stats_history.csv and
 skiff.html. The exit code is locust's (1 when any request failed); 2 for a bad argument;
-130 when interrupted (Ctrl-C is passed on to locust, which writes its reports, and the
-local Skiff is stopped).
+130 when interrupted (Ctrl-C stops locust, which writes its CSV reports, and the local
+Skiff).
 """
 
 from __future__ import annotations
@@ -81,13 +81,14 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, wait_s: floa
 
 
 def _run_locust(command: list[str], stop_timeout: int) -> int:
-    """Locust's exit code; Ctrl-C is passed on (in a terminal locust got it too) so it
-    stops its users and writes its reports, then KeyboardInterrupt goes on."""
+    """Locust's exit code. On Ctrl-C locust gets SIGTERM (SIGINT would give a traceback
+    while it is still importing), stops its users and writes its reports; then
+    KeyboardInterrupt goes on."""
     locust = subprocess.Popen(command)
     try:
         return locust.wait()
     except KeyboardInterrupt:
-        _stop(locust, signal.SIGINT, stop_timeout + 30)
+        _stop(locust, signal.SIGTERM, stop_timeout + 30)
         raise
 
 
