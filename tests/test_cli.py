@@ -199,6 +199,10 @@ def test_no_command_and_bad_subcommand_arguments_are_one_line() -> None:
     assert "expected HOST:PORT" in line
     line = _one_error_line(_serve("groups", "list", "--bootstrap", "127.0.0.1:99999"))
     assert "above 65535" in line
+    for args in (["topics", "list"], ["groups", "list"], ["queues", "list"]):
+        for timeout in ("-1", "nan", "soon"):
+            line = _one_error_line(_serve(*args, "--timeout", timeout))
+            assert "--timeout: expected a positive number of seconds" in line, line
 
 
 def test_admin_commands_against_an_unreachable_bootstrap_say_so() -> None:
@@ -208,6 +212,10 @@ def test_admin_commands_against_an_unreachable_bootstrap_say_so() -> None:
         assert proc.returncode == 1, proc.stderr
         assert "Traceback" not in proc.stderr
         assert f"Is Skiff running at 127.0.0.1:{port}?" in proc.stderr
+    proc = _serve("queues", "list", "--http", f"http://u:Secr3tPw@127.0.0.1:{port}")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot reach http://u:***@127.0.0.1" in proc.stderr
+    assert "Secr3tPw" not in proc.stderr
 
 
 def _interrupt_after(cmd: list[str], log: Path, first_line: str, timeout: float = 90) -> int:
