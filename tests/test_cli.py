@@ -6,6 +6,7 @@ Ctrl-C during start-up is one line (exit status 130), in skiff, pipeline-demo an
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import signal
 import socket
 import subprocess
@@ -146,6 +147,7 @@ def test_start_up_mistakes_are_one_line_saying_what_to_do(tmp_path: Path) -> Non
             (["--redis-url", "redis://h:port/0"], "is malformed"),
             (["--data-dir", str(a_file)], "is a file, not a directory: pick another --data-dir"),
             (["--data-dir", str(a_file / "sub")], "cannot be created (Not a directory): pick"),
+            (["--data-dir", str(tmp_path / ("d" * 120))], "is too deep: the embedded Redis"),
             (["--log-level", "LOUD", *redis], "expected one of DEBUG, INFO, WARNING, ERROR"),
             (["--num-partitions", "-5", *redis], "must be at least 1, got -5"),
             (["--num-partitions", "3.5", *redis], "expected an integer, got '3.5'"),
@@ -162,6 +164,20 @@ def test_start_up_mistakes_are_one_line_saying_what_to_do(tmp_path: Path) -> Non
             line = _one_error_line(_serve("serve", *args))
             assert says in line, (args, line)
             assert line.startswith("skiff"), line
+
+
+def test_a_bad_environment_variable_is_named() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli.main", "serve"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SKIFF_NUM_PARTITIONS": "many"},
+    )
+    line = _one_error_line(proc)
+    assert "--num-partitions: expected an integer, got 'many'" in line
+    assert "$SKIFF_NUM_PARTITIONS" in line
 
 
 def test_workers_with_a_busy_port_plus_i_fail_at_once() -> None:

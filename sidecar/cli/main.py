@@ -8,6 +8,7 @@ import importlib.metadata
 import logging
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ class OneLineParser(argparse.ArgumentParser):
     usage text, which for `serve` is 60 lines that hide the error."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        flag = re.match(r"argument --([\w-]+)", message)
+        env = "SKIFF_" + flag[1].upper().replace("-", "_") if flag else ""
+        if flag and env in os.environ:  # the value may have come from the environment
+            message += f" (set by --{flag[1]} or ${env})"
         self.exit(EXIT_MISTAKE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

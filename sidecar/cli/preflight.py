@@ -24,6 +24,9 @@ REDIS_SCHEMES = (
 )
 
 
+UNIX_PATH_MAX = 107  # sun_path is 108 bytes on Linux, NUL included
+
+
 class Mistake(ValueError):
     """A start-up setting that cannot work; the message says what to do."""
 
@@ -70,6 +73,12 @@ def check_data_dir(path: Path) -> None:
         ) from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise Mistake(f"{what} is not writable: pick a --data-dir you can write")
+    sock = path.resolve() / "redis.sock"  # the embedded redis-server's unix socket
+    if len(os.fsencode(sock)) > UNIX_PATH_MAX:
+        raise Mistake(
+            f"{what} is too deep: the embedded Redis socket {sock} would be longer than "
+            f"{UNIX_PATH_MAX} bytes; pick a shorter --data-dir"
+        )
 
 
 def _check_port(hp: HostPort, flag: str, kind: int) -> None:
