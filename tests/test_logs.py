@@ -148,8 +148,10 @@ def _skiff_output(tmp_path: Path, url: str, *, must_start: bool) -> str:
     log = tmp_path / f"skiff-{time.monotonic_ns()}.log"
     if must_start:
         skiff = start_skiff(log, "--redis-url", url)
-        stop_process(skiff.proc)
-        assert skiff.proc.returncode == 0, skiff.log()
+        try:
+            _wait_for_text(log, "listening on")  # the start-up line, naming the Redis
+        finally:
+            stop_process(skiff.proc)
         return skiff.log()
     proc = subprocess.run(
         [sys.executable, "-m", "sidecar.cli.main", "serve", "--listen", f"127.0.0.1:{free_port()}",
