@@ -6,7 +6,9 @@
 Without --bootstrap it starts `skiff serve` on a free loopback port with its embedded
 redis-server (data in a temporary directory) and stops it afterwards. Reports:
 <report-dir>/skiff_stats.csv, _failures.csv, _exceptions.csv, _stats_history.csv and
-skiff.html. The exit code is locust's (1 when any request failed).
+skiff.html. The exit code is locust's (1 when any request failed); 2 for a bad argument;
+130 when interrupted (Ctrl-C stops locust, which writes its CSV reports, and the local
+Skiff).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,6 +48,16 @@ def _start_skiff(data_dir: Path, partitions: int) -> tuple[subprocess.Popen[byte
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=HERE.parent,
     )
     log.close()
+    try:
+        return _wait_listening(proc, port, data_dir)
+    except BaseException:  # Ctrl-C included: no Skiff left behind
+        _stop(proc)
+        raise
+
+
+def _wait_listening(
+    proc: subprocess.Popen[bytes], port: int, data_dir: Path
+) -> tuple[subprocess.Popen[bytes], str]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -54,8 +67,52 @@ def _start_skiff(data_dir: Path, partitions: int) -> tuple[subprocess.Popen[byte
                 return proc, f"127.0.0.1:{port}"
         except OSError:
             time.sleep(0.1)
-    proc.kill()
     raise SystemExit(f"skiff did not listen within 60 s; see {data_dir}/skiff.log")
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, wait_s: float = 30) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _run_locust(command: list[str], stop_timeout: int) -> int:
+    """Locust's exit code. On Ctrl-C locust gets SIGTERM (SIGINT would give a traceback
+    while it is still importing), stops its users and writes its reports; then
+    KeyboardInterrupt goes on."""
+    locust = subprocess.Popen(command)
+    try:
+        return locust.wait()
+    except KeyboardInterrupt:
+        _stop(locust, signal.SIGTERM, stop_timeout + 30)
+        raise
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
 
 
 def locust_command(args: argparse.Namespace, bootstrap: str, extra: list[str]) -> list[str]:
@@ -71,22 +128,33 @@ def locust_command(args: argparse.Namespace, bootstrap: str, extra: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("[loadtest] interrupted; the local skiff is stopped", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: a local Skiff)")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="mixed")
-    parser.add_argument("--users", type=int, default=4)
-    parser.add_argument("--spawn-rate", type=float, default=4)
+    parser.add_argument("--users", type=_at_least(1), default=4)
+    parser.add_argument("--spawn-rate", type=_positive, default=4)
     parser.add_argument("--run-time", default="60s", help="locust --run-time (e.g. 60s, 5m)")
-    parser.add_argument("--stop-timeout", type=int, default=15,
+    parser.add_argument("--stop-timeout", type=_at_least(0), default=15,
                         help="seconds users get to finish their task at the end")
-    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--partitions", type=_at_least(1), default=6)
     parser.add_argument("--report-dir", default="loadtest-report")
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a != "--"]
     if args.scenario == "consume" and not any(a.startswith("--prefill") for a in extra):
         extra += ["--prefill", "100000"]
-    Path(args.report_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(args.report_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--report-dir {args.report_dir!r}: {exc.strerror or exc}")
 
     skiff = None
     with tempfile.TemporaryDirectory(prefix="skiff-loadtest-") as tmp:
@@ -95,15 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             skiff, bootstrap = _start_skiff(Path(tmp), args.partitions)
             print(f"[loadtest] local skiff on {bootstrap} (pid {skiff.pid})", file=sys.stderr)
         try:
-            return subprocess.call(locust_command(args, bootstrap, extra))
+            return _run_locust(locust_command(args, bootstrap, extra), args.stop_timeout)
         finally:
             if skiff is not None:
-                os.kill(skiff.pid, signal.SIGTERM)
-                try:
-                    skiff.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    skiff.kill()
-                    skiff.wait()
+                _stop(skiff)
 
 
 if __name__ == "__main__":

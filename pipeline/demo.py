@@ -8,6 +8,9 @@ runs pipeline/revenue.py's job on a local Spark until it has caught up with the 
 and prints the revenue per product and window from the Parquet
 output, checked against the same aggregation computed in plain Python. The work dir
 (Skiff's data, Parquet, checkpoints) is emptied at the start of each run.
+
+Exit status: 0 the check passed, 1 it did not (or Skiff failed), 2 a bad argument,
+130 interrupted (Ctrl-C stops Skiff and Spark and prints one line).
 """
 
 from __future__ import annotations
@@ -113,29 +116,76 @@ def start_embedded_skiff(data_dir: Path, log: Path) -> tuple[subprocess.Popen[by
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
+    try:
+        _wait_listening(proc, port, log)
+    except BaseException:  # Ctrl-C included: no Skiff left behind
+        _stop(proc)
+        raise
+    return proc, f"127.0.0.1:{port}", f"unix://{(data_dir / 'redis.sock').resolve()}"
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
     deadline = time.monotonic() + 60
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"skiff exited ({proc.returncode}); see {log}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
+            return
         except OSError:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"skiff did not listen on {port}; see {log}") from None
             time.sleep(0.1)
-    return proc, f"127.0.0.1:{port}", f"unix://{(data_dir / 'redis.sock').resolve()}"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--orders", type=int, default=5000)
+    try:
+        sys.exit(_main())
+    except KeyboardInterrupt:
+        print("[demo] interrupted; Skiff stopped", file=sys.stderr)
+        sys.exit(130)
+    except RuntimeError as exc:  # Skiff did not start
+        print(f"[demo] error: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _main() -> int:
+    parser = argparse.ArgumentParser(prog="pipeline-demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--orders", type=_positive, default=5000)
     parser.add_argument("--source", choices=("skiff", "kafka"), default="skiff")
     parser.add_argument("--work-dir", type=Path, default=Path("pipeline-demo-data"))
     args = parser.parse_args()
     work: Path = args.work_dir.resolve()
     shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    try:
+        work.mkdir(parents=True)
+    except OSError as exc:
+        print(
+            f"pipeline-demo: error: --work-dir {str(work)!r}: {exc.strerror or exc}; "
+            "pick a directory you can write",
+            file=sys.stderr,
+        )
+        return 2
     print(f"[demo] starting Skiff with its embedded Redis in {work / 'skiff'}", flush=True)
     proc, bootstrap, redis_url = start_embedded_skiff(work / "skiff", work / "skiff.log")
     try:
@@ -154,15 +204,14 @@ def main() -> None:
         )
         spark.stop()
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        _stop(proc)
     ok = same(outcome.spark_rows, outcome.expected)
     print(
         f"[demo] {len(outcome.spark_rows)} (window, product) aggregates in "
         f"{work / 'revenue.parquet'}, {outcome.topic_records} records in topic revenue; "
         f"plain-Python check: {'OK' if ok else 'MISMATCH'}"
     )
-    sys.exit(0 if ok else 1)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -39,6 +39,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_block(count: int) -> int:
+    """A port P with P .. P + count - 1 free just now (`serve --workers N` listens on
+    P + i, and refuses to start when one is taken)."""
+    while True:
+        base = free_port()
+        try:
+            for offset in range(1, count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        return base
+
+
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -127,8 +141,10 @@ class Skiff:
 def start_skiff(
     log_path: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
 ) -> Skiff:
-    port = port or free_port()
-    http_port = free_port()  # each sidecar its own (args may still say --http-listen)
+    workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
+    port = port or free_port_block(workers)
+    # each sidecar its own (args may still say --http-listen)
+    http_port = free_port_block(workers)
     log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
     cmd = [
         sys.executable,

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import datetime
 import json
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,6 +46,17 @@ TopicSpec = tuple[str, list[int] | None]  # a topic, and its partitions (None: a
 
 
 # -- arguments -----------------------------------------------------------------------------
+
+
+def positive_seconds(text: str) -> float:
+    """--timeout: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _bootstrap(text: str) -> str:
@@ -108,7 +120,7 @@ def common_arguments() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=30.0,
         help="seconds to wait for the cluster, retries included (default 30)",
     )

@@ -4,20 +4,66 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import logging
+import math
 import os
+import re
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 from sidecar.cli import groups as groups_cli
+from sidecar.cli import preflight
 from sidecar.cli import queues as queues_cli
 from sidecar.cli import topics as topics_cli
 from sidecar.config import server_properties
 from sidecar.config.settings import HostPort, Settings
 from sidecar.telemetry import logs
 from sidecar.validation import topic_names
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# Exit statuses: 2 a mistake in the command line or configuration (one line says what
+# to fix), 1 a failure at run time (e.g. Redis unreachable), 130 interrupted (Ctrl-C).
+EXIT_MISTAKE, EXIT_INTERRUPTED = 2, 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line on stderr (with where to get help), not the
+    usage text, which for `serve` is 60 lines that hide the error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        flag = re.match(r"argument --([\w-]+)", message)
+        env = "SKIFF_" + flag[1].upper().replace("-", "_") if flag else ""
+        if flag and env in os.environ:  # the value may have come from the environment
+            message += f" (set by --{flag[1]} or ${env})"
+        self.exit(EXIT_MISTAKE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("skiff")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "unknown"
+
+
+def _log_level(text: str) -> str:
+    level = text.strip().upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(LOG_LEVELS)}, got {text!r}")
+    return level
+
+
+def _positive(text: str) -> float:
+    """A positive, finite number (seconds, minutes)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
 
 
 def _bool(text: str) -> bool:
@@ -47,7 +93,7 @@ def _at_least(low: int) -> Any:
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text.strip())
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < low:
@@ -104,7 +150,8 @@ def _flag(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="skiff", description="Kafka protocol on Redis Streams")
+    parser = OneLineParser(prog="skiff", description="Kafka protocol on Redis Streams")
+    parser.add_argument("--version", action="version", version=f"skiff {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the Kafka listener (every flag also reads SKIFF_*)")
     serve.add_argument(
@@ -138,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
         "redis-connect-timeout",
         "30",
         "seconds to wait for Redis at start-up",
-        type=float,
+        type=_positive,
     )
     _flag(serve, "auto-create-topics", "true", "auto.create.topics.enable", type=_bool)
     _flag(
@@ -149,13 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
         "gets UNKNOWN_TOPIC_OR_PARTITION (-1: no limit)",
         type=_at_least(-1),
     )
-    _flag(serve, "num-partitions", "1", "partitions of auto-created topics", type=int)
+    _flag(serve, "num-partitions", "1", "partitions of auto-created topics", type=_at_least(1))
     _flag(
         serve,
         "max-request-bytes",
         str(100 * 1024 * 1024),
         "largest request frame accepted",
-        type=int,
+        type=_at_least(1),
     )
     _flag(
         serve,
@@ -239,47 +286,61 @@ def build_parser() -> argparse.ArgumentParser:
         "may be",
         type=_at_least(0),
     )
-    _flag(serve, "node-id", "-1", "broker node id; -1 picks the lowest free one", type=int)
+    _flag(
+        serve, "node-id", "-1", "broker node id; -1 picks the lowest free one", type=_at_least(-1)
+    )
     _flag(
         serve,
         "broker-session-timeout-ms",
         "9000",
         "how long a sidecar stays registered (and keeps its groups) without renewing",
-        type=int,
+        type=_at_least(1),
     )
     _flag(
         serve,
         "broker-heartbeat-interval-ms",
         "2000",
         "how often a sidecar renews its registration",
-        type=int,
+        type=_at_least(1),
     )
     _flag(
         serve,
         "group-initial-rebalance-delay-ms",
         "3000",
         "group.initial.rebalance.delay.ms",
-        type=int,
+        type=_at_least(0),
     )
-    _flag(serve, "group-min-session-timeout-ms", "6000", "group.min.session.timeout.ms", type=int)
     _flag(
-        serve, "group-max-session-timeout-ms", "1800000", "group.max.session.timeout.ms", type=int
+        serve,
+        "group-min-session-timeout-ms",
+        "6000",
+        "group.min.session.timeout.ms",
+        type=_at_least(0),
+    )
+    _flag(
+        serve,
+        "group-max-session-timeout-ms",
+        "1800000",
+        "group.max.session.timeout.ms",
+        type=_at_least(0),
     )
     _flag(
         serve,
         "offsets-retention-minutes",
         "10080",
         "offsets.retention.minutes (fractions allowed)",
-        type=float,
+        type=_positive,
     )
     _flag(
         serve,
         "offsets-retention-check-interval-ms",
         "600000",
         "offsets.retention.check.interval.ms",
-        type=int,
+        type=_at_least(1),
     )
-    _flag(serve, "offset-metadata-max-bytes", "4096", "offset.metadata.max.bytes", type=int)
+    _flag(
+        serve, "offset-metadata-max-bytes", "4096", "offset.metadata.max.bytes", type=_at_least(0)
+    )
     _flag(
         serve,
         "min-insync-replicas",
@@ -288,14 +349,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_at_least(1),
     )
     _flag(
-        serve, "producer-id-expiration-ms", "86400000", "producer.id.expiration.ms", type=int
+        serve,
+        "producer-id-expiration-ms",
+        "86400000",
+        "producer.id.expiration.ms",
+        type=_at_least(1),
     )
     _flag(
         serve,
         "transactional-id-expiration-ms",
         "604800000",
         "transactional.id.expiration.ms",
-        type=int,
+        type=_at_least(1),
     )
     _flag(
         serve,
@@ -310,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-1",
         "log.retention.bytes: default of the topic config retention.bytes, per partition "
         "(-1: no size limit)",
-        type=int,
+        type=_at_least(-1),
     )
     _flag(
         serve,
@@ -365,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
         "SIGTERM: how long in-flight requests may take before everything is closed",
         type=_at_least(0),
     )
-    _flag(serve, "log-level", "INFO", "DEBUG, INFO, WARNING")
+    _flag(serve, "log-level", "INFO", ", ".join(LOG_LEVELS), type=_log_level)
     _flag(
         serve,
         "udp-listen",
@@ -410,14 +475,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_at_least(1),
     )
     _flag(
-        serve, "group-share-session-timeout-ms", "45000", "group.share.session.timeout.ms", type=int
+        serve,
+        "group-share-session-timeout-ms",
+        "45000",
+        "group.share.session.timeout.ms",
+        type=_at_least(1),
     )
     _flag(
         serve,
         "group-share-heartbeat-interval-ms",
         "5000",
         "group.share.heartbeat.interval.ms",
-        type=int,
+        type=_at_least(1),
     )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
@@ -452,12 +521,20 @@ def _load_config(argv: list[str]) -> server_properties.ServerProperties | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _run(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        # Ctrl-C before the sidecar is up (once it is, SIGINT is a graceful stop).
+        print("skiff: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str]) -> int:
     try:
         config = _load_config(argv)
     except server_properties.ConfigFileError as exc:
         print(f"skiff: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_MISTAKE
     parser = build_parser()
     args = parser.parse_args(argv)
     logs.configure(str(args.log_level), getattr(args, "log_format", "text"))
@@ -522,9 +599,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")
+    if args.workers > 1 and args.listen.port == 0:
+        parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
+    try:
+        preflight.check(settings, args.workers)
+    except preflight.Mistake as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
     if args.workers > 1:
-        if args.listen.port == 0:
-            parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
         from sidecar.process.workers import run
 
         return run(settings, args.workers, str(args.log_level), args.log_format)
@@ -535,8 +617,12 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         logging.getLogger("skiff").error("%s", exc)
         return 1
-    except KeyboardInterrupt:
-        pass
+    except OSError as exc:
+        # An address taken between the preflight check and the bind.
+        print(
+            f"skiff serve: error: {exc}; pick another address or stop what uses it", file=sys.stderr
+        )
+        return EXIT_MISTAKE
     return 0
 
 

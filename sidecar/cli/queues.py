@@ -20,7 +20,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from sidecar.cli.groups import _json, _table
+from sidecar.cli.groups import _json, _table, positive_seconds
+from sidecar.telemetry.redact import redact_url
 from sidecar.validation import topic_names
 
 DEFAULT_HTTP = "http://127.0.0.1:8080"
@@ -40,7 +41,10 @@ def _common() -> argparse.ArgumentParser:
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of tables")
     common.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds to wait for an answer (default 60)"
+        "--timeout",
+        type=positive_seconds,
+        default=60.0,
+        help="seconds to wait for an answer (default 60)",
     )
     return common
 
@@ -100,8 +104,8 @@ def _call(args: argparse.Namespace, method: str, path: str, body: Any = None) ->
         raise CliError(message) from None
     except (urllib.error.URLError, OSError) as exc:
         raise CliError(
-            f"cannot reach {args.http}: {getattr(exc, 'reason', exc)}. Is a sidecar serving "
-            "HTTP there? Point --http (or $SKIFF_HTTP) at its --http-listen address."
+            f"cannot reach {redact_url(args.http)}: {getattr(exc, 'reason', exc)}. Is a sidecar "
+            "serving HTTP there? Point --http (or $SKIFF_HTTP) at its --http-listen address."
         ) from None
 
 

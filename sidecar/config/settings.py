@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -16,6 +16,8 @@ class HostPort:
         host, sep, port = text.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"expected HOST:PORT, got {text!r}")
+        if int(port) > 65535:
+            raise ValueError(f"port {int(port)} in {text!r} is above 65535")
         return cls(host.strip("[]") or "0.0.0.0", int(port))
 
     def __str__(self) -> str:
@@ -26,7 +28,7 @@ class HostPort:
 class Settings:
     listen: HostPort = HostPort("127.0.0.1", 9092)
     advertise: HostPort | None = None
-    redis_url: str | None = None
+    redis_url: str | None = field(default=None, repr=False)  # may hold a password
     redis_connect_timeout: float = 30.0
     data_dir: Path = Path("skiff-data")
     auto_create_topics: bool = True

@@ -82,7 +82,7 @@ def _worker_main(
     handler.addFilter(_WorkerTag(index))
     if log_format == "text":
         handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s [w%(worker)d] %(name)s: %(message)s")
+            logs.TextFormatter("%(asctime)s %(levelname)s [w%(worker)d] %(name)s: %(message)s")
         )
     from sidecar.process.app import serve
 

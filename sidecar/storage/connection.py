@@ -46,6 +46,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sidecar.storage import cluster_client, multi_host_url, resilience
 from sidecar.storage.instrumented import instrument
+from sidecar.telemetry.redact import redact_url
 
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 HEALTH_CHECK_INTERVAL_S = 30
@@ -157,12 +158,8 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for logs."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        auth, _, tail = rest.partition("@")
-        return f"{scheme}://{auth.split(':')[0] + ':' if ':' in auth else ''}***@{tail}"
-    return url
+    """The URL without its password (userinfo and query parameters), for logs."""
+    return redact_url(url)
 
 
 def client_for(url: str, timeout_s: float) -> Any:
