@@ -141,3 +141,18 @@ def with_null_array(api_key: int, version: int, path: str) -> bytes:
         return empty[:at] + b"\x00" + empty[at + 1 :]
     assert empty[at - 3 : at + 1] == bytes(4)
     return empty[: at - 3] + b"\xff\xff\xff\xff" + empty[at + 1 :]
+
+
+def flexible_header(api_key: int, version: int) -> bool:
+    """Whether the request header is v2 (it has a tagged-field section)."""
+    return version not in getattr(apis.HANDLERS[api_key], "DECODERS", {}) and bool(
+        request_type(api_key, version).__flexible__
+    )
+
+
+def frame(api_key: int, version: int, body: bytes, correlation_id: int) -> bytes:
+    """A whole request frame, size prefix included, with client id "fuzz"."""
+    header = struct.pack(">hhih", api_key, version, correlation_id, 4) + b"fuzz"
+    if flexible_header(api_key, version):
+        header += b"\x00"
+    return struct.pack(">i", len(header) + len(body)) + header + body

@@ -37,6 +37,7 @@ NONE = 0
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
 INVALID_RECORD = 87
 
@@ -406,6 +407,19 @@ def test_null_arrays_as_kafka_treats_them(skiff: Skiff) -> None:
         assert re.search(
             rf"closing connection 127\.0\.0\.1:{port}: .*non-nullable field \w+\.{field} ", log
         ), f"no close reason logged for {field} (port {port})"
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_null_topic_name_before_v12(skiff: Skiff, version: int) -> None:
+    """Names are nullable from v10 but ids are served from v12 only: Kafka answers
+    INVALID_REQUEST (it was a traceback and a closed connection: the response of these
+    versions has no null name)."""
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(
+            METADATA, version, {"topics": [{"name": None, "topic_id": uuid.uuid4()}]}
+        )
+        assert [(t.name, t.error_code) for t in resp.topics] == [("", INVALID_REQUEST)]
+    assert "Traceback" not in skiff.log()
 
 
 def test_answers_already_sent_survive_a_later_bad_frame(skiff: Skiff) -> None:
