@@ -76,6 +76,7 @@ def test_coverage_guided_decoding(tmp_path: Path) -> None:
             "-rss_limit_mb=2048",
             "-malloc_limit_mb=512",  # one allocation over this is a finding
             "-print_final_stats=1",
+            f"-artifact_prefix={tmp_path}/",  # a finding's input, named in the output
         ],
         cwd=ROOT,
         capture_output=True,
