@@ -16,6 +16,7 @@ from kio.serial._introspect import (
     EntityTupleField,
     PrimitiveTupleField,
     classify_field,
+    get_field_tag,
     get_schema_field_type,
 )
 from rawkafka import (
@@ -30,7 +31,7 @@ from rawkafka import (
 )
 
 from sidecar import apis
-from sidecar.protocol.bounds import nullable as _nullable
+from sidecar.protocol.bounds import nullable
 
 TOPIC = "fuzz-samples"
 BATCH = build_batch([Rec(b"value", b"key", (("h", b"v"),))])
@@ -106,15 +107,23 @@ def kio_decoded() -> Iterator[tuple[int, int]]:
             yield key, version
 
 
-def array_paths(entity_type: type, prefix: str = "") -> Iterator[tuple[str, bool]]:
-    """Every array field of the schema as (dotted path, nullable in this version), nested
-    ones through the first item of their parent arrays."""
+def null_paths(entity_type: type, prefix: str = "") -> Iterator[tuple[str, str, bool]]:
+    """Every field that has a null on the wire, as (dotted path, "array" | "string" |
+    "bytes", nullable in this version); nested ones through the first item of their
+    parent arrays. Tagged fields are left out: their null is their absence."""
     for f in fields(entity_type):
         kind = classify_field(f)
-        if kind.is_array:
-            yield prefix + f.name, _nullable(f)
+        if get_field_tag(f) is None:
+            if kind.is_array:
+                yield prefix + f.name, "array", nullable(f)
+            elif not isinstance(kind, EntityField):
+                kafka_type = get_schema_field_type(f)
+                if kafka_type == "string":
+                    yield prefix + f.name, "string", nullable(f)
+                elif kafka_type in ("bytes", "records"):
+                    yield prefix + f.name, "bytes", nullable(f)
         if isinstance(kind, EntityTupleField | EntityField):
-            yield from array_paths(kind.type_, f"{prefix}{f.name}.")
+            yield from null_paths(kind.type_, f"{prefix}{f.name}.")
 
 
 def _set(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -127,20 +136,25 @@ def _set(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return {**data, head: _set(inner, rest, value)}
 
 
-def with_null_array(api_key: int, version: int, path: str) -> bytes:
-    """The sample body with the array at `path` null (length -1, or compact 0), whether
+_EMPTY: dict[str, Any] = {"array": [], "string": "", "bytes": b""}
+_LEGACY_WIDTH = {"array": 4, "string": 2, "bytes": 4}
+
+
+def with_null(api_key: int, version: int, path: str, kind: str) -> bytes:
+    """The sample body with the field at `path` null (length -1, or compact 0), whether
     or not the schema allows it: kio writes only what its schema allows, so the null is
-    put where an empty and a one-item array first differ."""
+    put where the field's empty and sample values first differ (in its length)."""
     entity_type = request_type(api_key, version)
     data = sample(entity_type)
-    empty = encode(make(entity_type, _set(data, path, [])))
+    empty = encode(make(entity_type, _set(data, path, _EMPTY[kind])))
     full = encode(make(entity_type, data))
     at = next(i for i, (a, b) in enumerate(zip(empty, full, strict=False)) if a != b)
     if entity_type.__flexible__:
         assert empty[at] == 1  # compact length + 1
         return empty[:at] + b"\x00" + empty[at + 1 :]
-    assert empty[at - 3 : at + 1] == bytes(4)
-    return empty[: at - 3] + b"\xff\xff\xff\xff" + empty[at + 1 :]
+    width = _LEGACY_WIDTH[kind]
+    assert empty[at - width + 1 : at + 1] == bytes(width)
+    return empty[: at - width + 1] + b"\xff" * width + empty[at + 1 :]
 
 
 def flexible_header(api_key: int, version: int) -> bool:
