@@ -67,7 +67,10 @@ _I32 = struct.Struct(">i").unpack_from
 def check_request(entity_type: type, buf: Any, offset: int) -> None:
     """Raise MalformedRequest unless ``buf[offset:]`` is safe for kio to decode as
     ``entity_type``."""
-    _entity_scan(entity_type, False)[0](buf, offset, len(buf))
+    end = len(buf)
+    if _entity_scan(entity_type, False)[0](buf, offset, end) > end:
+        # Fixed-size fields are skipped unread: a frame cut in them ends past its end.
+        raise MalformedRequest(f"{entity_type.__name__} runs past the end of the request")
 
 
 def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
@@ -102,10 +105,12 @@ def _fixed(size: int, name: str) -> Scan:
     return scan
 
 
-def _sized(name: str, compact: bool, wide: bool, nullable: bool) -> Scan:
-    """A string (int16 length) or bytes (int32 length), or their compact forms."""
+def _sized(name: str, compact: bool, wide: bool, nullable: bool, skip: int = 0) -> Scan:
+    """A string (int16 length) or bytes (int32 length), or their compact forms, after
+    ``skip`` bytes of fixed-size fields (checked by the length's own bounds check)."""
 
     def scan(buf: Any, pos: int, end: int) -> int:
+        pos += skip
         if compact:
             if pos < end and buf[pos] < 0x80:  # a one-byte varint: lengths below 127
                 size = buf[pos] - 1
@@ -131,11 +136,15 @@ def _sized(name: str, compact: bool, wide: bool, nullable: bool) -> Scan:
     return scan
 
 
-def _array(name: str, compact: bool, nullable: bool, item: Scan | None, min_item: int) -> Scan:
-    """An array; ``item`` None means fixed-size items of ``min_item`` bytes."""
+def _array(
+    name: str, compact: bool, nullable: bool, item: Scan | None, min_item: int, skip: int = 0
+) -> Scan:
+    """An array after ``skip`` bytes of fixed-size fields; ``item`` None means
+    fixed-size items of ``min_item`` bytes."""
     least = max(min_item, 1)
 
     def scan(buf: Any, pos: int, end: int) -> int:
+        pos += skip
         if compact:
             if pos < end and buf[pos] < 0x80:
                 count = buf[pos] - 1
@@ -173,8 +182,11 @@ def nullable(field: Any) -> bool:
     return get_origin(field.type) in (UnionType, Union) and NoneType in get_args(field.type)
 
 
-def _field_scan(entity_type: type, field: Any, tagged: bool) -> tuple[Scan | None, int]:
-    """The field's scan and its minimum size; scan None for a fixed-size field."""
+def _field_scan(
+    entity_type: type, field: Any, tagged: bool, skip: int = 0
+) -> tuple[Scan | None, int]:
+    """The field's scan, after ``skip`` bytes of fixed-size fields, and its minimum
+    size; scan None for a fixed-size field. Entities do not skip: skip must be 0."""
     compact = bool(entity_type.__flexible__)
     name = f"{entity_type.__name__}.{field.name}"
     # A tagged field's absence is its null, so kio reads a present one as non-nullable;
@@ -186,7 +198,7 @@ def _field_scan(entity_type: type, field: Any, tagged: bool) -> tuple[Scan | Non
         return scan, least
     if isinstance(kind, EntityTupleField):
         item, least = _entity_scan(kind.type_, False)
-        return _array(name, compact, null_ok, item, least), (1 if compact else 4)
+        return _array(name, compact, null_ok, item, least, skip), (1 if compact else 4)
     kafka_type = get_schema_field_type(field)
     size = _FIXED.get(kafka_type)
     if isinstance(kind, PrimitiveField):
@@ -195,23 +207,25 @@ def _field_scan(entity_type: type, field: Any, tagged: bool) -> tuple[Scan | Non
         if kafka_type == "string":
             # Kafka always writes the header's client id as a legacy string (framing.py
             # reads it); kio's body schemas have no other exception.
-            return _sized(name, compact, False, null_ok), (1 if compact else 2)
+            return _sized(name, compact, False, null_ok, skip), (1 if compact else 2)
         if kafka_type in ("bytes", "records"):
-            return _sized(name, compact, True, null_ok), (1 if compact else 4)
+            return _sized(name, compact, True, null_ok, skip), (1 if compact else 4)
         raise TypeError(f"{name}: unknown kafka_type {kafka_type!r}")
     # An array of primitives: a fixed size lets the whole array be skipped at once.
     if size is not None:
-        return _array(name, compact, null_ok, None, size), (1 if compact else 4)
+        return _array(name, compact, null_ok, None, size, skip), (1 if compact else 4)
     if kafka_type == "string":
         item = _sized(f"{name}[]", compact, False, False)
-        return _array(name, compact, null_ok, item, 1 if compact else 2), (1 if compact else 4)
+        min_item = 1 if compact else 2
+        return _array(name, compact, null_ok, item, min_item, skip), (1 if compact else 4)
     raise TypeError(f"{name}: unsupported array of {kafka_type!r}")
 
 
 @cache
 def _entity_scan(entity_type: type, optional: bool) -> tuple[Scan, int]:
-    """Compile the entity's scan: runs of fixed-size fields are summed into one step.
-    Returns (scan, minimum size in bytes)."""
+    """Compile the entity's scan: a run of fixed-size fields is skipped by the step
+    after it (whose own bounds check covers the run). Returns (scan, minimum size)."""
+    name = entity_type.__name__
     flexible = bool(entity_type.__flexible__)
     steps: list[Scan] = []
     known_tags: dict[int, Scan] = {}
@@ -219,29 +233,26 @@ def _entity_scan(entity_type: type, optional: bool) -> tuple[Scan, int]:
     least = 0
     for field in fields(entity_type):
         tag = get_field_tag(field)
-        scan, size = _field_scan(entity_type, field, tag is not None)
         if tag is not None:
-            known_tags[int(tag)] = scan or _fixed(size, f"{entity_type.__name__}.{field.name}")
+            scan, size = _field_scan(entity_type, field, True)
+            known_tags[int(tag)] = scan or _fixed(size, f"{name}.{field.name}")
             continue
+        if run and isinstance(classify_field(field), EntityField):
+            steps.append(_fixed(run, name))
+            run = 0
+        scan, size = _field_scan(entity_type, field, False, run)
         least += size
         if scan is None:
             run += size
-            continue
-        if run:
-            steps.append(_fixed(run, entity_type.__name__))
+        else:
+            steps.append(scan)
             run = 0
-        steps.append(scan)
-    if run:
-        steps.append(_fixed(run, entity_type.__name__))
     if flexible:
-        steps.append(_tagged_fields(entity_type.__name__, known_tags))
+        steps.append(_tagged_fields(name, known_tags, run))
         least += 1
-    body = tuple(steps)
-
-    def scan_entity(buf: Any, pos: int, end: int) -> int:
-        for step in body:
-            pos = step(buf, pos, end)
-        return pos
+    elif run:
+        steps.append(_fixed(run, name))
+    scan_entity = _chain(tuple(steps))
 
     if not optional:
         return scan_entity, least
@@ -257,8 +268,30 @@ def _entity_scan(entity_type: type, optional: bool) -> tuple[Scan, int]:
     return scan_nullable, 1
 
 
-def _tagged_fields(name: str, known: dict[int, Scan]) -> Scan:
+def _chain(steps: tuple[Scan, ...]) -> Scan:
+    """The steps one after another (unrolled for the usual short entities)."""
+    if not steps:
+        return lambda buf, pos, end: pos
+    if len(steps) == 1:
+        return steps[0]
+    if len(steps) == 2:
+        first, second = steps
+        return lambda buf, pos, end: second(buf, first(buf, pos, end), end)
+    if len(steps) == 3:
+        first, second, third = steps
+        return lambda buf, pos, end: third(buf, second(buf, first(buf, pos, end), end), end)
+
     def scan(buf: Any, pos: int, end: int) -> int:
+        for step in steps:
+            pos = step(buf, pos, end)
+        return pos
+
+    return scan
+
+
+def _tagged_fields(name: str, known: dict[int, Scan], skip: int) -> Scan:
+    def scan(buf: Any, pos: int, end: int) -> int:
+        pos += skip
         if pos < end and buf[pos] == 0:  # the usual case: no tagged fields
             return pos + 1
         count, pos = _uvarint(buf, pos, end)
