@@ -311,8 +311,10 @@ def test_undecodable_body_closes_and_logs(
 
 
 HUGE = b"\xff\xff\xff\xff\x0f"  # uvarint 2**32 - 1: a compact array of 2**32 - 2 items
-# Bodies that made kio reserve an array of up to 2**32 - 2 items (~34 GB): the process
-# aborted. (api key, version, body, the field named in the log line)
+# Bodies whose compact arrays made kio reserve up to 2**32 - 2 items (~34 GB): the
+# process aborted. The tagged-field count and the legacy (int32) Fetch v4 array were
+# refused by kio already, now before decoding with the field named. (api key, version,
+# body, the field named in the log line)
 HUGE_ARRAYS = [
     (METADATA, 12, HUGE + b"\x00\x00\x00", "MetadataRequest.topics"),
     # One topic whose tagged section claims 2**32 - 1 fields.
