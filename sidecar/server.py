@@ -105,6 +105,31 @@ async def _handle(
     peer_host: str,
 ) -> bytes | None:
     key, version = header.api_key, header.api_version
+    body, flexible = decode_body(handler, header, frame, pos)
+    requests.decoded(body)
+    request = Request(header, body, flexible, ticket, peer_host)
+    try:
+        # Every Redis call of the request retries within one bound (resilience.py), so
+        # the client hears back well within its request.timeout.ms.
+        with resilience.request_deadline(resilience.POLICY.budget_s):
+            result = await handler.handle(broker, request)
+    except Exception as exc:
+        reason = resilience.classify(exc)
+        if reason is None:
+            raise
+        _log_unavailable(handler, version, exc)
+        result = unavailable.response(broker, request, reason)
+    if result is None:
+        return None
+    return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
+
+
+def decode_body(handler: Any, header: RequestHeader, frame: bytes, pos: int) -> tuple[Any, bool]:
+    """The request body after the fixed header, and whether the version is flexible.
+    A malformed body (bounds-checked before kio allocates anything, see
+    protocol/bounds.py) raises CloseConnection with the reason; tests/test_fuzz.py
+    holds this to raising nothing else."""
+    key, version = header.api_key, header.api_version
     # A handler module decodes the old versions kio has no schema for itself: its
     # DECODERS maps such a version to a reader of the body (none of them is flexible).
     own_decoder = getattr(handler, "DECODERS", _NO_DECODERS).get(version)
@@ -125,22 +150,7 @@ async def _handle(
             f"{handler.__name__.rsplit('.', 1)[-1]} v{version} request has a string longer "
             f"than {MAX_STRING_BYTES} bytes"
         )
-    requests.decoded(body)
-    request = Request(header, body, flexible, ticket, peer_host)
-    try:
-        # Every Redis call of the request retries within one bound (resilience.py), so
-        # the client hears back well within its request.timeout.ms.
-        with resilience.request_deadline(resilience.POLICY.budget_s):
-            result = await handler.handle(broker, request)
-    except Exception as exc:
-        reason = resilience.classify(exc)
-        if reason is None:
-            raise
-        _log_unavailable(handler, version, exc)
-        result = unavailable.response(broker, request, reason)
-    if result is None:
-        return None
-    return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
+    return body, flexible
 
 
 _last_unavailable_log = 0.0

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import request_samples
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from rawkafka import (
     RawKafka,
@@ -27,14 +28,16 @@ from rawkafka import (
     fetched_records,
     metadata_request,
     produce_request,
+    request_type,
 )
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
-CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID = 19, 20, 22
+CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, OFFSET_COMMIT = 19, 20, 22, 8
 NONE = 0
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
 INVALID_RECORD = 87
 
@@ -305,6 +308,124 @@ def test_undecodable_body_closes_and_logs(
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         kafka.send(api_key, version, body)
         assert_closed(skiff, kafka, rf"undecodable \w+ v{version} request")
+
+
+HUGE = b"\xff\xff\xff\xff\x0f"  # uvarint 2**32 - 1: a compact array of 2**32 - 2 items
+# Bodies whose compact arrays made kio reserve up to 2**32 - 2 items (~34 GB): the
+# process aborted. The tagged-field count and the legacy (int32) Fetch v4 array were
+# refused by kio already, now before decoding with the field named. (api key, version,
+# body, the field named in the log line)
+HUGE_ARRAYS = [
+    (METADATA, 12, HUGE + b"\x00\x00\x00", "MetadataRequest.topics"),
+    # One topic whose tagged section claims 2**32 - 1 fields.
+    (METADATA, 12, b"\x02" + bytes(16) + b"\x00" + HUGE + b"\x01\x00\x00", "tagged fields"),
+    # group "g", generation 1, member "m", no instance id, then topics.
+    (
+        OFFSET_COMMIT,
+        8,
+        b"\x02g\x00\x00\x00\x01\x02m\x00" + HUGE + b"\x00",
+        "OffsetCommitRequest.topics",
+    ),
+    # ... one topic "t" whose partitions array is huge.
+    (
+        OFFSET_COMMIT,
+        8,
+        b"\x02g\x00\x00\x00\x01\x02m\x00\x02\x02t" + HUGE + b"\x00\x00",
+        "OffsetCommitRequestTopic.partitions",
+    ),
+    (
+        CREATE_TOPICS,
+        5,
+        b"\x80\x80\x80\x80\x08\x00\x00\x13\x88\x00\x00",
+        "CreateTopicsRequest.topics",
+    ),
+    # One topic "t", 1 partition, replication factor 1, then assignments.
+    (
+        CREATE_TOPICS,
+        5,
+        b"\x02\x02t\x00\x00\x00\x01\x00\x01" + HUGE,
+        "CreatableTopic.assignments",
+    ),
+    # No transactional id, acks -1, timeout 5000, then topics.
+    (PRODUCE, 9, b"\x00\xff\xff\x00\x00\x13\x88" + HUGE + b"\x00", "ProduceRequest.topic_data"),
+    # Not flexible: replica id, max wait, min bytes, max bytes, isolation, then topics.
+    (
+        FETCH,
+        4,
+        struct.pack(">iiiib", -1, 100, 1, 1 << 20, 0) + b"\x7f\xff\xff\xff",
+        "FetchRequest.topics",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "body", "field"), HUGE_ARRAYS, ids=[f for *_, f in HUGE_ARRAYS]
+)
+def test_huge_array_length_closes_without_allocating(
+    skiff: Skiff, api_key: int, version: int, body: bytes, field: str
+) -> None:
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        kafka.send(api_key, version, body)
+        line = assert_closed(skiff, kafka, r"undecodable \w+ v\d+ request: MalformedRequest")
+    assert field in line
+
+
+def test_the_issues_24_byte_frame(skiff: Skiff) -> None:
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        kafka.send_raw(bytes.fromhex("000000140003000c00000007000466757a7a00ffffffff0f"))
+        line = assert_closed(skiff, kafka, "MalformedRequest")
+    assert "MetadataRequest.topics: an array of 4294967294 items" in line
+
+
+def test_nulls_as_kafka_treats_them(skiff: Skiff) -> None:
+    """Every array, string and bytes field of every request version Skiff decodes with
+    kio, sent as null: where the schema says nullable (Metadata topics = all topics,
+    Produce records = INVALID_RECORD, ...) the request is answered; elsewhere it is
+    malformed and the connection is closed, as by Kafka ("non-nullable field X was
+    serialized as null"). Never a traceback."""
+    closed: dict[int, str] = {}
+    failures = []
+    answered = 0
+    for key, version in request_samples.kio_decoded():
+        for path, kind, nullable in request_samples.null_paths(request_type(key, version)):
+            body = request_samples.with_null(key, version, path, kind)
+            case = f"api {key} v{version} {path}=null"
+            with RawKafka("127.0.0.1", skiff.port, timeout=10) as kafka:
+                cid = kafka.send(key, version, body)
+                if not nullable:
+                    if not kafka.closed(10.0) or kafka._buf:
+                        failures.append(f"{case}: not closed without an answer")
+                    closed[kafka.local_port] = path.rsplit(".", 1)[-1]
+                    continue
+                try:
+                    kafka.recv(key, version, timeout=10)
+                except Exception as exc:
+                    failures.append(f"{case}: no answer ({exc!r})")
+                    continue
+                if kafka.last_correlation_id != cid:
+                    failures.append(f"{case}: answered as {kafka.last_correlation_id}")
+                answered += 1
+    assert not failures, "\n".join(failures)
+    assert answered > 50 and len(closed) > 300
+    log = skiff.log()
+    assert "Traceback" not in log, log[log.index("Traceback") - 2000 :][:6000]
+    for port, field in closed.items():
+        assert re.search(
+            rf"closing connection 127\.0\.0\.1:{port}: .*non-nullable field \w+\.{field} ", log
+        ), f"no close reason logged for {field} (port {port})"
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_null_topic_name_before_v12(skiff: Skiff, version: int) -> None:
+    """Names are nullable from v10 but ids are served from v12 only: Kafka answers
+    INVALID_REQUEST (it was a traceback and a closed connection: the response of these
+    versions has no null name)."""
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        resp = kafka.request(
+            METADATA, version, {"topics": [{"name": None, "topic_id": uuid.uuid4()}]}
+        )
+        assert [(t.name, t.error_code) for t in resp.topics] == [("", INVALID_REQUEST)]
+    assert "Traceback" not in skiff.log()
 
 
 def test_answers_already_sent_survive_a_later_bad_frame(skiff: Skiff) -> None:

@@ -63,8 +63,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
             name = requested.name
             topic_id = getattr(requested, "topic_id", None)
             if name is None and version < 12:
-                # Kafka: topic ids are not supported in Metadata requests before v12.
-                topics.append(_error_entry(None, topic_id, errors.INVALID_REQUEST))
+                # Kafka: topic ids are not supported in Metadata requests before v12,
+                # whose responses have no null names either.
+                topics.append(_error_entry("", topic_id, errors.INVALID_REQUEST))
                 continue
             if name is None and topic_id is not None and topic_id.int != 0:
                 info = await broker.store.topic_by_id(topic_id)

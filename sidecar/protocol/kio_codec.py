@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
+from sidecar.protocol.bounds import check_request
 from sidecar.protocol.tolerant_decoder import decode_tolerant
 from sidecar.telemetry.requests import response_errors
 
@@ -49,6 +50,7 @@ def _reader(entity: type) -> Any:
 
 def decode_request(api_key: int, version: int, buf: bytes | memoryview, offset: int) -> Any:
     entity = request_type(api_key, version)
+    check_request(entity, buf, offset)  # kio reserves arrays before reading them
     try:
         return _reader(entity)(buf, offset)[0]
     except KeyError as exc:
