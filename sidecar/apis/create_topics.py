@@ -1,6 +1,6 @@
 """CreateTopics (key 19), v2-v7: names, partition counts, manual assignments and topic
 configs, checked in Kafka 3.9's order with its codes and messages (checked with
-tools/kafka_reference.py): too many partitions in the request, duplicate names, illegal
+tools/kafka_reference/): too many partitions in the request, duplicate names, illegal
 names, names colliding with an existing topic ('.' versus '_'), existing topics, configs,
 then assignments, replication factor and partition count. v5+ answers list every
 config of the new topic. Replication factor -1 or 1: Redis holds the one copy."""

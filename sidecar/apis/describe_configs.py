@@ -134,7 +134,7 @@ def _bool(value: bool) -> bytes:
 def encode_v0(results: list[dict[str, Any]]) -> bytes:
     """v0: throttle time, then per resource its error, type, name and entries of
     name, value, read_only, is_default, is_sensitive. Kafka 3.9 leaves is_default false
-    on every entry (checked with tools/kafka_reference.py), and so does Skiff."""
+    on every entry (checked with tools/kafka_reference/), and so does Skiff."""
     parts = [pack_i32(0), array_len(len(results), False)]
     for r in results:
         parts.append(pack_i16(r["error_code"]) + string(r["error_message"], False))

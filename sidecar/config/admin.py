@@ -1,5 +1,5 @@
 """What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs compute for topics,
-as a Kafka 3.9 broker answers them (checked with tools/kafka_reference.py): each topic
+as a Kafka 3.9 broker answers them (checked with tools/kafka_reference/): each topic
 config with its value, source, synonyms, type and documentation, and the new override
 set an alteration asks for, validated with Kafka's error codes and messages.
 
