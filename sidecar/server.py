@@ -125,6 +125,15 @@ async def _handle(
         )
     requests.decoded(body)
     request = Request(header, body, flexible, ticket, peer_host)
+    identity = broker.store.identity
+    if identity.lost is not None and key not in unavailable.NEEDS_NO_REDIS:
+        # Redis lost the data this sidecar served (storage/identity.py): retriable errors
+        # until the operator decides; the identity logs it, not each request.
+        identity.refused += 1
+        result = unavailable.response(broker, request, identity.lost)
+        if result is None:
+            return None
+        return response_frame(header.correlation_id, flexible, result)
     try:
         # Every Redis call of the request retries within one bound (resilience.py), so
         # the client hears back well within its request.timeout.ms.

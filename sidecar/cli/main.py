@@ -12,6 +12,7 @@ from typing import Any
 
 from sidecar.cli import groups as groups_cli
 from sidecar.cli import queues as queues_cli
+from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
 from sidecar.config import server_properties
 from sidecar.config.settings import HostPort, Settings
@@ -334,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
+    storage_cli.add_parser(sub)
     return parser
 
 
@@ -381,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         return topics_cli.run(args)
     if args.command == "queues":
         return queues_cli.run(args)
+    if args.command == "storage":
+        return storage_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(

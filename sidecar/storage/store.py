@@ -18,6 +18,7 @@ from redis.exceptions import ResponseError
 from sidecar.config import topic as topic_config
 from sidecar.storage import cluster_client, keys, resilience, scripts
 from sidecar.storage.connection import client_for
+from sidecar.storage.identity import StorageIdentity
 from sidecar.storage.log_ops import PartitionLogOps
 from sidecar.storage.resilience import RedisUnavailable
 
@@ -92,6 +93,14 @@ class RedisStore(PartitionLogOps):
         self._replicas: tuple[float, int] = (float("-inf"), 0)
         self._shard_replicas: dict[str, int] | None = None  # Redis Cluster: primary -> replicas
         self._all_topics: list[TopicInfo] | None = None  # the last full list (Metadata)
+        self.identity = StorageIdentity(redis)
+        self.identity.on_reset(lambda _cluster_id: self.forget_topics())
+
+    def forget_topics(self) -> None:
+        """Drop what is remembered of the topic registry (an operator reset the storage)."""
+        self._topics.clear()
+        self._topic_names.clear()
+        self._all_topics = None
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
@@ -105,7 +114,7 @@ class RedisStore(PartitionLogOps):
         await store._check_version()
         for script in scripts.ALL:
             await script.load(redis)
-        await redis.set(keys.CLUSTER_ID, _new_cluster_id(), nx=True)
+        await store.identity.establish()
         return store
 
     async def _check_version(self) -> None:
@@ -127,6 +136,8 @@ class RedisStore(PartitionLogOps):
             await sentinel.aclose()
 
     async def cluster_id(self) -> str:
+        if self.identity.cluster_id is not None:
+            return self.identity.cluster_id
         value = await self.redis.get(keys.CLUSTER_ID)
         return value.decode() if value else ""
 
@@ -217,6 +228,10 @@ class RedisStore(PartitionLogOps):
         if configs:
             fields["configs"] = configs
         doc = json.dumps(fields)
+        # Never re-create a topic in a Redis that lost the data this sidecar served: the
+        # identity is read before the first write and again after the registry entry.
+        await self.identity.verify()
+        sid = self.identity.cluster_id or ""
         # Partition metas first (HSETNX: a re-run or a racing creator changes nothing),
         # so a registered topic always has them; then the registry entry decides.
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -224,12 +239,14 @@ class RedisStore(PartitionLogOps):
                 meta = keys.partition_keys(name, p)[1]
                 pipe.hsetnx(meta, "hw", 0)
                 pipe.hsetnx(meta, "lso", 0)
+                pipe.hsetnx(meta, "sid", sid)
             await pipe.execute()
         if not await self.redis.hsetnx(keys.TOPICS, name, doc):
             # A resent HSETNX (lost reply) finds our own document: created by us.
             if await self.redis.hget(keys.TOPICS, name) != doc.encode():
                 return None
         await self.redis.hset(keys.TOPIC_IDS, info.topic_id.hex, name)
+        await self.identity.verify()
         self._topics[name] = (time.monotonic(), info)
         log.info("created topic %s with %d partition(s), id %s", name, partitions, info.topic_id)
         return info
@@ -319,6 +336,7 @@ class RedisStore(PartitionLogOps):
             self.producer_id_expiration_ms,
             batch_bytes,
             retention_bytes,
+            self.identity.cluster_id or "",
             *args[7:],
         ]
         script_keys = keys.append_keys(topic, partition)
@@ -351,6 +369,8 @@ class RedisStore(PartitionLogOps):
             )
         except ResponseError as exc:
             code = str(exc).split(" ", 1)[0]
+            if code in ("UNKNOWN_TOPIC_OR_PARTITION", "KAFKA_STORAGE_ERROR"):
+                self.identity.poke()  # a vanished partition may be a lost storage
             raise StoreError(code, str(exc)) from None
         except RedisUnavailable as exc:
             raise StoreError("REQUEST_TIMED_OUT", str(exc)) from None
@@ -431,13 +451,6 @@ def _stale_ok(fallback: bool) -> AbstractContextManager[None]:
     """With a remembered answer to fall back on, a lookup waits for Redis only briefly:
     Metadata, Produce and Fetch keep going on what this sidecar knows."""
     return resilience.request_deadline(STALE_FALLBACK_S) if fallback else nullcontext()
-
-
-def _new_cluster_id() -> str:
-    # Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _now_ms() -> int:
