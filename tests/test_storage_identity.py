@@ -257,9 +257,7 @@ def test_restart_of_a_redis_without_persistence(tmp_path: Path) -> None:
         stop_process(store.proc)
 
 
-def test_redis_with_data_but_no_identity_is_adopted(
-    own_redis: RedisServer, tmp_path: Path
-) -> None:
+def test_redis_with_data_but_no_identity_is_adopted(own_redis: RedisServer, tmp_path: Path) -> None:
     """Data written by a version without a storage identity (no skiff:identity, no
     `sid` in the partition metas): a sidecar starts without refusing, keeps the cluster
     id and topic id, and appends at the next offset."""
