@@ -332,3 +332,40 @@ def test_storage_cli_bad_url(scheme: str) -> None:
     bad = storage_cli("status", "--redis-url", scheme)
     assert bad.returncode in (1, 2) and "Traceback" not in bad.stderr, bad
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_flushall_and_reset_on_a_redis_cluster(tmp_path: Path) -> None:
+    """On a Redis Cluster (3 primaries) the identity is one cluster-wide key and each
+    partition's `sid` lives in its own slot: FLUSHALL on every primary is noticed, and
+    `reset --fresh` deletes what is left on every primary and starts fresh."""
+    from redis_cluster_harness import start_redis_cluster
+
+    nodes = start_redis_cluster(tmp_path / "cluster", nodes=3, replicas=0)
+    server = None
+    try:
+        server = start_skiff(tmp_path / "skiff.log", "--redis-url", nodes.url, env=ENV)
+        topic = create_topic(server.bootstrap, 6)
+        producer = Producer({"bootstrap.servers": server.bootstrap})
+        for i in range(60):
+            producer.produce(topic, b"%d" % i, partition=i % 6)
+        assert producer.flush(30) == 0
+        cluster_before = cluster_and_topic_id(server, topic)[0]
+        for port in nodes.primaries():
+            nodes.node(port).flushall()
+        client = nodes.client()
+        wait_lost(server)
+        assert produce_one(server, topic) in RETRIABLE
+        # Something left behind after the loss, on one primary: the reset removes it.
+        left = f"skiff:{{{topic}/3}}:meta"
+        client.hset(left, mapping={"hw": 7, "lso": 0, "sid": cluster_before})
+        reset = storage_cli("reset", "--fresh", "--redis-url", nodes.url)
+        assert reset.returncode == 0, reset
+        assert client.exists(left) == 0
+        wait_ready(server)
+        cluster_after, _, _ = cluster_and_topic_id(server, topic)
+        assert cluster_after != cluster_before
+        assert produce_one(server, topic) == NONE
+    finally:
+        if server is not None:
+            stop_process(server.proc)
+        nodes.stop()
