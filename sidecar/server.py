@@ -130,6 +130,8 @@ async def _handle(
         # Redis lost the data this sidecar served (storage/identity.py): retriable errors
         # until the operator decides; the identity logs it, not each request.
         identity.refused += 1
+        if ticket is not None:
+            ticket.release()  # the Produce handler, which releases it, does not run
         result = unavailable.response(broker, request, identity.lost)
         if result is None:
             return None
