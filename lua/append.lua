@@ -15,19 +15,32 @@
 -- ARGV[10] producer.id.expiration.ms
 -- ARGV[11] the batch's size in bytes (docs/architecture.md, "Byte accounting")
 -- ARGV[12] retention.bytes (-1: no size retention)
--- ARGV[13..] per record: t (ms), k, v, h (Kafka header encoding), f (flags)
+-- ARGV[13] the storage identity (cluster id) the sidecar serves under (storage/identity.py)
+-- ARGV[14..] per record: t (ms), k, v, h (Kafka header encoding), f (flags)
 -- Reply: {base offset, log start offset, append time or -1, 1 if duplicate else 0}
--- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD,
+-- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR (the
+-- partition was created under another storage identity), INVALID_RECORD,
 -- INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-local FIXED = 12
+local FIXED = 13
 local PRUNE = 128  -- index members pruned per append at most (as FREE_STEP)
 local FREE_STEP = 128  -- offsets: see size retention below
 local KEEP_TOKENS = 64
 local n = tonumber(ARGV[1])
-local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes')
+local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes', 'sid')
 if not meta[1] then
   return redis.error_reply('UNKNOWN_TOPIC_OR_PARTITION')
+end
+-- A partition belongs to the storage identity it was created under: a sidecar serving
+-- another one (Redis lost its data and the partition was made again, or another Redis
+-- answers) must not append, or offsets it handed out before would be handed out again.
+-- A partition from a version without identities (no sid) is adopted.
+if ARGV[13] == '' or (meta[6] and meta[6] ~= ARGV[13]) then
+  return redis.error_reply('KAFKA_STORAGE_ERROR partition created under storage identity ' ..
+    tostring(meta[6] or '-') .. ', this sidecar serves ' .. ARGV[13])
+end
+if not meta[6] then
+  redis.call('HSET', KEYS[2], 'sid', ARGV[13])
 end
 if n == nil or n < 1 or #ARGV ~= FIXED + 5 * n then
   return redis.error_reply('INVALID_RECORD bad argument count')

@@ -108,6 +108,17 @@ async def _handle(
     body, flexible = decode_body(handler, header, frame, pos)
     requests.decoded(body)
     request = Request(header, body, flexible, ticket, peer_host)
+    identity = broker.store.identity
+    if identity.lost is not None and key not in unavailable.NEEDS_NO_REDIS:
+        # Redis lost the data this sidecar served (storage/identity.py): retriable errors
+        # until the operator decides; the identity logs it, not each request.
+        identity.refused += 1
+        if ticket is not None:
+            ticket.release()  # the Produce handler, which releases it, does not run
+        result = unavailable.response(broker, request, identity.lost)
+        if result is None:
+            return None
+        return response_frame(header.correlation_id, flexible, result)
     try:
         # Every Redis call of the request retries within one bound (resilience.py), so
         # the client hears back well within its request.timeout.ms.

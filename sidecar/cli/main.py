@@ -17,6 +17,7 @@ from typing import Any
 from sidecar.cli import groups as groups_cli
 from sidecar.cli import preflight
 from sidecar.cli import queues as queues_cli
+from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
 from sidecar.config import server_properties
 from sidecar.config.settings import HostPort, Settings
@@ -491,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
+    storage_cli.add_parser(sub)
     return parser
 
 
@@ -546,6 +548,8 @@ def _run(argv: list[str]) -> int:
         return topics_cli.run(args)
     if args.command == "queues":
         return queues_cli.run(args)
+    if args.command == "storage":
+        return storage_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(

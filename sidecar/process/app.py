@@ -112,6 +112,10 @@ async def serve(
         await compactor.start()
         started.push_async_callback(compactor.stop)
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
+        # An operator's `skiff storage reset --fresh` gives clients a new cluster id.
+        store.identity.on_reset(lambda cluster_id: setattr(broker, "cluster_id", cluster_id))
+        await store.identity.start()
+        started.push_async_callback(store.identity.stop)
         server = KafkaServer(broker)
         telemetry = await Telemetry.start(settings, broker, server)
         started.push_async_callback(telemetry.stop)
@@ -150,6 +154,7 @@ async def serve(
         await compactor.stop()
         await _shut_down(settings, server, wakeups, groups, cluster)
         await telemetry.stop()
+        await store.identity.stop()
         await store.close()
     finally:
         if supervisor is not None:

@@ -8,6 +8,9 @@ PREFIX = "skiff:"
 TOPICS = "skiff:topics"  # hash: topic name -> JSON {id, partitions, created_ms}
 TOPIC_IDS = "skiff:topic_ids"  # hash: topic id (hex) -> topic name
 CLUSTER_ID = "skiff:cluster_id"  # string: the cluster id Metadata reports
+# string (JSON): the storage identity, {cluster_id, created_ms, previous, lost}
+# (storage/identity.py); CLUSTER_ID mirrors its cluster_id for older readers.
+IDENTITY = "skiff:identity"
 PRODUCER_ID_SEQ = "skiff:producer_id_seq"  # counter: the last producer id handed out
 
 

@@ -158,7 +158,18 @@ INIT_PRODUCER = Script("init_producer")
 TOPIC_CAS = Script("topic_cas")
 TRIM = Script("trim")
 CLEANER = Script("cleaner")
-ALL = (APPEND, BROKERS, GROUP_LEASE, GROUP_WRITE, INIT_PRODUCER, TOPIC_CAS, TRIM, CLEANER)
+IDENTITY_CAS = Script("identity_cas")
+ALL = (
+    APPEND,
+    BROKERS,
+    GROUP_LEASE,
+    GROUP_WRITE,
+    INIT_PRODUCER,
+    TOPIC_CAS,
+    TRIM,
+    CLEANER,
+    IDENTITY_CAS,
+)
 
 # Queue groups (sidecar/queues/core.py).
 QUEUE_INIT = Script("queue_init")

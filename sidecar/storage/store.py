@@ -19,6 +19,7 @@ from sidecar.config import topic as topic_config
 from sidecar.protocol import errors
 from sidecar.storage import cluster_client, keys, resilience, scripts
 from sidecar.storage.connection import client_for
+from sidecar.storage.identity import StorageIdentity
 from sidecar.storage.log_ops import PartitionLogOps
 from sidecar.storage.resilience import RedisUnavailable
 
@@ -93,6 +94,14 @@ class RedisStore(PartitionLogOps):
         self._replicas: tuple[float, int] = (float("-inf"), 0)
         self._shard_replicas: dict[str, int] | None = None  # Redis Cluster: primary -> replicas
         self._all_topics: list[TopicInfo] | None = None  # the last full list (Metadata)
+        self.identity = StorageIdentity(redis)
+        self.identity.on_reset(lambda _cluster_id: self.forget_topics())
+
+    def forget_topics(self) -> None:
+        """Drop what is remembered of the topic registry (an operator reset the storage)."""
+        self._topics.clear()
+        self._topic_names.clear()
+        self._all_topics = None
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
@@ -106,7 +115,7 @@ class RedisStore(PartitionLogOps):
         await store._check_version()
         for script in scripts.ALL:
             await script.load(redis)
-        await redis.set(keys.CLUSTER_ID, _new_cluster_id(), nx=True)
+        await store.identity.establish()
         return store
 
     async def _check_version(self) -> None:
@@ -128,6 +137,8 @@ class RedisStore(PartitionLogOps):
             await sentinel.aclose()
 
     async def cluster_id(self) -> str:
+        if self.identity.cluster_id is not None:
+            return self.identity.cluster_id
         value = await self.redis.get(keys.CLUSTER_ID)
         return value.decode() if value else ""
 
@@ -218,6 +229,10 @@ class RedisStore(PartitionLogOps):
         if configs:
             fields["configs"] = configs
         doc = json.dumps(fields)
+        # Never re-create a topic in a Redis that lost the data this sidecar served: the
+        # identity is read before the first write and again after the registry entry.
+        await self.identity.verify()
+        sid = self.identity.cluster_id or ""
         # Partition metas first (HSETNX: a re-run or a racing creator changes nothing),
         # so a registered topic always has them; then the registry entry decides.
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -225,12 +240,14 @@ class RedisStore(PartitionLogOps):
                 meta = keys.partition_keys(name, p)[1]
                 pipe.hsetnx(meta, "hw", 0)
                 pipe.hsetnx(meta, "lso", 0)
+                pipe.hsetnx(meta, "sid", sid)
             await pipe.execute()
         if not await self.redis.hsetnx(keys.TOPICS, name, doc):
             # A resent HSETNX (lost reply) finds our own document: created by us.
             if await self.redis.hget(keys.TOPICS, name) != doc.encode():
                 return None
         await self.redis.hset(keys.TOPIC_IDS, info.topic_id.hex, name)
+        await self.identity.verify()
         self._topics[name] = (time.monotonic(), info)
         log.info("created topic %s with %d partition(s), id %s", name, partitions, info.topic_id)
         return info
@@ -320,6 +337,7 @@ class RedisStore(PartitionLogOps):
             self.producer_id_expiration_ms,
             batch_bytes,
             retention_bytes,
+            self.identity.cluster_id or "",
             *args[7:],
         ]
         script_keys = keys.append_keys(topic, partition)
@@ -356,6 +374,8 @@ class RedisStore(PartitionLogOps):
                 # Not one of lua/append.lua's Kafka error names, nor a Redis fault
                 # resilience.classify knows: a bug or a new Redis error; say which.
                 log.error("append to %s failed: %s", prepared.keys[0], exc, exc_info=exc)
+            elif code in ("UNKNOWN_TOPIC_OR_PARTITION", "KAFKA_STORAGE_ERROR"):
+                self.identity.poke()  # a vanished partition may be a lost storage
             raise StoreError(code, str(exc)) from None
         except RedisUnavailable as exc:
             raise StoreError(resilience.produce_error(exc.reason), str(exc)) from None
@@ -442,13 +462,6 @@ def _stale_ok(fallback: bool) -> AbstractContextManager[None]:
 def _briefly() -> Iterator[None]:
     with resilience.request_deadline(STALE_FALLBACK_S), resilience.tentative():
         yield  # (tentative: missing so short a deadline under load is no outage)
-
-
-def _new_cluster_id() -> str:
-    # Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _now_ms() -> int:

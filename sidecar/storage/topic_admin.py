@@ -83,6 +83,8 @@ async def add_partitions(
     0) before the registry shows them, so a client that sees one can use it at once;
     existing partitions are not touched. Raises TopicGone."""
     created: list[int] = []  # partitions whose meta this call made
+    if not validate_only:
+        await store.identity.verify()  # no partition is made in a Redis that lost its data
     try:
         for _ in range(CAS_ATTEMPTS):
             raw, doc = await _read(store, name)
@@ -96,8 +98,9 @@ async def add_partitions(
                     meta = keys.partition_keys(name, p)[1]
                     pipe.hsetnx(meta, "hw", 0)
                     pipe.hsetnx(meta, "lso", 0)
+                    pipe.hsetnx(meta, "sid", store.identity.cluster_id or "")
                 replies = await pipe.execute()
-            created += [p for i, p in enumerate(todo) if replies[2 * i]]
+            created += [p for i, p in enumerate(todo) if replies[3 * i]]
             doc["partitions"] = count
             if await _swap(store, name, raw, doc) is not None:
                 created = []

@@ -4,7 +4,8 @@
 `liveness` (set by sidecar/process/app.py) reports something only a restart of the
 process can fix: an embedded redis-server that cannot be brought back. /readyz answers 200 only
 when Redis answers PING within READY_TIMEOUT_S, the Lua scripts are in its script
-cache and this sidecar's registration is current (Cluster.owns_leases); otherwise
+cache, the storage identity is intact (storage/identity.py) and this sidecar's
+registration is current (Cluster.owns_leases); otherwise
 503 with the reason as JSON. Its result is cached for READY_CACHE_S so a burst of
 probes costs one check. Scripts missing after a Redis restart are loaded by the
 check itself: a sidecar marked unready gets no traffic, so it would otherwise never
@@ -68,6 +69,9 @@ class Readiness:
                 "Lua scripts %s were not loaded (Redis restarted?); loaded them",
                 ", ".join(s.name for s in missing),
             )
+        lost = self.broker.store.identity.lost
+        if lost is not None:
+            return False, f"storage lost: {lost}. Decide with `skiff storage reset --fresh`"
         if not self.broker.cluster.owns_leases():
             return False, "this sidecar's broker registration is not current"
         return True, "ready"

@@ -221,9 +221,12 @@ def _udp_stats() -> Any:
 class LiveCollector(Collector):
     """Gauges of the running sidecar, read when Prometheus scrapes."""
 
-    def __init__(self, connections: Callable[[], int], waiters: Callable[[], int]) -> None:
+    def __init__(
+        self, connections: Callable[[], int], waiters: Callable[[], int], identity: Any = None
+    ) -> None:
         self.connections = connections
         self.waiters = waiters
+        self.identity = identity  # storage/identity.py's StorageIdentity
         self.snapshot: RedisSnapshot | None = None  # set by /metrics before rendering
 
     def collect(self) -> Iterator[Any]:
@@ -232,6 +235,7 @@ class LiveCollector(Collector):
             "skiff_longpoll_waiters", "Fetch requests waiting for data (long polls)", self.waiters()
         )
         yield from self._faults()
+        yield from self._storage()
         yield from self._udp()
         if self.snapshot is not None:
             yield from self._redis(self.snapshot)
@@ -255,6 +259,22 @@ class LiveCollector(Collector):
         for reason, n in sorted(faults.retries.items()):
             retries.add_metric([reason], n)
         yield retries
+
+    def _storage(self) -> Iterable[Any]:
+        if self.identity is None:
+            return
+        yield _gauge(
+            "skiff_storage_lost",
+            "1 while Redis has lost the data this sidecar served (storage identity); "
+            "`skiff storage reset --fresh` decides",
+            1 if self.identity.lost is not None else 0,
+        )
+        refused = CounterMetricFamily(
+            "skiff_storage_lost_refused_requests",
+            "Requests answered with retriable errors because the storage was lost",
+        )
+        refused.add_metric([], self.identity.refused)
+        yield refused
 
     def _udp(self) -> Iterable[Any]:
         stats = _udp_stats()

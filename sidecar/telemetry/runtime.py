@@ -28,7 +28,9 @@ class Telemetry:
         if traced is None and tracing.TRACER is not None:
             traced = "installed in-process (tracing.install_for_tests)"
         log.info("tracing: %s", traced or "off (set OTEL_TRACES_EXPORTER to turn it on)")
-        self.live = metrics.LiveCollector(lambda: len(server.connections), broker.wakeups.waiting)
+        self.live = metrics.LiveCollector(
+            lambda: len(server.connections), broker.wakeups.waiting, broker.store.identity
+        )
         while _registered:  # left by a run in this process that failed before stop()
             metrics.REGISTRY.unregister(_registered.pop())
         metrics.REGISTRY.register(self.live)
