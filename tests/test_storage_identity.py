@@ -10,11 +10,9 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import ROOT, RedisServer, Skiff, start_redis, start_skiff, stop_process
 from faults_harness import ProduceLoop
+from log_helpers import wait_for
 from rawkafka import RawKafka, build_batch, metadata_request, produce_request
 
 PRODUCE, METADATA = 0, 3
@@ -29,13 +28,6 @@ NONE, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR = 0, 5, 7, 56
 RETRIABLE = {LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR}
 PARTITIONS = 2
 ENV = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000", "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500"}
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def readyz(server: Skiff) -> tuple[int, dict[str, object]]:
@@ -92,14 +84,14 @@ def produce_one(server: Skiff, topic: str) -> int:
 
 def wait_lost(*servers: Skiff) -> None:
     for server in servers:
-        wait_until(f"{server.bootstrap} to report the loss", lambda s=server: readyz(s)[0] == 503)
+        wait_for(lambda s=server: readyz(s)[0] == 503, 30, f"{server.bootstrap} to report the loss")
         status, body = readyz(server)
         assert status == 503 and "storage lost" in str(body["reason"]), body
 
 
 def wait_ready(*servers: Skiff) -> None:
     for server in servers:
-        wait_until(f"{server.bootstrap} ready", lambda s=server: readyz(s)[0] == 200, 30)
+        wait_for(lambda s=server: readyz(s)[0] == 200, 30, f"{server.bootstrap} ready")
 
 
 class GroupMember(threading.Thread):
@@ -172,7 +164,7 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
         )
         loop.start()
         loop.wait_acked(2000)
-        wait_until("the member to read", lambda: len(member.seen) >= 500)
+        wait_for(lambda: len(member.seen) >= 500, 30, "the member to read")
         own_redis.client().flushall()
         wait_lost(server)
         acked_at_loss = loop.acked_count
@@ -180,11 +172,12 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
         code = produce_one(server, topic)
         assert code in RETRIABLE, code
         assert cluster_and_topic_id(server, topic)[2] == LEADER_NOT_AVAILABLE
-        wait_until("refused requests counted", lambda: metric(server, "skiff_storage_lost") == 1)
+        wait_for(lambda: metric(server, "skiff_storage_lost") == 1, 30, "refused requests counted")
         refused = metric(server, "skiff_storage_lost_refused_requests_total")
-        wait_until(
-            "the clients to keep retrying",
+        wait_for(
             lambda: metric(server, "skiff_storage_lost_refused_requests_total") > refused + 20,
+            30,
+            "the clients to keep retrying",
         )
         assert own_redis.client().hget("skiff:topics", topic) is None
         assert loop.acked_count - acked_at_loss < 50  # only replies already on their way
