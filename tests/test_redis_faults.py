@@ -84,6 +84,10 @@ class GroupReader(threading.Thread):
         self.assigned = [tp.partition for tp in self.consumer.assignment()]
         self.consumer.close()
 
+    def stop(self) -> None:
+        """Stop reading (the thread closes the consumer and ends)."""
+        self._halt.set()
+
     def finish(self, loop: ProduceLoop, timeout: float = 60.0) -> None:
         total = sum(len(loop.expected(p)) for p in range(loop.partitions))
         deadline = time.monotonic() + timeout
