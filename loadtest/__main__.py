@@ -21,8 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from sidecar.cli.arg_types import at_least, positive
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = {
@@ -92,29 +93,6 @@ def _run_locust(command: list[str], stop_timeout: int) -> int:
         raise
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def locust_command(args: argparse.Namespace, bootstrap: str, extra: list[str]) -> list[str]:
     report = Path(args.report_dir)
     return [
@@ -140,12 +118,12 @@ def _main(argv: list[str] | None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: a local Skiff)")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="mixed")
-    parser.add_argument("--users", type=_at_least(1), default=4)
-    parser.add_argument("--spawn-rate", type=_positive, default=4)
+    parser.add_argument("--users", type=at_least(1), default=4)
+    parser.add_argument("--spawn-rate", type=positive, default=4)
     parser.add_argument("--run-time", default="60s", help="locust --run-time (e.g. 60s, 5m)")
-    parser.add_argument("--stop-timeout", type=_at_least(0), default=15,
+    parser.add_argument("--stop-timeout", type=at_least(0), default=15,
                         help="seconds users get to finish their task at the end")
-    parser.add_argument("--partitions", type=_at_least(1), default=6)
+    parser.add_argument("--partitions", type=at_least(1), default=6)
     parser.add_argument("--report-dir", default="loadtest-report")
     args, extra = parser.parse_known_args(argv)
     extra = [a for a in extra if a != "--"]

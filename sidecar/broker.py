@@ -11,9 +11,9 @@ from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
 from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
-from sidecar.server_limits import RateLimitedLog
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
+from sidecar.telemetry.logs import RateLimitedLog
 from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,10 @@ from sidecar.protocol.kio_codec import (
     oversized_string,
 )
 from sidecar.protocol.primitives import unpack_i32
-from sidecar.server_limits import ConnectionCounts, ListenerLimits, RateLimitedLog, RequestMemory
+from sidecar.server_limits import ConnectionCounts, ListenerLimits, RequestMemory
 from sidecar.storage import resilience
 from sidecar.telemetry import metrics, requests
+from sidecar.telemetry.logs import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

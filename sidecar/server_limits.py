@@ -9,36 +9,14 @@ become a flood of log lines) and counted in /metrics.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sidecar.telemetry import metrics
+from sidecar.telemetry.logs import RateLimitedLog
 
 log = logging.getLogger("sidecar.server")
-
-
-class RateLimitedLog:
-    """A warning at most once per `interval` seconds; the lines held back are counted in
-    the next one, so the log still tells how many breaches there were."""
-
-    def __init__(self, logger: logging.Logger, interval: float = 1.0) -> None:
-        self.logger = logger
-        self.interval = interval
-        self.last = -interval
-        self.held_back = 0
-
-    def warning(self, msg: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self.last < self.interval:
-            self.held_back += 1
-            return
-        self.last = now
-        if self.held_back:
-            msg += f" ({self.held_back} more like it not logged)"
-            self.held_back = 0
-        self.logger.warning(msg, *args)
 
 
 @dataclass(frozen=True, slots=True)

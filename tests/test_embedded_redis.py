@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ import psutil
 import pytest
 import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import ROOT, Skiff, free_port, start_skiff, stop_process, wait_for_port
+from conftest import ROOT, Skiff, free_port_block, start_skiff, stop_process, wait_for_port
 from telemetry_helpers import get
 
 DEADLINE_S = 60.0  # generous: the machine may be loaded
@@ -76,19 +75,6 @@ def zombie_children(pid: int) -> list[int]:
 def reaped(pid: int) -> bool:
     """A dead child is gone from /proc only once its parent has waited for it."""
     return not Path(f"/proc/{pid}").exists()
-
-
-def consecutive_free_ports() -> int:
-    """P with P and P+1 both free now (a --workers 2 sidecar listens on both)."""
-    for _ in range(100):
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no two consecutive free ports")
 
 
 class RunningProducer:
@@ -237,7 +223,7 @@ def test_healthz_fails_while_the_embedded_redis_cannot_be_restarted(tmp_path: Pa
 def test_workers_parent_restarts_the_embedded_redis_and_fails_healthz(tmp_path: Path) -> None:
     """--workers 2: the parent supervises the one embedded server for both workers."""
     data_dir = tmp_path / "data"
-    port, http_port = consecutive_free_ports(), consecutive_free_ports()
+    port, http_port = free_port_block(2), free_port_block(2)
     parent = start_skiff(
         tmp_path / "workers.log",
         "--data-dir",
@@ -291,7 +277,7 @@ def test_a_second_serve_on_a_live_data_dir_is_refused(tmp_path: Path, extra: lis
                 "sidecar.cli.main",
                 "serve",
                 "--listen",
-                f"127.0.0.1:{consecutive_free_ports()}",
+                f"127.0.0.1:{free_port_block(2)}",
                 "--http-listen",
                 "none",
                 "--data-dir",

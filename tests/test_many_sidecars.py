@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import threading
 import time
 import urllib.request
@@ -23,7 +22,7 @@ from typing import Any
 import psutil
 from clients import java_client
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import RedisServer, Skiff, free_port, start_skiff, stop_process, wait_for_port
+from conftest import RedisServer, Skiff, free_port_block, start_skiff, stop_process, wait_for_port
 from groups_harness import GROUP_ENV, GroupRun, create_topic, high_watermarks
 from rawkafka import RawKafka, metadata_request
 
@@ -293,25 +292,13 @@ def worker_pids(parent: Skiff, count: int, timeout: float = 20.0) -> list[int]:
         time.sleep(0.1)
 
 
-def free_port_pair() -> int:
-    """A free port P whose P+1 is free too (worker i listens on P+i)."""
-    while True:
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-
-
 def start_workers(log_path: Path, *args: str, env: dict[str, str] | None = None) -> Skiff:
     """`skiff serve --workers 2 ...` on a Kafka port pair and an HTTP port pair found free;
     another process may take P+1 before the worker binds it, so a start whose second
     worker does not listen is stopped and tried again on other ports."""
     failures = []
     for _ in range(4):
-        http = free_port_pair()
+        http = free_port_block(2)
         try:
             parent = start_skiff(
                 log_path,
@@ -320,7 +307,7 @@ def start_workers(log_path: Path, *args: str, env: dict[str, str] | None = None)
                 "2",
                 "--http-listen",
                 f"127.0.0.1:{http}",
-                port=free_port_pair(),
+                port=free_port_block(2),
                 env=env,
             )
         except RuntimeError as exc:  # the first port was taken meanwhile

@@ -84,6 +84,10 @@ class GroupReader(threading.Thread):
         self.assigned = [tp.partition for tp in self.consumer.assignment()]
         self.consumer.close()
 
+    def stop(self) -> None:
+        """Stop reading (the thread closes the consumer and ends)."""
+        self._halt.set()
+
     def finish(self, loop: ProduceLoop, timeout: float = 60.0) -> None:
         total = sum(len(loop.expected(p)) for p in range(loop.partitions))
         deadline = time.monotonic() + timeout
@@ -739,6 +743,14 @@ def test_acks_all_without_enough_replicas_is_refused_at_once(
             stop_process(replica.proc)
 
 
+def produce_acks_all(kafka: RawKafka, topic: str, value: bytes) -> tuple[int, int]:
+    """One record to partition 0 with acks=all (2 s): (error_code, base_offset)."""
+    request = produce_request(topic, {0: build_batch([value])}, -1, 2000)
+    resp = kafka.request(PRODUCE, 9, request, timeout=10)
+    [p] = resp.responses[0].partition_responses
+    return int(p.error_code), int(p.base_offset)
+
+
 def test_redis_out_of_memory_is_a_retriable_produce_error(
     own_redis: RedisServer, tmp_path: Path
 ) -> None:
@@ -750,21 +762,14 @@ def test_redis_out_of_memory_is_a_retriable_produce_error(
     try:
         topic = create_topic(server.bootstrap, 1)
         with RawKafka("127.0.0.1", server.port) as kafka:
-
-            def produce(value: bytes) -> tuple[int, int]:
-                request = produce_request(topic, {0: build_batch([value])}, -1, 2000)
-                resp = kafka.request(PRODUCE, 9, request, timeout=10)
-                [p] = resp.responses[0].partition_responses
-                return int(p.error_code), int(p.base_offset)
-
-            assert produce(b"first") == (NONE, 0)
+            assert produce_acks_all(kafka, topic, b"first") == (NONE, 0)
             client.config_set("maxmemory-policy", "noeviction")
             client.config_set("maxmemory", 1)
             try:
-                assert produce(b"refused") == (KAFKA_STORAGE_ERROR, -1)
+                assert produce_acks_all(kafka, topic, b"refused") == (KAFKA_STORAGE_ERROR, -1)
             finally:
                 client.config_set("maxmemory", 0)
-            assert produce(b"second") == (NONE, 1)
+            assert produce_acks_all(kafka, topic, b"second") == (NONE, 1)
         line = wait_for_line(server, "Redis error (oom)")
         assert "maxmemory" in line, line
         stored = [f[b"v"] for _, f in client.xrange(f"skiff:{{{topic}/0}}:log")]
@@ -783,22 +788,15 @@ def test_redis_maxclients_is_retried_and_logged(own_redis: RedisServer, tmp_path
     try:
         topic = create_topic(server.bootstrap, 1)
         with RawKafka("127.0.0.1", server.port) as kafka:
-
-            def produce(value: bytes) -> tuple[int, int]:
-                request = produce_request(topic, {0: build_batch([value])}, -1, 2000)
-                resp = kafka.request(PRODUCE, 9, request, timeout=10)
-                [p] = resp.responses[0].partition_responses
-                return int(p.error_code), int(p.base_offset)
-
-            assert produce(b"first") == (NONE, 0)
+            assert produce_acks_all(kafka, topic, b"first") == (NONE, 0)
             admin.config_set("maxclients", 1)
             try:
                 admin.client_kill_filter(_type="normal", skipme=True)  # the sidecar's
-                assert produce(b"refused") == (REQUEST_TIMED_OUT, -1)
+                assert produce_acks_all(kafka, topic, b"refused") == (REQUEST_TIMED_OUT, -1)
             finally:
                 admin.config_set("maxclients", 10000)
             deadline = time.monotonic() + 15
-            while (answer := produce(b"second"))[0] != NONE:
+            while (answer := produce_acks_all(kafka, topic, b"second"))[0] != NONE:
                 assert answer[0] == REQUEST_TIMED_OUT and time.monotonic() < deadline, answer
         line = wait_for_line(server, "Redis error (maxclients)")
         assert "max number of clients reached" in line, line

@@ -9,33 +9,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import ROOT, RedisServer, Skiff, start_redis, start_skiff, stop_process
 from faults_harness import ProduceLoop
+from log_helpers import wait_for
 from rawkafka import RawKafka, build_batch, metadata_request, produce_request
+from test_redis_faults import ENV, PARTITIONS, GroupReader
 
 PRODUCE, METADATA = 0, 3
 NONE, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR = 0, 5, 7, 56
 RETRIABLE = {LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR}
-PARTITIONS = 2
-ENV = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000", "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500"}
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def readyz(server: Skiff) -> tuple[int, dict[str, object]]:
@@ -92,45 +82,14 @@ def produce_one(server: Skiff, topic: str) -> int:
 
 def wait_lost(*servers: Skiff) -> None:
     for server in servers:
-        wait_until(f"{server.bootstrap} to report the loss", lambda s=server: readyz(s)[0] == 503)
+        wait_for(lambda s=server: readyz(s)[0] == 503, 30, f"{server.bootstrap} to report the loss")
         status, body = readyz(server)
         assert status == 503 and "storage lost" in str(body["reason"]), body
 
 
 def wait_ready(*servers: Skiff) -> None:
     for server in servers:
-        wait_until(f"{server.bootstrap} ready", lambda s=server: readyz(s)[0] == 200, 30)
-
-
-class GroupMember(threading.Thread):
-    """A consumer group member: (partition, offset) -> value of what it read, and any
-    offset it saw with two different values."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"g-{topic}",
-                "auto.offset.reset": "earliest",
-                "auto.commit.interval.ms": 200,
-                "fetch.wait.max.ms": 200,
-            }
-        )
-        self.consumer.subscribe([topic])
-        self.seen: dict[tuple[int, int], bytes] = {}
-        self.wrong: list[str] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            msg = self.consumer.poll(0.2)
-            if msg is None or msg.error():
-                continue
-            key = (msg.partition(), msg.offset())
-            if self.seen.setdefault(key, msg.value()) != msg.value():
-                self.wrong.append(f"{key}: {self.seen[key]!r} then {msg.value()!r}")
-        self.consumer.close()
+        wait_for(lambda s=server: readyz(s)[0] == 200, 30, f"{server.bootstrap} ready")
 
 
 def acked_twice(acked: dict[int, list[tuple[int, bytes]]]) -> list[str]:
@@ -162,7 +121,7 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
     try:
         topic = create_topic(server.bootstrap, PARTITIONS)
         cluster_before, topic_before, _ = cluster_and_topic_id(server, topic)
-        member = GroupMember(server.bootstrap, topic)
+        member = GroupReader(server.bootstrap, topic)
         member.start()
         loop = ProduceLoop(
             server.bootstrap,
@@ -172,7 +131,7 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
         )
         loop.start()
         loop.wait_acked(2000)
-        wait_until("the member to read", lambda: len(member.seen) >= 500)
+        wait_for(lambda: len(member.seen) >= 500, 30, "the member to read")
         own_redis.client().flushall()
         wait_lost(server)
         acked_at_loss = loop.acked_count
@@ -180,11 +139,12 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
         code = produce_one(server, topic)
         assert code in RETRIABLE, code
         assert cluster_and_topic_id(server, topic)[2] == LEADER_NOT_AVAILABLE
-        wait_until("refused requests counted", lambda: metric(server, "skiff_storage_lost") == 1)
+        wait_for(lambda: metric(server, "skiff_storage_lost") == 1, 30, "refused requests counted")
         refused = metric(server, "skiff_storage_lost_refused_requests_total")
-        wait_until(
-            "the clients to keep retrying",
+        wait_for(
             lambda: metric(server, "skiff_storage_lost_refused_requests_total") > refused + 20,
+            30,
+            "the clients to keep retrying",
         )
         assert own_redis.client().hget("skiff:topics", topic) is None
         assert loop.acked_count - acked_at_loss < 50  # only replies already on their way
@@ -203,7 +163,7 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
         reset = storage_cli("reset", "--fresh", "--redis-url", own_redis.url)
         assert reset.returncode == 0 and "new cluster id" in reset.stdout, reset
         wait_ready(server)
-        member.halt.set()
+        member.stop()
         # Promptly: a refused Produce must not leave the connection's later ones waiting
         # (they stalled until the client's socket.timeout.ms, 60 s).
         loop.wait_acked(loop.acked_count + 500, timeout=30)
@@ -222,7 +182,7 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
         assert server.alive()
     finally:
         if member is not None:
-            member.halt.set()
+            member.stop()
         if loop is not None:
             loop.stop()
         stop_process(server.proc)

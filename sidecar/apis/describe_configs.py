@@ -1,6 +1,6 @@
 """DescribeConfigs (key 32), v0-v4: topic resources (every topic config with its value,
 source, synonyms, type and documentation, as Kafka 3.9 answers) and broker resources
-(this sidecar's flags under Kafka's names; see broker_config.py). Broker loggers are
+(this sidecar's flags under Kafka's names; see config/broker.py). Broker loggers are
 answered with no entries. kio has no v0 schema: v0 is decoded and encoded here (its
 entries carry is_default, always false as from Kafka 3.9, instead of a source)."""
 

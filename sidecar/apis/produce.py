@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from sidecar.protocol.record_batch import InvalidBatch, decode_batch, single_bat
 from sidecar.storage import resilience
 from sidecar.storage.store import PreparedAppend, StoreError, TopicInfo
 from sidecar.telemetry import requests as telemetry
+from sidecar.telemetry.logs import RateLimitedLog
 from sidecar.validation import produce_limits as limits
 from sidecar.validation.topic_names import invalid_name_reason
 
@@ -277,24 +277,16 @@ async def _shard_short_of_replicas(
     return True
 
 
-_short_log = (float("-inf"), 0)  # when the last line was logged, refusals since then
 SHORT_LOG_INTERVAL_S = 10.0
+_short_log = RateLimitedLog(log, SHORT_LOG_INTERVAL_S)
 
 
 def _log_short_of_replicas(topic: str, partition: int | None, what: str) -> None:
     """One line per SHORT_LOG_INTERVAL_S about acks=all produces refused (or appended
     but not replicated in time) for want of Redis replicas: the clients see
     NOT_ENOUGH_REPLICAS (or NOT_ENOUGH_REPLICAS_AFTER_APPEND) and retry."""
-    global _short_log
-    now = time.monotonic()
-    last, quiet = _short_log
-    if now - last < SHORT_LOG_INTERVAL_S:
-        _short_log = (last, quiet + 1)
-        return
-    _short_log = (now, 0)
-    more = f" ({quiet} more since the last such line)" if quiet else ""
     where = topic if partition is None else f"{topic}-{partition}"
-    log.warning("acks=all produce to %s: %s%s", where, what, more)
+    _short_log.warning("acks=all produce to %s: %s", where, what)
 
 
 def _short(in_sync: int, min_isr: int) -> str:

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import importlib.metadata
 import logging
-import math
 import os
 import re
 import socket
@@ -19,6 +18,7 @@ from sidecar.cli import preflight
 from sidecar.cli import queues as queues_cli
 from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
+from sidecar.cli.arg_types import at_least, positive
 from sidecar.config import server_properties
 from sidecar.config.settings import HostPort, Settings
 from sidecar.telemetry import logs
@@ -56,17 +56,6 @@ def _log_level(text: str) -> str:
     return level
 
 
-def _positive(text: str) -> float:
-    """A positive, finite number (seconds, minutes)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def _bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -87,21 +76,6 @@ def _optional_hostport(text: str) -> HostPort | None:
     if text.strip().lower() in ("", "none", "off"):
         return None
     return _hostport(text)
-
-
-def _at_least(low: int) -> Any:
-    """An int type for argparse that refuses values below `low`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return parse
 
 
 def _per_ip_overrides(text: str) -> tuple[tuple[str, int], ...]:
@@ -186,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         "redis-connect-timeout",
         "30",
         "seconds to wait for Redis at start-up",
-        type=_positive,
+        type=positive,
     )
     _flag(serve, "auto-create-topics", "true", "auto.create.topics.enable", type=_bool)
     _flag(
@@ -195,29 +169,29 @@ def build_parser() -> argparse.ArgumentParser:
         "100",
         "topics this sidecar auto-creates per minute at most; beyond it an unknown topic "
         "gets UNKNOWN_TOPIC_OR_PARTITION (-1: no limit)",
-        type=_at_least(-1),
+        type=at_least(-1),
     )
-    _flag(serve, "num-partitions", "1", "partitions of auto-created topics", type=_at_least(1))
+    _flag(serve, "num-partitions", "1", "partitions of auto-created topics", type=at_least(1))
     _flag(
         serve,
         "max-request-bytes",
         str(100 * 1024 * 1024),
         "largest request frame accepted",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "max-connections",
         "2147483647",
         "max.connections: open Kafka connections at most; more are closed at once",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
         "max-connections-per-ip",
         "2147483647",
         "max.connections.per.ip: open Kafka connections from one client IP at most",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
@@ -232,14 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
         str(256 * 1024 * 1024),
         "queued.max.request.bytes: bytes of requests read and not yet answered, over all "
         "connections; above it reading pauses (-1: unbounded, Kafka's default)",
-        type=_at_least(-1),
+        type=at_least(-1),
     )
     _flag(
         serve,
         "connections-max-idle-ms",
         "600000",
         "connections.max.idle.ms: close a connection idle this long (-1: never)",
-        type=_at_least(-1),
+        type=at_least(-1),
     )
     _flag(
         serve,
@@ -247,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
         "30000",
         "close a connection that started a request frame and did not finish it this long "
         "after (-1: never)",
-        type=_at_least(-1),
+        type=at_least(-1),
     )
     _flag(
         serve,
@@ -269,106 +243,100 @@ def build_parser() -> argparse.ArgumentParser:
         "message-max-bytes",
         "1048588",
         "message.max.bytes: default of the topic config max.message.bytes (largest batch)",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
         "log-message-timestamp-before-max-ms",
         str(2**63 - 1),
-        "log.message.timestamp.before.max.ms: how far in the past a CreateTime timestamp "
-        "may be",
-        type=_at_least(0),
+        "log.message.timestamp.before.max.ms: how far in the past a CreateTime timestamp may be",
+        type=at_least(0),
     )
     _flag(
         serve,
         "log-message-timestamp-after-max-ms",
         str(2**63 - 1),
-        "log.message.timestamp.after.max.ms: how far in the future a CreateTime timestamp "
-        "may be",
-        type=_at_least(0),
+        "log.message.timestamp.after.max.ms: how far in the future a CreateTime timestamp may be",
+        type=at_least(0),
     )
-    _flag(
-        serve, "node-id", "-1", "broker node id; -1 picks the lowest free one", type=_at_least(-1)
-    )
+    _flag(serve, "node-id", "-1", "broker node id; -1 picks the lowest free one", type=at_least(-1))
     _flag(
         serve,
         "broker-session-timeout-ms",
         "9000",
         "how long a sidecar stays registered (and keeps its groups) without renewing",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "broker-heartbeat-interval-ms",
         "2000",
         "how often a sidecar renews its registration",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "group-initial-rebalance-delay-ms",
         "3000",
         "group.initial.rebalance.delay.ms",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
         "group-min-session-timeout-ms",
         "6000",
         "group.min.session.timeout.ms",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
         "group-max-session-timeout-ms",
         "1800000",
         "group.max.session.timeout.ms",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
         "offsets-retention-minutes",
         "10080",
         "offsets.retention.minutes (fractions allowed)",
-        type=_positive,
+        type=positive,
     )
     _flag(
         serve,
         "offsets-retention-check-interval-ms",
         "600000",
         "offsets.retention.check.interval.ms",
-        type=_at_least(1),
+        type=at_least(1),
     )
-    _flag(
-        serve, "offset-metadata-max-bytes", "4096", "offset.metadata.max.bytes", type=_at_least(0)
-    )
+    _flag(serve, "offset-metadata-max-bytes", "4096", "offset.metadata.max.bytes", type=at_least(0))
     _flag(
         serve,
         "min-insync-replicas",
         "1",
         "min.insync.replicas: acks=-1 waits (Redis WAIT) for this many - 1 Redis replicas",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "producer-id-expiration-ms",
         "86400000",
         "producer.id.expiration.ms",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "transactional-id-expiration-ms",
         "604800000",
         "transactional.id.expiration.ms",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "log-retention-ms",
         "604800000",
         "log.retention.ms: default of the topic config retention.ms (-1: keep forever)",
-        type=_at_least(-1),
+        type=at_least(-1),
     )
     _flag(
         serve,
@@ -376,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-1",
         "log.retention.bytes: default of the topic config retention.bytes, per partition "
         "(-1: no size limit)",
-        type=_at_least(-1),
+        type=at_least(-1),
     )
     _flag(
         serve,
@@ -391,21 +359,21 @@ def build_parser() -> argparse.ArgumentParser:
         "log-retention-check-interval-ms",
         "300000",
         "log.retention.check.interval.ms: how often time retention runs",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "log-cleaner-backoff-ms",
         "15000",
         "log.cleaner.backoff.ms: how long the compactor sleeps when it has nothing to clean",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
         "redis-timeout-ms",
         "2000",
         "socket timeout of one Redis command (and of connecting)",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
@@ -414,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
         "how long one Kafka request retries Redis (connection loss, timeouts, LOADING, "
         "BUSY, READONLY) before answering a retriable error; Produce: at most half its "
         "timeout_ms",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(
         serve,
@@ -422,14 +390,14 @@ def build_parser() -> argparse.ArgumentParser:
         "128",
         "Redis commands one sidecar process runs at once (its connection pool holds a "
         "few more); more concurrent requests wait for a free connection",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "shutdown-timeout-ms",
         "10000",
         "SIGTERM: how long in-flight requests may take before everything is closed",
-        type=_at_least(0),
+        type=at_least(0),
     )
     _flag(serve, "log-level", "INFO", ", ".join(LOG_LEVELS), type=_log_level)
     _flag(
@@ -451,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
         "udp-stats-interval-ms",
         "60000",
         "how often the UDP ingest counters are logged while they change",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
@@ -473,21 +441,21 @@ def build_parser() -> argparse.ArgumentParser:
         "1",
         "sidecar processes on this host (one per core); worker i listens on the --listen, "
         "--advertise and --http-listen ports + i with a node id of its own",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "group-share-session-timeout-ms",
         "45000",
         "group.share.session.timeout.ms",
-        type=_at_least(1),
+        type=at_least(1),
     )
     _flag(
         serve,
         "group-share-heartbeat-interval-ms",
         "5000",
         "group.share.heartbeat.interval.ms",
-        type=_at_least(1),
+        type=at_least(1),
     )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)

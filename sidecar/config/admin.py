@@ -4,7 +4,7 @@ config with its value, source, synonyms, type and documentation, and the new ove
 set an alteration asks for, validated with Kafka's error codes and messages.
 
 The storage side (the compare-and-set of the topic's registry entry) is in
-storage/topic_admin.py; the broker configs are in broker_config.py."""
+storage/topic_admin.py; the broker configs are in config/broker.py."""
 
 from __future__ import annotations
 

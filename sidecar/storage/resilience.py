@@ -73,6 +73,7 @@ from tenacity import (
 )
 
 from sidecar.storage.fault_stats import STATS
+from sidecar.telemetry.logs import RateLimitedLog
 
 log = logging.getLogger("skiff.redis")
 
@@ -350,25 +351,21 @@ _down_since: float | None = None  # first failure of the current outage
 _logged = False  # the outage was logged (so its end is logged too)
 
 
-# reason -> (when its last line was logged, failures since then not logged)
-_fault_lines: dict[str, tuple[float, int]] = {}
+# reason -> its line, logged once per FAULT_LOG_INTERVAL_S
+_fault_logs: dict[str, RateLimitedLog] = {}
 FAULT_LOG_INTERVAL_S = 10.0
 
 
 def _log_fault(reason: str, what: str, exc: BaseException) -> None:
     """One line per reason per FAULT_LOG_INTERVAL_S: a failover or an overload fails
     many commands at once."""
-    now = time.monotonic()
-    last, quiet = _fault_lines.get(reason, (float("-inf"), 0))
-    if now - last < FAULT_LOG_INTERVAL_S:
-        _fault_lines[reason] = (last, quiet + 1)
-        return
-    _fault_lines[reason] = (now, 0)
-    more = f" ({quiet} more since the last such line)" if quiet else ""
+    line = _fault_logs.get(reason)
+    if line is None:
+        line = _fault_logs[reason] = RateLimitedLog(log, FAULT_LOG_INTERVAL_S)
     if reason == "pool":
-        log.warning("Redis connections all busy (%s): %s; waiting%s", what, exc, more)
+        line.warning("Redis connections all busy (%s): %s; waiting", what, exc)
     else:
-        log.warning("Redis error (%s) on %s: %s; retrying%s", reason, what, exc, more)
+        line.warning("Redis error (%s) on %s: %s; retrying", reason, what, exc)
 
 
 def _failed(reason: str, what: str, exc: BaseException, attempt: int) -> None:

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import sys
+import time
 from typing import Any
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -89,3 +90,25 @@ def configure(level: str, fmt: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, str(level).upper(), logging.INFO))
+
+
+class RateLimitedLog:
+    """A warning at most once per `interval` seconds; the lines held back are counted in
+    the next one, so the log still tells how many breaches there were."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 1.0) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.last = float("-inf")
+        self.held_back = 0
+
+    def warning(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            self.held_back += 1
+            return
+        self.last = now
+        if self.held_back:
+            msg += f" ({self.held_back} more since the last such line)"
+            self.held_back = 0
+        self.logger.warning(msg, *args)
