@@ -85,5 +85,6 @@ def test_taken_http_port_fails_start_up_with_a_reason(
         with pytest.raises(RuntimeError):
             start_skiff(log, "--redis-url", own_redis.url, "--http-listen", f"127.0.0.1:{port}")
         text = log.read_text()
-        assert f"cannot serve HTTP on 127.0.0.1:{port}" in text
-        assert "--http-listen" in text
+        # Found before start-up (cli/preflight.py): one line naming the flag and address.
+        assert f"--http-listen 127.0.0.1:{port}: Address already in use" in text
+        assert "Traceback" not in text
