@@ -1,5 +1,5 @@
 """The Broker: what every API handler shares (settings, the Redis store, wake-ups,
-the live sidecars and the group coordinator)."""
+the live sidecars, the group coordinator and the authorizer)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
 from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
+from sidecar.security.authorizer import AllowAll, Authorizer
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
 from sidecar.telemetry.logs import RateLimitedLog
@@ -59,6 +60,8 @@ class Broker:
     cluster_id: str
     cluster: Cluster
     groups: GroupCoordinator
+    # Every API handler asks it before acting (sidecar/security/authorizer.py).
+    authorizer: Authorizer = field(default_factory=AllowAll)
     auto_create: AutoCreateBudget = field(init=False)
 
     def __post_init__(self) -> None:

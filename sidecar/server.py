@@ -35,6 +35,7 @@ from sidecar.protocol.kio_codec import (
     oversized_string,
 )
 from sidecar.protocol.primitives import unpack_i32
+from sidecar.security.session import ConnectionSecurity
 from sidecar.server_limits import ConnectionCounts, ListenerLimits, RequestMemory
 from sidecar.storage import resilience
 from sidecar.telemetry import metrics, requests
@@ -54,7 +55,7 @@ _NO_DECODERS: dict[int, Callable[[bytes, int], Any]] = {}
 
 
 class Request:
-    __slots__ = ("header", "body", "flexible", "ticket", "peer_host")
+    __slots__ = ("header", "body", "flexible", "ticket", "security")
 
     def __init__(
         self,
@@ -62,17 +63,26 @@ class Request:
         body: Any,
         flexible: bool,
         ticket: Ticket | None = None,
-        peer_host: str = "",
+        security: ConnectionSecurity | None = None,
     ) -> None:
         self.header = header
         self.body = body
         self.flexible = flexible
         self.ticket = ticket  # Produce only: its place in the connection's append order
-        self.peer_host = peer_host  # the client's address (JoinGroup's client host)
+        # The connection's listener, protocol and principal (sidecar/security/session.py).
+        self.security = security if security is not None else ConnectionSecurity()
+
+    @property
+    def peer_host(self) -> str:
+        """The client's address (JoinGroup's client host)."""
+        return self.security.peer_host
 
 
 async def dispatch(
-    broker: Broker, frame: bytes, ticket: Ticket | None = None, peer_host: str = ""
+    broker: Broker,
+    frame: bytes,
+    ticket: Ticket | None = None,
+    security: ConnectionSecurity | None = None,
 ) -> bytes | None:
     """Handle one request frame; returns the response frame, or None (acks=0)."""
     try:
@@ -80,6 +90,13 @@ async def dispatch(
     except BadFrame as exc:
         raise CloseConnection(str(exc)) from None
     key, version = header.api_key, header.api_version
+    if security is None:
+        security = ConnectionSecurity()
+    refusal = security.refusal(key)
+    if refusal is not None:
+        if ticket is not None:
+            ticket.release()
+        raise CloseConnection(refusal)
     handler = apis.HANDLERS.get(key)
     if key == API_VERSIONS_KEY and not (
         api_versions.MIN_VERSION <= version <= api_versions.MAX_VERSION
@@ -92,7 +109,10 @@ async def dispatch(
         raise CloseConnection(f"unsupported API key {key} version {version}")
     # Metrics, and a span when tracing is on (sidecar/telemetry/requests.py).
     return await requests.observe(
-        handler, header, peer_host, _handle(broker, handler, header, frame, pos, ticket, peer_host)
+        handler,
+        header,
+        security.peer_host,
+        _handle(broker, handler, header, frame, pos, ticket, security),
     )
 
 
@@ -103,12 +123,12 @@ async def _handle(
     frame: bytes,
     pos: int,
     ticket: Ticket | None,
-    peer_host: str,
+    security: ConnectionSecurity,
 ) -> bytes | None:
     key, version = header.api_key, header.api_version
     body, flexible = decode_body(handler, header, frame, pos)
     requests.decoded(body)
-    request = Request(header, body, flexible, ticket, peer_host)
+    request = Request(header, body, flexible, ticket, security)
     identity = broker.store.identity
     if identity.lost is not None and key not in unavailable.NEEDS_NO_REDIS:
         # Redis lost the data this sidecar served (storage/identity.py): retriable errors
@@ -203,8 +223,13 @@ class KafkaConnection(asyncio.Protocol):
         connections: set[KafkaConnection],
         counts: ConnectionCounts,
         memory: RequestMemory,
+        listener: str = "PLAINTEXT",
+        protocol: str = "PLAINTEXT",
     ) -> None:
         self.broker = broker
+        self.listener = listener  # the listener's name and security protocol
+        self.protocol = protocol
+        self.security = ConnectionSecurity(listener, protocol)
         self.connections = connections
         self.counts = counts
         self.memory = memory
@@ -246,6 +271,9 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        self.security = ConnectionSecurity.for_listener(
+            self.listener, self.protocol, self.peer_host
+        )
         if not self.counts.admit(self.peer_host, self.peer):
             self.closing = True
             transport.close()  # as Kafka: closed at once, before any request is read
@@ -476,13 +504,13 @@ class KafkaConnection(asyncio.Protocol):
                     if len(running) >= MAX_IN_FLIGHT:
                         await asyncio.wait([running[0][0]])
                     task = asyncio.create_task(
-                        dispatch(self.broker, frame, order.ticket(), self.peer_host)
+                        dispatch(self.broker, frame, order.ticket(), self.security)
                     )
                 else:
                     if running:
                         await asyncio.wait([t for t, _ in running])
                     ticket = order.ticket() if is_produce else None
-                    task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.peer_host))
+                    task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.security))
                 self.in_flight += 1
                 task.add_done_callback(partial(self._request_done, 4 + len(frame)))
                 running.append((task, is_produce))
