@@ -19,9 +19,14 @@ import secrets
 from collections.abc import Callable, Sequence
 
 from sidecar.config.settings import Settings
+from sidecar.storage.fault_stats import STATS
 from sidecar.storage.registry import BrokerInfo, Registry
+from sidecar.storage.resilience import request_deadline
 
 log = logging.getLogger("skiff.cluster")
+
+# How long Metadata waits for the registry before answering from the heartbeat's list.
+CATCH_UP_WAIT_S = 0.5
 
 
 def _weight(key: str, node_id: int) -> int:
@@ -139,6 +144,21 @@ class Cluster:
 
     async def refresh(self) -> None:
         self.live = await self.registry.live()
+
+    async def catch_up(self) -> None:
+        """Re-read the live sidecars now, for Metadata. The heartbeat's list lags a sidecar
+        that just registered by up to one heartbeat interval, and a client that one sidecar
+        told of a broker and the next did not drops that broker: librdkafka 2.10+ closes
+        its connection, failing what is in flight there (a consumer's join-time Metadata,
+        which left it waiting for metadata for 5 minutes). While Redis is unreachable or
+        slow, the heartbeat's list stands."""
+        if not STATS.reachable:
+            return
+        try:
+            with request_deadline(CATCH_UP_WAIT_S):
+                await self.refresh()
+        except Exception:  # noqa: BLE001 - the heartbeat logs Redis trouble; this only narrows a lag
+            pass
 
     async def _heartbeat(self) -> None:
         interval = self.settings.broker_heartbeat_interval_ms / 1000

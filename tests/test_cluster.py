@@ -71,6 +71,36 @@ def test_every_live_sidecar_is_a_broker_and_leads_some_partitions(
         stop_process(two.proc)
 
 
+def test_a_new_sidecar_is_in_every_sidecars_metadata_once_it_accepts_connections(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """No sidecar's Metadata lags another's: a client that one sidecar tells of a broker
+    and the next does not drops that broker (librdkafka 2.10+ closes its connection and
+    fails the requests in flight there, which left a consumer waiting for metadata for
+    5 minutes). Heartbeats 10 s apart, so only Metadata itself can have caught up."""
+    slow = {
+        "SKIFF_BROKER_SESSION_TIMEOUT_MS": "30000",
+        "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "10000",
+    }
+    args = ("--redis-url", own_redis.url, "--num-partitions", "8")
+    one = start_skiff(tmp_path / "one.log", *args, env=slow)
+    two = start_skiff(tmp_path / "two.log", *args, env=slow)
+    try:
+        expected = [(0, "127.0.0.1", one.port), (1, "127.0.0.1", two.port)]
+        assert brokers(one.port) == brokers(two.port) == expected
+        topic = f"t-{uuid.uuid4().hex[:8]}"
+        leaders = {}
+        for port in (two.port, one.port):  # two creates it, one has not seen it yet
+            with RawKafka("127.0.0.1", port) as kafka:
+                [t] = kafka.request(METADATA, 12, metadata_request([topic])).topics
+            leaders[port] = [p.leader_id for p in t.partitions]
+        assert leaders[one.port] == leaders[two.port]
+        assert set(leaders[one.port]) == {0, 1}
+    finally:
+        stop_process(one.proc)
+        stop_process(two.proc)
+
+
 def test_a_stopped_sidecar_leaves_at_once_and_a_killed_one_after_its_session(
     own_redis: RedisServer, tmp_path: Path
 ) -> None:

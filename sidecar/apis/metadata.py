@@ -50,6 +50,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
     cluster = broker.cluster
+    await cluster.catch_up()  # list a sidecar that registered since the last heartbeat
     # v0 asks for all topics with an empty list; v1+ with a null one.
     want_all = body.topics is None or (version == 0 and not body.topics)
     allow_create = broker.settings.auto_create_topics and (

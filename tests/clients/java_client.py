@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from clients.cli_tool import JVM_QUICK_START, CliTool, CliToolError, java_binary
 from clients.cli_tool import Bytesish as Bytesish
-from clients.cli_tool import CliTool, CliToolError, java_binary
 
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
 POM = JAVA_DIR / "pom.xml"
@@ -68,7 +68,7 @@ def build_tool() -> Path:
 
 _TOOL = CliTool(
     "java",
-    lambda: [java_binary(JavaClientError), "-jar", str(build_tool())],
+    lambda: [java_binary(JavaClientError), *JVM_QUICK_START, "-jar", str(build_tool())],
     JavaClientError,
     JVM_SLACK_S,
 )

@@ -12,13 +12,19 @@ stays on 3.9.1), built with Maven into ``tests/java-share/target/skiff-share-too
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
 import json
+import queue
 import subprocess
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from clients.cli_tool import CliTool, CliToolError, java_binary
+from clients.cli_tool import JVM_QUICK_START, CliTool, CliToolError, java_binary
 
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java-share"
 POM = JAVA_DIR / "pom.xml"
@@ -49,7 +55,7 @@ def build_tool() -> Path:
 
 _TOOL = CliTool(
     "java-share",
-    lambda: [java_binary(JavaShareError), "-jar", str(build_tool())],
+    lambda: [java_binary(JavaShareError), *JVM_QUICK_START, "-jar", str(build_tool())],
     JavaShareError,
     JVM_SLACK_S,
 )
@@ -175,10 +181,91 @@ def _run_lines(args: list[str], ops: list[dict[str, Any]], timeout_s: float) -> 
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
+class _AdminTool:
+    """The admin tool's JVM for one bootstrap address, kept between calls: it answers each
+    op line as it reads it, and a JVM start costs about 2 s of CPU (test_share_groups.py
+    asks 11 times). A reader thread hands its answers over, so a call can time out."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self.proc = subprocess.Popen(
+            [*_TOOL.command(), "admin", "--bootstrap", bootstrap],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            bufsize=1,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, name="share-admin-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.lines.put(line)
+        self.lines.put(None)  # the JVM ended
+
+    def ask(self, ops: list[dict[str, Any]], timeout_s: float) -> list[Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(json.dumps(op) + "\n" for op in ops))
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout_s
+        answers = []
+        for _ in ops:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise JavaShareError(f"share tool admin: no answer within {timeout_s}s") from None
+            if line is None:
+                self.stderr.seek(0)
+                err = self.stderr.read().decode(errors="replace")
+                raise JavaShareError(f"share tool admin failed: {err[-2000:]}", err)
+            answers.append(json.loads(line))
+        return answers
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()  # end of input: the tool closes its Admin and exits
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+_admin_tool: _AdminTool | None = None
+
+
+def _close_admin_tool() -> None:
+    global _admin_tool
+    if _admin_tool is not None:
+        _admin_tool.close()
+        _admin_tool = None
+
+
+atexit.register(_close_admin_tool)
+
+
 def admin(bootstrap: str, ops: list[dict[str, Any]], timeout_s: float = 120.0) -> list[Any]:
-    """Share-group admin calls in one JVM (ops: describe, offsets, alter_offsets,
-    set_config, list; see ShareTool.java); one answer per op, with "error" on failure."""
-    return _run_lines(["admin", "--bootstrap", bootstrap], ops, timeout_s)
+    """Share-group admin calls (ops: describe, offsets, alter_offsets, set_config, list;
+    see ShareTool.java); one answer per op, with "error" on failure. The JVM stays for
+    the next call to the same bootstrap address; another address replaces it."""
+    global _admin_tool
+    if _admin_tool is not None and (
+        _admin_tool.bootstrap != bootstrap or _admin_tool.proc.poll() is not None
+    ):
+        _close_admin_tool()
+    if _admin_tool is None:
+        _admin_tool = _AdminTool(bootstrap)
+    try:
+        return _admin_tool.ask(ops, timeout_s)
+    except JavaShareError:
+        _close_admin_tool()  # the next call starts a fresh one
+        raise
 
 
 def produce(
