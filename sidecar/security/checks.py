@@ -1,0 +1,72 @@
+"""What the API handlers ask broker.authorizer, in the shapes Kafka's AuthHelper offers:
+one resource, a set of topic names filtered by an operation, and the
+*_authorized_operations fields. Each handler keeps its own checks (which operation on
+which resource, which error code) in its module; these only save repeating the call.
+Every check is one synchronous authorize() per distinct resource, answered from memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sidecar.protocol import errors
+from sidecar.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+
+TOPIC_AUTHORIZATION_FAILED = errors.code("TOPIC_AUTHORIZATION_FAILED")
+GROUP_AUTHORIZATION_FAILED = errors.code("GROUP_AUTHORIZATION_FAILED")
+CLUSTER_AUTHORIZATION_FAILED = errors.code("CLUSTER_AUTHORIZATION_FAILED")
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = errors.code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+# Kafka's default of *_authorized_operations: not requested (or not computed).
+NOT_REQUESTED = -(2**31)
+
+TOPIC = ResourceType.TOPIC
+GROUP = ResourceType.GROUP
+CLUSTER = ResourceType.CLUSTER
+TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
+
+
+def allowed(
+    broker: Any, request: Any, operation: Operation, resource_type: ResourceType, name: str
+) -> bool:
+    return broker.authorizer.authorize(request.security, operation, resource_type, name)
+
+
+def cluster_allowed(broker: Any, request: Any, operation: Operation) -> bool:
+    return broker.authorizer.authorize(request.security, operation, CLUSTER, CLUSTER_NAME)
+
+
+def topic_allowed(broker: Any, request: Any, operation: Operation, name: str) -> bool:
+    return broker.authorizer.authorize(request.security, operation, TOPIC, name)
+
+
+def group_allowed(broker: Any, request: Any, operation: Operation, group_id: str) -> bool:
+    return broker.authorizer.authorize(request.security, operation, GROUP, group_id)
+
+
+def allowed_topics(
+    broker: Any, request: Any, operation: Operation, names: Iterable[str | None]
+) -> set[str]:
+    """The names (each asked once) the principal may `operation` (Kafka's
+    filterByAuthorized); None names are left out."""
+    authorize = broker.authorizer.authorize
+    security = request.security
+    return {n for n in set(names) if n is not None and authorize(security, operation, TOPIC, n)}
+
+
+def may_create_topic(broker: Any, request: Any, name: str) -> bool:
+    """Auto-creation (Metadata, Produce): CREATE on the cluster or on the topic."""
+    return cluster_allowed(broker, request, Operation.CREATE) or topic_allowed(
+        broker, request, Operation.CREATE, name
+    )
+
+
+def authorized_operations(broker: Any, request: Any, resource_type: ResourceType, name: str) -> int:
+    return broker.authorizer.authorized_operations(request.security, resource_type, name)
+
+
+def cluster_authorized_operations(broker: Any, request: Any) -> int:
+    """Kafka answers the cluster's operations only to a principal that may DESCRIBE it,
+    0 to others."""
+    if not cluster_allowed(broker, request, Operation.DESCRIBE):
+        return 0
+    return authorized_operations(broker, request, CLUSTER, CLUSTER_NAME)
