@@ -139,9 +139,7 @@ async def _old_style_offsets(
     return [points[i][0] for i in range(start, -1, -1)][:max_num]
 
 
-async def _handle_v0(
-    broker: Broker, body: LegacyListOffsetsRequest, described: set[str]
-) -> bytes:
+async def _handle_v0(broker: Broker, body: LegacyListOffsetsRequest, described: set[str]) -> bytes:
     parts = [array_len(len(body.topics), False)]
     for t in body.topics:
         info = await broker.store.get_topic(t.name) if t.name in described else None

@@ -60,6 +60,15 @@ def may_create_topic(broker: Any, request: Any, name: str) -> bool:
     )
 
 
+def may_write_some_topic(broker: Any, request: Any) -> bool:
+    """Kafka's authorizeByResourceType(WRITE, TOPIC): whether some ACL lets the principal
+    write some topic (KIP-679: that is enough for an idempotent producer). Asked of the
+    authorizer when it offers authorize_by_resource_type; otherwise IDEMPOTENT_WRITE
+    on the cluster is needed."""
+    ask = getattr(broker.authorizer, "authorize_by_resource_type", None)
+    return bool(ask and ask(request.security, Operation.WRITE, TOPIC))
+
+
 def authorized_operations(broker: Any, request: Any, resource_type: ResourceType, name: str) -> int:
     return broker.authorizer.authorized_operations(request.security, resource_type, name)
 
