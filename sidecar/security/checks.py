@@ -79,3 +79,26 @@ def cluster_authorized_operations(broker: Any, request: Any) -> int:
     if not cluster_allowed(broker, request, Operation.DESCRIBE):
         return 0
     return authorized_operations(broker, request, CLUSTER, CLUSTER_NAME)
+
+
+# DescribeConfigs, AlterConfigs, IncrementalAlterConfigs: what a config resource
+# (Kafka's ConfigResource.Type code) is authorized against, and the error and message
+# (Kafka's) when it is not.
+_CONFIG_RESOURCES = {
+    2: (TOPIC, TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."),
+    32: (GROUP, GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
+}
+_CLUSTER_CONFIGS = (CLUSTER, CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+
+
+def config_resource_denied(
+    broker: Any, request: Any, operation: Operation, resource_type: int, name: str
+) -> tuple[int, str] | None:
+    """(error code, message) when the principal may not `operation` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS) this config resource, else None. Broker, broker-logger and
+    client-metrics resources are the cluster's."""
+    kind, code, message = _CONFIG_RESOURCES.get(resource_type, _CLUSTER_CONFIGS)
+    resource = CLUSTER_NAME if kind == CLUSTER else name
+    if broker.authorizer.authorize(request.security, operation, kind, resource):
+        return None
+    return code, message
