@@ -1,6 +1,7 @@
 """ShareGroupDescribe (key 77), v1: a share group's state, epoch and members with
 their subscriptions and assignments, from the coordinating sidecar.
-Authorization: see _authorized."""
+Needs DESCRIBE on each group and on the topics its members use (else GROUP_ or
+TOPIC_AUTHORIZATION_FAILED for the group), as in Kafka."""
 
 from __future__ import annotations
 
