@@ -36,7 +36,8 @@ def check_keys(batch: DecodedBatch, config: Mapping[str, Any], topic: str, parti
     if not keyless:
         return
     why = (
-        f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
+        "Compacted topic cannot accept message without key in topic partition "
+        f"{topic}-{partition}"
     )
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
     raise InvalidBatch(
