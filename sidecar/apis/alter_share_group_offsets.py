@@ -42,7 +42,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     group_id = body.group_id
     if not checks.group_allowed(broker, request, Operation.READ, group_id):
-        return _answer(version, "GROUP_AUTHORIZATION_FAILED", None, [])
+        return _answer(version, "GROUP_AUTHORIZATION_FAILED", "Group authorization failed.", [])
     if not group_id:
         return _answer(version, "INVALID_GROUP_ID", "The group id is empty.", [])
     try:

@@ -72,8 +72,18 @@ class TopicFetch:
         self.partitions: list[PartitionFetch] = []
 
 
+def _from_follower(body: Any) -> bool:
+    state = getattr(body, "replica_state", None)  # v15+
+    replica_id = state.replica_id if state is not None else getattr(body, "replica_id", -1)
+    return replica_id >= 0
+
+
 async def _resolve(broker: Broker, request: Any, version: int) -> list[TopicFetch]:
     topics = []
+    # Kafka: a follower's fetch needs CLUSTER_ACTION on the cluster (for every partition),
+    # a consumer's READ on each topic.
+    follower = _from_follower(request.body)
+    replicating = follower and checks.cluster_allowed(broker, request, Operation.CLUSTER_ACTION)
     for t in request.body.topics:
         if version >= 13:
             # kio reads the zero UUID (no id known to the client) as None.
@@ -86,9 +96,12 @@ async def _resolve(broker: Broker, request: Any, version: int) -> list[TopicFetc
             tf = TopicFetch(t.topic, info.topic_id if info else None, info)
         # Kafka: READ on the topic, asked before whether it exists (an unknown topic id
         # has no name to ask about: UNKNOWN_TOPIC_ID).
-        denied = bool(tf.name) and not checks.topic_allowed(
-            broker, request, Operation.READ, tf.name
-        )
+        if follower:
+            denied = not replicating
+        else:
+            denied = bool(tf.name) and not checks.topic_allowed(
+                broker, request, Operation.READ, tf.name
+            )
         for p in t.partitions:
             ok = info is not None and 0 <= p.partition < info.partitions
             tf.partitions.append(

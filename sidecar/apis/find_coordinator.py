@@ -64,7 +64,7 @@ async def _entry(
         return _error(key, errors.INVALID_REQUEST, f"Invalid coordinator type {key_type}")
     code, resource_type, message = _DENIED[key_type]
     if not checks.allowed(broker, request, Operation.DESCRIBE, resource_type, key):
-        return _error(key, code, message)
+        return _error(key, code, "" if ok_message == "" else message)
     node = await coordinator_for(broker, key, key_type)
     return {
         "key": key,

@@ -40,6 +40,12 @@ async def _group(broker: Broker, request: Any, group_id: str, topics: Any) -> di
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         if not checks.group_allowed(broker, request, Operation.DESCRIBE, group_id):
+            if request.header.api_version >= 8:  # Kafka 4.2 answers no topics
+                return {
+                    "group_id": group_id,
+                    "error_code": checks.GROUP_AUTHORIZATION_FAILED,
+                    "topics": [],
+                }
             raise CoordinatorError("GROUP_AUTHORIZATION_FAILED")
         if await queue_store(broker).exists(group_id):
             # A queue group's committed offset: its lowest unfinished offset (lag tools

@@ -175,11 +175,12 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     # Per topic: its name and, per partition, a result or the appends to run.
     work: list[tuple[str, list[PartitionResult | tuple[int, PreparedAppend]]]] = []
     waits: dict[str, tuple[int, int] | None] = {}
-    # Kafka: a transactional producer needs WRITE on its transactional id (or every
-    # partition fails), then WRITE on each topic.
+    # Kafka: transactional records need WRITE on the transactional id (or every
+    # partition fails), then every topic WRITE.
     txn_id = body.transactional_id
-    txn_denied = txn_id is not None and not checks.allowed(
-        broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, txn_id
+    txn_denied = _transactional(body) and (
+        txn_id is None
+        or not checks.allowed(broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, txn_id)
     )
     writable = checks.allowed_topics(
         broker, request, Operation.WRITE, (t.name for t in body.topic_data)
@@ -242,6 +243,16 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             )
         return None
     return _encode(version, [(name, len(items)) for name, items in work], results)
+
+
+def _transactional(body: Any) -> bool:
+    """Whether a v2 batch of the request is flagged transactional (attributes bit 4)."""
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            r = p.records
+            if r is not None and len(r) >= 23 and r[16] == 2 and r[22] & 0x10:
+                return True
+    return False
 
 
 async def _record_error_log_starts(
