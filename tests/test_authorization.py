@@ -227,9 +227,7 @@ EXPECTED: dict[int, Denied] = {
     # SaslAuthenticate: see 17
     36: Denied(None),
     # CreatePartitions: ALTER on each topic
-    37: Denied(
-        TOPIC_DENIED, sets(topics__count=3, topics__assignments=None, validate_only=False)
-    ),
+    37: Denied(TOPIC_DENIED, sets(topics__count=3, topics__assignments=None, validate_only=False)),
     # DeleteGroups: DELETE on each group
     42: Denied(GROUP_DENIED),
     # IncrementalAlterConfigs: ALTER_CONFIGS on the topic (groups: the group)
