@@ -23,7 +23,7 @@ MAX_VERSION = 4
 MAX_EPOCH = 32767
 
 
-def _denied(broker: Broker, request: Any, transactional_id: str | None) -> int:
+async def _denied(broker: Broker, request: Any, transactional_id: str | None) -> int:
     if transactional_id is not None:
         if checks.allowed(
             broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, transactional_id
@@ -32,7 +32,7 @@ def _denied(broker: Broker, request: Any, transactional_id: str | None) -> int:
         return checks.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if checks.cluster_allowed(broker, request, Operation.IDEMPOTENT_WRITE):
         return errors.NONE
-    if checks.may_write_some_topic(broker, request):
+    if await checks.may_write_some_topic(broker, request):
         return errors.NONE
     return checks.CLUSTER_AUTHORIZATION_FAILED
 
@@ -43,7 +43,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     error = errors.NONE
-    denied = _denied(broker, request, body.transactional_id)
+    denied = await _denied(broker, request, body.transactional_id)
     if denied:
         error, new_pid, new_epoch = denied, -1, -1
     elif body.transactional_id is None:

@@ -60,13 +60,20 @@ def may_create_topic(broker: Any, request: Any, name: str) -> bool:
     )
 
 
-def may_write_some_topic(broker: Any, request: Any) -> bool:
-    """Kafka's authorizeByResourceType(WRITE, TOPIC): whether some ACL lets the principal
-    write some topic (KIP-679: that is enough for an idempotent producer). Asked of the
-    authorizer when it offers authorize_by_resource_type; otherwise IDEMPOTENT_WRITE
-    on the cluster is needed."""
+async def may_write_some_topic(broker: Any, request: Any) -> bool:
+    """Kafka's authorizeByResourceType(WRITE, TOPIC) (KIP-679: enough for an idempotent
+    producer): asked of the authorizer when it offers authorize_by_resource_type;
+    otherwise whether the principal may WRITE some existing topic (one authorize per
+    topic, once per InitProducerId). Unlike Kafka, an ACL on topics that do not exist
+    yet does not count then."""
     ask = getattr(broker.authorizer, "authorize_by_resource_type", None)
-    return bool(ask and ask(request.security, Operation.WRITE, TOPIC))
+    if ask is not None:
+        return bool(ask(request.security, Operation.WRITE, TOPIC))
+    authorize, security = broker.authorizer.authorize, request.security
+    return any(
+        authorize(security, Operation.WRITE, TOPIC, t.name)
+        for t in await broker.store.list_topics()
+    )
 
 
 def authorized_operations(broker: Any, request: Any, resource_type: ResourceType, name: str) -> int:
