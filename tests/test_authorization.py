@@ -46,6 +46,7 @@ TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+REQUEST_TIMED_OUT = 7
 NOT_REQUESTED = -(2**31)  # *_authorized_operations not computed
 DENIED_FLAGS = ("--authorizer-class-name", "standard", "--allow-everyone-if-no-acl-found", "false")
 
@@ -507,3 +508,52 @@ def test_denied_principal_in_old_versions(sidecars: tuple[RedisServer, Skiff, Sk
         codes = expected(version) if callable(expected) else expected
         assert _plain_error_codes(answer) == set(codes or ()), (key, version, answer)
         assert _snapshot(store) == before, (key, version)
+
+
+def test_broker_configs_stay_denied_while_redis_is_down(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """A DescribeConfigs that Redis cannot serve (a topic it must look up) is answered by
+    unavailable.py, which describes broker resources from memory: only to a principal
+    that may DESCRIBE_CONFIGS the cluster."""
+    side = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--authorizer-class-name",
+        "standard",
+        "--allow-everyone-if-no-acl-found",
+        "true",  # topics have no ACLs: allowed
+    )
+    deny = {
+        "resource_type": 4,
+        "resource_name": "kafka-cluster",
+        "resource_pattern_type": 3,
+        "principal": "User:ANONYMOUS",
+        "host": "*",
+        "operation": 10,  # DESCRIBE_CONFIGS
+        "permission_type": 2,  # DENY
+    }
+    try:
+        with RawKafka("127.0.0.1", side.port) as client:
+            created = client.request(30, 3, {"creations": [deny]})
+            assert created.results[0].error_code == 0, created
+            node = client.request(60, 1, {"include_cluster_authorized_operations": False})
+            node_id = str(node.brokers[0].broker_id)
+        stop_process(own_redis.proc)
+        body = {
+            "resources": [
+                {"resource_type": 2, "resource_name": "never-seen", "configuration_keys": None},
+                {"resource_type": 4, "resource_name": node_id, "configuration_keys": None},
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        }
+        with RawKafka("127.0.0.1", side.port, timeout=60) as client:
+            answer = client.request(32, 4, body)
+        assert [(int(r.error_code), r.configs) for r in answer.results] == [
+            (REQUEST_TIMED_OUT, ()),
+            (CLUSTER_AUTHORIZATION_FAILED, ()),
+        ], answer
+    finally:
+        stop_process(side.proc)

@@ -45,6 +45,8 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import unavailable as share_unavailable
 from sidecar.storage import resilience
 
@@ -301,11 +303,18 @@ def _delete_records(broker: Broker, request: Any) -> bytes:
 def _describe_configs(broker: Broker, request: Any) -> bytes:
     body = request.body
     docs = getattr(body, "include_documentation", False)  # v3+
-    results = [
-        describe_configs.answer_without_redis(broker, r, body.include_synonyms, docs)
-        or describe_configs._result(r, REQUEST_TIMED_OUT, UNAVAILABLE)
-        for r in body.resources
-    ]
+    results = []
+    for r in body.resources:
+        # Broker resources need no Redis, but still DESCRIBE_CONFIGS (describe_configs.py).
+        denied = checks.config_resource_denied(
+            broker, request, Operation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name
+        )
+        results.append(
+            describe_configs._result(r, *denied)
+            if denied
+            else describe_configs.answer_without_redis(broker, r, body.include_synonyms, docs)
+            or describe_configs._result(r, REQUEST_TIMED_OUT, UNAVAILABLE)
+        )
     return describe_configs.encode(request.header.api_version, results)
 
 
