@@ -66,7 +66,8 @@ class StandardAuthorizer:
         resource_type: ResourceType,
         name: str,
     ) -> bool:
-        principal = str(security.principal)
+        who = security.principal
+        principal = f"{who.type}:{who.name}"  # str(who), without a Python-level call
         if principal in self.super_users:
             return True
         decision = self.index.decide(principal, security.peer_host, operation, resource_type, name)
