@@ -29,6 +29,7 @@ LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
 CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = 30, 29, 31
 NONE, CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, SECURITY_DISABLED = 0, 31, 42, 54
+POLICY_VIOLATION = 44
 
 
 def acl(
@@ -376,6 +377,11 @@ def test_acl_created_on_one_sidecar_is_enforced_by_another(
             while _describe_all(kb).error_code == NONE:
                 assert time.monotonic() - start < 3.0, "B never saw the deletion"
                 time.sleep(0.02)
+            # Kafka's controller bound: more than 10,000 new ACLs change nothing.
+            many = [_creation(resource_type=2, resource_name=f"t{i}") for i in range(10_001)]
+            big = ka.request(CREATE_ACLS, 3, {"creations": many}, timeout=60)
+            assert {r.error_code for r in big.results} == {POLICY_VIOLATION}
+            assert _describe_all(ka).resources == ()
         # UNKNOWN (0) fails Kafka's request parsing: the connection is closed.
         with RawKafka("127.0.0.1", a.port) as ka:
             ka.send(CREATE_ACLS, 3, {"creations": [_creation(operation=0)]})
