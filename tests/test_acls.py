@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import RedisServer, start_skiff, stop_process
+from conftest import RedisServer, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka
+from redis_cluster_harness import start_redis_cluster
 
 from sidecar.security.acls.authorizer import StandardAuthorizer
 from sidecar.security.acls.index import AclIndex
@@ -20,7 +22,7 @@ from sidecar.security.authorizer import Operation as Op
 from sidecar.security.authorizer import PatternType, ResourceType
 from sidecar.security.principal import KafkaPrincipal
 from sidecar.security.session import ConnectionSecurity
-from sidecar.storage import keys, resilience
+from sidecar.storage import keys, resilience, scripts
 from sidecar.storage.acl_store import AclStore
 from sidecar.storage.connection import client_for
 
@@ -229,11 +231,29 @@ async def _until(check: Callable[[], bool], seconds: float) -> float:
     return time.monotonic() - start
 
 
-def test_store_shared_by_two_authorizers(own_redis: RedisServer) -> None:
+@pytest.fixture(params=["redis", "cluster"])
+def acl_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """One redis-server, or a 3-primary Redis Cluster (the subscription is on one node,
+    the change on the node owning {acls})."""
+    if request.param == "redis":
+        server = start_redis(tmp_path / "redis")
+        yield server
+        stop_process(server.proc)
+    else:
+        cluster = start_redis_cluster(tmp_path / "cluster", nodes=3, replicas=0)
+        yield cluster
+        cluster.stop()
+
+
+def test_store_shared_by_two_authorizers(acl_redis: Any) -> None:
+    url = acl_redis.url
+
     async def scenario() -> None:
         resilience.configure(2000, 8000, 16)
-        first = StandardAuthorizer(AclStore(client_for(own_redis.url, 2.0)))
-        second = StandardAuthorizer(AclStore(client_for(own_redis.url, 2.0)), refresh_s=0.5)
+        redis = client_for(url, 2.0)
+        await scripts.ACLS.load(redis)  # as RedisStore.connect loads every script
+        first = StandardAuthorizer(AclStore(redis))
+        second = StandardAuthorizer(AclStore(client_for(url, 2.0)), refresh_s=0.5)
         await first.start()
         await second.start()
         try:
@@ -250,7 +270,7 @@ def test_store_shared_by_two_authorizers(own_redis: RedisServer) -> None:
             # A change whose announcement is missed (written without PUBLISH) is still
             # picked up by the periodic version check.
             other = acl("u", Op.WRITE)
-            raw = own_redis.client()
+            raw = acl_redis.client()
             raw.hset(keys.ACLS, other.encode(), "1")
             raw.incr(keys.ACLS_VERSION)
             await _until(lambda: second.authorize(who(), Op.WRITE, TOPIC, "u"), 3.0)
