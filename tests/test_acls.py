@@ -5,13 +5,15 @@ between two real sidecars over TCP."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RedisServer, start_redis, start_skiff, stop_process
+from conftest import ROOT, RedisServer, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka
 from redis_cluster_harness import start_redis_cluster
 
@@ -410,3 +412,23 @@ def test_acl_created_on_one_sidecar_is_enforced_by_another(
     finally:
         for s in (a, b, plain):
             stop_process(s.proc)
+
+
+def test_bad_authorizer_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n")
+    for args, says in (
+        (["--authorizer-class-name", "com.example.Mine"], "unknown authorizer"),
+        (["--super-users", "User:admin;alice"], "expected a principal as TYPE:NAME"),
+        (["--allow-everyone-if-no-acl-found", "perhaps"], "expected true or false"),
+        (["--config", str(config)], "unknown authorizer"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli.main", "serve", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, args
+        assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
