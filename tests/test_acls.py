@@ -432,3 +432,24 @@ def test_bad_authorizer_settings_are_one_line_and_exit_2(tmp_path: Path) -> None
         )
         assert proc.returncode == 2, args
         assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_acls_survive_a_storage_reset(own_redis: RedisServer) -> None:
+    """`skiff storage reset --fresh` ends a data loss; ACLs are security settings, not
+    data: deleting a DENY would open what it closed (allow.everyone.if.no.acl.found)."""
+    raw = own_redis.client()
+    deny = acl("t", Op.ALL, DENY, principal="User:*").encode()
+    raw.hset(keys.ACLS, deny, "1")
+    raw.set(keys.ACLS_VERSION, 7)
+    raw.hset(keys.TOPICS, "old", "{}")
+    reset = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli.main", "storage", "reset", "--fresh"]
+        + ["--redis-url", own_redis.url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert reset.returncode == 0, reset.stderr
+    assert not raw.exists(keys.TOPICS)
+    assert raw.hkeys(keys.ACLS) == [deny.encode()] and raw.get(keys.ACLS_VERSION) == b"7"
