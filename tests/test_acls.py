@@ -5,13 +5,17 @@ between two real sidecars over TCP."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import RedisServer, start_skiff, stop_process
+from conftest import ROOT, RedisServer, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka
+from redis_cluster_harness import start_redis_cluster
 
 from sidecar.security.acls.authorizer import StandardAuthorizer
 from sidecar.security.acls.index import AclIndex
@@ -20,7 +24,7 @@ from sidecar.security.authorizer import Operation as Op
 from sidecar.security.authorizer import PatternType, ResourceType
 from sidecar.security.principal import KafkaPrincipal
 from sidecar.security.session import ConnectionSecurity
-from sidecar.storage import keys, resilience
+from sidecar.storage import keys, resilience, scripts
 from sidecar.storage.acl_store import AclStore
 from sidecar.storage.connection import client_for
 
@@ -29,6 +33,7 @@ LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
 CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = 30, 29, 31
 NONE, CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST, SECURITY_DISABLED = 0, 31, 42, 54
+POLICY_VIOLATION = 44
 
 
 def acl(
@@ -228,11 +233,29 @@ async def _until(check: Callable[[], bool], seconds: float) -> float:
     return time.monotonic() - start
 
 
-def test_store_shared_by_two_authorizers(own_redis: RedisServer) -> None:
+@pytest.fixture(params=["redis", "cluster"])
+def acl_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """One redis-server, or a 3-primary Redis Cluster (the subscription is on one node,
+    the change on the node owning {acls})."""
+    if request.param == "redis":
+        server = start_redis(tmp_path / "redis")
+        yield server
+        stop_process(server.proc)
+    else:
+        cluster = start_redis_cluster(tmp_path / "cluster", nodes=3, replicas=0)
+        yield cluster
+        cluster.stop()
+
+
+def test_store_shared_by_two_authorizers(acl_redis: Any) -> None:
+    url = acl_redis.url
+
     async def scenario() -> None:
         resilience.configure(2000, 8000, 16)
-        first = StandardAuthorizer(AclStore(client_for(own_redis.url, 2.0)))
-        second = StandardAuthorizer(AclStore(client_for(own_redis.url, 2.0)), refresh_s=0.5)
+        redis = client_for(url, 2.0)
+        await scripts.ACLS.load(redis)  # as RedisStore.connect loads every script
+        first = StandardAuthorizer(AclStore(redis))
+        second = StandardAuthorizer(AclStore(client_for(url, 2.0)), refresh_s=0.5)
         await first.start()
         await second.start()
         try:
@@ -249,7 +272,7 @@ def test_store_shared_by_two_authorizers(own_redis: RedisServer) -> None:
             # A change whose announcement is missed (written without PUBLISH) is still
             # picked up by the periodic version check.
             other = acl("u", Op.WRITE)
-            raw = own_redis.client()
+            raw = acl_redis.client()
             raw.hset(keys.ACLS, other.encode(), "1")
             raw.incr(keys.ACLS_VERSION)
             await _until(lambda: second.authorize(who(), Op.WRITE, TOPIC, "u"), 3.0)
@@ -376,6 +399,11 @@ def test_acl_created_on_one_sidecar_is_enforced_by_another(
             while _describe_all(kb).error_code == NONE:
                 assert time.monotonic() - start < 3.0, "B never saw the deletion"
                 time.sleep(0.02)
+            # Kafka's controller bound: more than 10,000 new ACLs change nothing.
+            many = [_creation(resource_type=2, resource_name=f"t{i}") for i in range(10_001)]
+            big = ka.request(CREATE_ACLS, 3, {"creations": many}, timeout=60)
+            assert {r.error_code for r in big.results} == {POLICY_VIOLATION}
+            assert _describe_all(ka).resources == ()
         # UNKNOWN (0) fails Kafka's request parsing: the connection is closed.
         with RawKafka("127.0.0.1", a.port) as ka:
             ka.send(CREATE_ACLS, 3, {"creations": [_creation(operation=0)]})
@@ -384,3 +412,44 @@ def test_acl_created_on_one_sidecar_is_enforced_by_another(
     finally:
         for s in (a, b, plain):
             stop_process(s.proc)
+
+
+def test_bad_authorizer_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n")
+    for args, says in (
+        (["--authorizer-class-name", "com.example.Mine"], "unknown authorizer"),
+        (["--super-users", "User:admin;alice"], "expected a principal as TYPE:NAME"),
+        (["--allow-everyone-if-no-acl-found", "perhaps"], "expected true or false"),
+        (["--config", str(config)], "unknown authorizer"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli.main", "serve", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, args
+        assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_acls_survive_a_storage_reset(own_redis: RedisServer) -> None:
+    """`skiff storage reset --fresh` ends a data loss; ACLs are security settings, not
+    data: deleting a DENY would open what it closed (allow.everyone.if.no.acl.found)."""
+    raw = own_redis.client()
+    deny = acl("t", Op.ALL, DENY, principal="User:*").encode()
+    raw.hset(keys.ACLS, deny, "1")
+    raw.set(keys.ACLS_VERSION, 7)
+    raw.hset(keys.TOPICS, "old", "{}")
+    reset = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli.main", "storage", "reset", "--fresh"]
+        + ["--redis-url", own_redis.url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert reset.returncode == 0, reset.stderr
+    assert not raw.exists(keys.TOPICS)
+    assert raw.hkeys(keys.ACLS) == [deny.encode()] and raw.get(keys.ACLS_VERSION) == b"7"

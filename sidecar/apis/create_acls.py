@@ -1,7 +1,8 @@
 """CreateAcls (key 30), v1-v3 (Kafka 4.x's range): store ACL bindings in Redis for every
 sidecar (sidecar/security/acls/). Authorized by ALTER on the CLUSTER; each binding is
 checked as Kafka checks it (INVALID_REQUEST with Kafka's message); creating a binding
-that exists succeeds and changes nothing."""
+that exists succeeds and changes nothing. More than 10,000 new bindings in one request
+change nothing and get POLICY_VIOLATION, as Kafka's controller answers."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from sidecar.apis import acl_access
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security.acls.authorizer import TOO_LARGE, TooManyChanges
 from sidecar.security.acls.model import AclBinding, InvalidAcl
 from sidecar.security.authorizer import Operation
 
 API_KEY = 30
 MIN_VERSION = 1
 MAX_VERSION = 3
+POLICY_VIOLATION = errors.code("POLICY_VIOLATION")
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
@@ -48,5 +51,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 result.update(error_code=errors.INVALID_REQUEST, error_message=str(exc))
                 continue
             valid.append(acl)
-        await authorizer.create(valid)
+        try:
+            await authorizer.create(valid)
+        except TooManyChanges:
+            for result in results:
+                result.update(error_code=POLICY_VIOLATION, error_message=TOO_LARGE)
     return encode_response(API_KEY, version, {"throttle_time": 0, "results": results})

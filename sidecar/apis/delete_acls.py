@@ -1,7 +1,8 @@
 """DeleteAcls (key 31), v1-v3 (Kafka 4.x's range): remove the ACL bindings each filter
 matches (sidecar/security/acls/) and list them per filter. Authorized by ALTER on the
 CLUSTER; a filter with an unknown resource or pattern type, operation or permission
-gets INVALID_REQUEST (Kafka's validateFilter)."""
+gets INVALID_REQUEST (Kafka's validateFilter). Filters matching more than 10,000
+bindings together remove nothing and get POLICY_VIOLATION (Kafka's controller bound)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from sidecar.apis import acl_access
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security.acls.authorizer import TOO_LARGE, TooManyChanges
 from sidecar.security.acls.model import AclFilter
 from sidecar.security.authorizer import Operation
 
 API_KEY = 31
 MIN_VERSION = 1
 MAX_VERSION = 3
+POLICY_VIOLATION = errors.code("POLICY_VIOLATION")
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
@@ -52,7 +55,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
             reason = f.unknown()
             if reason is not None:
                 results[i].update(error_code=errors.INVALID_REQUEST, error_message=reason)
-        deleted = await authorizer.delete([f for _, f in valid])
+        try:
+            deleted = await authorizer.delete([f for _, f in valid])
+        except TooManyChanges:
+            for i, _ in valid:
+                results[i].update(error_code=POLICY_VIOLATION, error_message=TOO_LARGE)
+            deleted = [[] for _ in valid]
         for (i, _), acls in zip(valid, deleted, strict=True):
             results[i]["matching_acls"] = [
                 {

@@ -37,6 +37,15 @@ log = logging.getLogger(__name__)
 STANDARD = "standard"
 STANDARD_NAMES = (STANDARD, "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 REFRESH_S = 1.0  # the longest a sidecar follows an announced-but-missed change
+# Kafka's controller writes at most this many ACL records per request (its
+# MAX_RECORDS_PER_USER_OP); beyond it the request changes nothing and gets
+# POLICY_VIOLATION with TOO_LARGE.
+MAX_CHANGES = 10_000
+TOO_LARGE = "Unable to perform excessively large batch operation."
+
+
+class TooManyChanges(Exception):
+    """More than MAX_CHANGES bindings would change in one request."""
 
 
 class StandardAuthorizer:
@@ -66,7 +75,8 @@ class StandardAuthorizer:
         resource_type: ResourceType,
         name: str,
     ) -> bool:
-        principal = str(security.principal)
+        who = security.principal
+        principal = f"{who.type}:{who.name}"  # str(who), without a Python-level call
         if principal in self.super_users:
             return True
         decision = self.index.decide(principal, security.peer_host, operation, resource_type, name)
@@ -127,15 +137,23 @@ class StandardAuthorizer:
     def describe(self, acl_filter: AclFilter) -> list[AclBinding]:
         return [acl for acl in self.index.bindings if acl_filter.matches(acl)]
 
+    def _encoded(self) -> list[str]:
+        return [acl.encode() for acl in self.index.bindings]
+
     async def create(self, bindings: list[AclBinding]) -> None:
-        """Store valid bindings (AclBinding.validate); existing ones stay as they are."""
+        """Store valid bindings (AclBinding.validate); existing ones stay as they are.
+        Raises TooManyChanges (and stores nothing) beyond MAX_CHANGES new bindings."""
+        wanted = {acl.encode() for acl in bindings}
+        if len(wanted) > MAX_CHANGES and len(wanted - set(self._encoded())) > MAX_CHANGES:
+            raise TooManyChanges
         if bindings:
             await self.store.add([acl.encode() for acl in bindings])
         await self.refresh()
 
     async def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
         """Per filter, the bindings it matched that this call removed. Matched against
-        Redis, not the index, so a binding created elsewhere a moment ago is seen."""
+        Redis, not the index, so a binding created elsewhere a moment ago is seen.
+        Raises TooManyChanges (and removes nothing) beyond MAX_CHANGES bindings."""
         _, stored = await self.store.load()
         current: list[AclBinding] = []
         for text in stored:
@@ -145,6 +163,8 @@ class StandardAuthorizer:
                 continue
         matched = [[acl for acl in current if f.matches(acl)] for f in filters]
         targets = sorted({acl.encode() for acls in matched for acl in acls})
+        if len(targets) > MAX_CHANGES:
+            raise TooManyChanges
         removed: set[str] = set()
         if targets:
             _, done = await self.store.remove(targets)

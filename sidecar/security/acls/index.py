@@ -15,23 +15,35 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from operator import index as plain_int
 
 from sidecar.security.acls.model import WILDCARD, WILDCARD_PRINCIPAL, AclBinding, Permission
 from sidecar.security.authorizer import Operation, PatternType, ResourceType
 
+# Plain ints throughout the check: hashing an IntEnum member runs Python code (Enum's
+# __hash__), a few times slower than an int's.
 IMPLIES_DESCRIBE = frozenset(
-    {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}
+    plain_int(op)
+    for op in (
+        Operation.DESCRIBE,
+        Operation.READ,
+        Operation.WRITE,
+        Operation.DELETE,
+        Operation.ALTER,
+    )
 )
-IMPLIES_DESCRIBE_CONFIGS = frozenset({Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS})
-_ALL = Operation.ALL
-_DESCRIBE = Operation.DESCRIBE
-_DESCRIBE_CONFIGS = Operation.DESCRIBE_CONFIGS
+IMPLIES_DESCRIBE_CONFIGS = frozenset(
+    plain_int(op) for op in (Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
+)
+_ALL = plain_int(Operation.ALL)
+_DESCRIBE = plain_int(Operation.DESCRIBE)
+_DESCRIBE_CONFIGS = plain_int(Operation.DESCRIBE_CONFIGS)
 # Decisions remembered per index (a new index starts empty); beyond this many the
 # memory is dropped and refilled, so a client cycling through names cannot grow it.
 DECISIONS_KEPT = 65_536
 
-# An entry as the check reads it: (principal, host, operation, allow?)
-Entry = tuple[str, str, Operation, bool]
+# An entry as the check reads it: (principal, host, operation code, allow?)
+Entry = tuple[str, str, int, bool]
 
 
 class _TypeIndex:
@@ -48,15 +60,14 @@ class _TypeIndex:
 class AclIndex:
     def __init__(self, bindings: Iterable[AclBinding] = ()) -> None:
         self.bindings: tuple[AclBinding, ...] = tuple(sorted(set(bindings), key=_order))
-        literal: dict[ResourceType, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
-        prefixed: dict[ResourceType, dict[str, list[Entry]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
+        literal: dict[int, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
+        prefixed: dict[int, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
         for acl in self.bindings:
-            entry = (acl.principal, acl.host, acl.operation, acl.permission == Permission.ALLOW)
+            allow = acl.permission == Permission.ALLOW
+            entry = (acl.principal, acl.host, plain_int(acl.operation), allow)
             target = literal if acl.pattern_type == PatternType.LITERAL else prefixed
-            target[acl.resource_type][acl.name].append(entry)
-        self._types: dict[ResourceType, _TypeIndex] = {}
+            target[plain_int(acl.resource_type)][acl.name].append(entry)
+        self._types: dict[int, _TypeIndex] = {}
         for rt in set(literal) | set(prefixed):
             index = _TypeIndex()
             index.literal = {n: tuple(e) for n, e in literal.get(rt, {}).items()}
@@ -78,13 +89,14 @@ class AclIndex:
     ) -> bool | None:
         """True (an ALLOW matches and no DENY), False (a DENY matches, or ACLs are on the
         resource and none allows), None (no ACL is on the resource)."""
-        key = (principal, host, operation, resource_type, name)
+        op, rt = plain_int(operation), plain_int(resource_type)
+        key = (principal, host, op, rt, name)
         decisions = self._decisions
         try:
             return decisions[key]
         except KeyError:
             pass
-        result = self._decide(principal, host, operation, resource_type, name)
+        result = self._decide(principal, host, op, rt, name)
         if len(decisions) >= DECISIONS_KEPT:
             decisions.clear()
         decisions[key] = result
