@@ -33,6 +33,7 @@ from kafka_jars import JarsUnavailable  # noqa: E402
 KAFKA_VERSION = kafka_cli.KAFKA_VERSION
 TOPIC_COMMAND = kafka_cli.TOOLS["kafka-topics"]
 CONFIG_COMMAND = kafka_cli.TOOLS["kafka-configs"]
+ACL_COMMAND = kafka_cli.TOOLS["kafka-acls"]
 TOOL_TIMEOUT_S = 120.0
 
 ToolsUnavailable = JarsUnavailable  # java or mvn is missing, or Maven could not fetch the jars
@@ -59,17 +60,22 @@ def kafka_configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str
     return run_tool(CONFIG_COMMAND, "--bootstrap-server", bootstrap, *args)
 
 
+def kafka_acls(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_tool(ACL_COMMAND, "--bootstrap-server", bootstrap, *args)
+
+
 @contextmanager
-def reference_kafka() -> Iterator[str]:
+def reference_kafka(extra: dict[str, str] | None = None) -> Iterator[str]:
     """A real Apache Kafka broker (single KRaft node, tools/kafka_reference's
-    settings) for the duration; yields its bootstrap address."""
+    settings, plus `extra` server.properties) for the duration; yields its bootstrap
+    address."""
     import kafka_reference  # tools/kafka_reference
 
     procs = kafka_reference.Processes()
     with tempfile.TemporaryDirectory(prefix="skiff-kafka-ref-") as work:
         try:
             try:
-                port = kafka_reference.start_kafka(procs, KAFKA_VERSION, Path(work), 120.0)
+                port = kafka_reference.start_kafka(procs, KAFKA_VERSION, Path(work), 120.0, extra)
             except RuntimeError as exc:
                 raise ToolsUnavailable(str(exc)) from None
             yield f"127.0.0.1:{port}"

@@ -83,6 +83,9 @@ ADVERTISED = {
     79: (1, 2),  # ShareAcknowledge
     90: (0, 1),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.
@@ -219,7 +222,8 @@ def test_every_advertised_version_is_served(kafka: RawKafka) -> None:
             else:
                 # The body of the nearest version kio knows (DeleteTopics v0 == v1).
                 known = next(v for v in range(version, hi + 1) if has_schema(api_key, v))
-                body = encode(make_request(api_key, known, {"acks": 1}))  # produce: acks=1
+                fields = NOT_EMPTY.get(api_key, {"acks": 1})  # produce: acks=1
+                body = encode(make_request(api_key, known, fields))
             cid = kafka.send(api_key, version, body)
             try:
                 frame = kafka.recv_raw()
@@ -229,6 +233,11 @@ def test_every_advertised_version_is_served(kafka: RawKafka) -> None:
                 )
             assert struct.unpack_from(">i", frame)[0] == cid, (api_key, version)
 
+
+# Requests whose all-zero form Kafka refuses by closing the connection (DescribeAcls:
+# UNKNOWN filter codes), sent with the least that Kafka accepts instead.
+ANY_ACL = {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1}
+NOT_EMPTY: dict[int, dict[str, object]] = {29: {**ANY_ACL, "permission_type": 1}}
 
 # Empty requests of the versions kio has no schema for (see rawkafka's legacy helpers).
 OLD_EMPTY_BODIES = {

@@ -11,11 +11,14 @@ from sidecar.apis import (
     alter_configs,
     alter_share_group_offsets,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -77,5 +80,8 @@ HANDLERS: dict[int, ModuleType] = {
         share_acknowledge,
         describe_share_group_offsets,
         alter_share_group_offsets,
+        describe_acls,
+        create_acls,
+        delete_acls,
     )
 }

@@ -1,15 +1,19 @@
 """AlterConfigs (key 33), v0-v2: the given configs replace a topic's whole override
 set (a config not named goes back to the server default), validated as Kafka does.
-Broker configs are not dynamically updatable in Skiff and are refused."""
+Broker configs are not dynamically updatable in Skiff and are refused.
+Needs ALTER_CONFIGS on the topic or (broker resources) the cluster, else
+TOPIC_/CLUSTER_AUTHORIZATION_FAILED for that resource, as in Kafka."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sidecar.apis.config_alteration import alter
+from sidecar.apis.config_alteration import alter, answer
 from sidecar.broker import Broker
 from sidecar.config.admin import legacy_alter
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -20,6 +24,16 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     responses = []
     for resource in body.resources:
+        denied = checks.config_resource_denied(
+            broker,
+            request,
+            Operation.ALTER_CONFIGS,
+            resource.resource_type,
+            resource.resource_name,
+        )
+        if denied:
+            responses.append(answer(resource, denied[0]))
+            continue
         pairs = [(c.name, c.value) for c in resource.configs]
         responses.append(
             await alter(

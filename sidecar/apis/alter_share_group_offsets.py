@@ -1,7 +1,9 @@
 """AlterShareGroupOffsets (key 91), v0: start a share group's partitions again at
 given offsets (the queue core's reset: pending records are dropped). As in Kafka,
 only while the group has no members (NON_EMPTY_GROUP otherwise); answered by the
-group's coordinator."""
+group's coordinator.
+Needs READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing done) and READ on
+each topic (else TOPIC_AUTHORIZATION_FAILED per partition), as in Kafka."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.queues.core import QueueError
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import state
 from sidecar.share.records import queues
 
@@ -37,6 +41,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     version = request.header.api_version
     group_id = body.group_id
+    if not checks.group_allowed(broker, request, Operation.READ, group_id):
+        return _answer(version, "GROUP_AUTHORIZATION_FAILED", "Group authorization failed.", [])
     if not group_id:
         return _answer(version, "INVALID_GROUP_ID", "The group id is empty.", [])
     try:
@@ -51,12 +57,17 @@ async def handle(broker: Broker, request: Any) -> bytes:
     except QueueError as exc:
         return _answer(version, "INVALID_GROUP_ID", exc.message, [])
     responses = []
+    readable = checks.allowed_topics(
+        broker, request, Operation.READ, (t.topic_name for t in body.topics)
+    )
     for t in body.topics:
         info = await broker.store.get_topic(t.topic_name)
         parts = []
         for p in t.partitions:
             e: dict[str, Any] = {"partition_index": p.partition_index, "error_code": errors.NONE}
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if t.topic_name not in readable:
+                e["error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 e["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 e["error_message"] = "This server does not host this topic-partition."
             else:

@@ -16,7 +16,7 @@ from sidecar.validation.topic_names import invalid_name_reason
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 
-def _answer(resource: Any, code: int = errors.NONE, message: str | None = None) -> dict[str, Any]:
+def answer(resource: Any, code: int = errors.NONE, message: str | None = None) -> dict[str, Any]:
     return {
         "error_code": code,
         "error_message": message,
@@ -83,5 +83,5 @@ async def alter(
                 errors.INVALID_REQUEST, f"Unexpected resource type {resource.resource_type}"
             )
     except AdminError as exc:
-        return _answer(resource, exc.code, exc.message)
-    return _answer(resource)
+        return answer(resource, exc.code, exc.message)
+    return answer(resource)

@@ -1,7 +1,8 @@
 """CreatePartitions (key 37), v0-v3: grow a topic (never shrink), with validate_only
 and manual assignments (single-replica ones naming a live sidecar, since Redis keeps
 the one copy). New partitions start empty at offset 0; existing ones are untouched.
-Answers follow Kafka 3.9's codes and messages."""
+Answers follow Kafka 3.9's codes and messages.
+Needs ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from sidecar.broker import Broker
 from sidecar.config.admin import AdminError
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage import topic_admin
 from sidecar.validation.topic_names import invalid_name_reason
 
@@ -97,6 +100,14 @@ async def handle(broker: Broker, request: Any) -> bytes:
                     "name": topic.name,
                     "error_code": errors.INVALID_REQUEST,
                     "error_message": "Duplicate topic name.",
+                }
+            )
+        elif not checks.topic_allowed(broker, request, Operation.ALTER, topic.name):
+            results.append(
+                {
+                    "name": topic.name,
+                    "error_code": checks.TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": None,
                 }
             )
         else:

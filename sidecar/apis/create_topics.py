@@ -3,7 +3,10 @@ configs, checked in Kafka 3.9's order with its codes and messages (checked with
 tools/kafka_reference/): too many partitions in the request, duplicate names, illegal
 names, names colliding with an existing topic ('.' versus '_'), existing topics, configs,
 then assignments, replication factor and partition count. v5+ answers list every
-config of the new topic. Replication factor -1 or 1: Redis holds the one copy."""
+config of the new topic. Replication factor -1 or 1: Redis holds the one copy.
+Authorization as Kafka's controller: CREATE on the cluster or on the topic (else
+TOPIC_AUTHORIZATION_FAILED, after the duplicate-name check); the new topic's configs
+only with DESCRIBE_CONFIGS on it (else topic_config_error_code says why)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from sidecar.config.admin import AdminError
 from sidecar.config.topic import describe
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage.topic_admin import topic_names
 from sidecar.validation.topic_configs import ConfigError, validate
 from sidecar.validation.topic_names import collision_key, invalid_name_reason
@@ -184,6 +189,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
         for name in await topic_names(broker.store):
             existing.setdefault(collision_key(name), set()).add(name)
         names = [t.name for t in topics]
+        may_create = checks.cluster_allowed(broker, request, Operation.CREATE)
+        creatable = (
+            set(names)
+            if may_create
+            else checks.allowed_topics(broker, request, Operation.CREATE, names)
+        )
         done: set[str] = set()
         for t in topics:
             if t.name in done:
@@ -191,8 +202,17 @@ async def handle(broker: Broker, request: Any) -> bytes:
             done.add(t.name)
             if names.count(t.name) > 1:
                 results.append(_refused(t, errors.INVALID_REQUEST, "Duplicate topic name."))
+            elif t.name not in creatable:
+                denied = checks.TOPIC_AUTHORIZATION_FAILED
+                results.append(_refused(t, denied, "Authorization failed."))
             else:
-                results.append(await _create(broker, t, body.validate_only, existing))
+                result = await _create(broker, t, body.validate_only, existing)
+                if result["error_code"] == errors.NONE and not checks.topic_allowed(
+                    broker, request, Operation.DESCRIBE_CONFIGS, t.name
+                ):
+                    result["configs"] = []
+                    result["topic_config_error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
+                results.append(result)
     return encode_response(
         API_KEY, request.header.api_version, {"throttle_time": 0, "topics": results}
     )

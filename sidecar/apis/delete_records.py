@@ -3,7 +3,8 @@
 Partition.deleteRecordsOnLeader: -1 means the high watermark; an offset below 0 or
 above the high watermark is OFFSET_OUT_OF_RANGE; one below the log start changes
 nothing; a topic whose cleanup.policy lacks `delete` is POLICY_VIOLATION. The answer's
-low_watermark is the log start after the call (-1 with an error)."""
+low_watermark is the log start after the call (-1 with an error).
+Needs DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED per partition), as in Kafka."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage.store import StoreError
 
 API_KEY = 21
@@ -24,12 +27,17 @@ POLICY_VIOLATION = 44
 async def handle(broker: Broker, request: Any) -> bytes:
     store = broker.store
     topics = []
+    deletable = checks.allowed_topics(
+        broker, request, Operation.DELETE, (t.name for t in request.body.topics)
+    )
     for t in request.body.topics:
         info = await store.get_topic(t.name)
         parts = []
         for p in t.partitions:
             low, error = -1, errors.NONE
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if t.name not in deletable:
+                error = checks.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif "delete" not in info.config["cleanup.policy"]:
                 error = POLICY_VIOLATION

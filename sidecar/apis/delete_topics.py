@@ -1,6 +1,9 @@
 """DeleteTopics (key 20), v0-v6: by name, or by topic id from v6; every key of every
 partition is removed. kio has no v0 schema (Kafka 4 dropped v0, KIP-896; 3.9 still
-serves it), so v0 is decoded and encoded here."""
+serves it), so v0 is decoded and encoded here.
+Authorization as Kafka's: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED (asked
+before whether it exists); a topic named by id the principal may not DESCRIBE is
+answered without its name."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.protocol.primitives import Reader, array_len, pack_i16, string
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 
 API_KEY = 20
 MIN_VERSION = 0
@@ -39,6 +44,15 @@ def encode_v0(results: list[dict[str, Any]]) -> bytes:
     return b"".join(parts)
 
 
+def _denied(name: str | None, topic_id: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "topic_id": topic_id,
+        "error_code": checks.TOPIC_AUTHORIZATION_FAILED,
+        "error_message": "Authorization failed.",
+    }
+
+
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
@@ -63,6 +77,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 )
                 continue
             name = info.name
+            if not checks.topic_allowed(broker, request, Operation.DESCRIBE, name):
+                results.append(_denied(None, topic_id))
+                continue
+        if name is not None and not checks.topic_allowed(broker, request, Operation.DELETE, name):
+            results.append(_denied(name, topic_id))
+            continue
         info = await store.get_topic(name, fresh=True) if name else None
         ok = info is not None and await store.delete_topic(info.name)
         results.append(

@@ -1,6 +1,9 @@
 """DescribeCluster (key 60), v0-v1: the cluster id, every live sidecar as a broker and
 the controller id (the lowest live node id, as Metadata reports it, so every sidecar
-gives the same answer). Only the broker endpoint type exists."""
+gives the same answer). Only the broker endpoint type exists.
+Needs no authorization (Kafka's neither); the cluster's authorized operations, when
+asked for, come from the authorizer, and are 0 for a principal that may not DESCRIBE it
+(without an authorizer: every cluster operation, 8096, as Kafka 3.9 answers)."""
 
 from __future__ import annotations
 
@@ -9,17 +12,14 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
 
 API_KEY = 60
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
-NO_OPERATIONS = -(2**31)  # not requested
-# Without an authorizer Kafka allows every cluster operation; this is the bit set Kafka
-# 3.9 answers (ALTER, ALTER_CONFIGS, CLUSTER_ACTION, CREATE, DESCRIBE, DESCRIBE_CONFIGS,
-# IDEMPOTENT_WRITE).
-ALL_CLUSTER_OPERATIONS = 8096
+NO_OPERATIONS = checks.NOT_REQUESTED
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
@@ -53,5 +53,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
             {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": None} for b in brokers
         ]
         if body.include_cluster_authorized_operations:
-            out["cluster_authorized_operations"] = ALL_CLUSTER_OPERATIONS
+            out["cluster_authorized_operations"] = checks.cluster_authorized_operations(
+                broker, request
+            )
     return encode_response(API_KEY, version, out)

@@ -2,7 +2,9 @@
 source, synonyms, type and documentation, as Kafka 3.9 answers) and broker resources
 (this sidecar's flags under Kafka's names; see config/broker.py). Broker loggers are
 answered with no entries. kio has no v0 schema: v0 is decoded and encoded here (its
-entries carry is_default, always false as from Kafka 3.9, instead of a source)."""
+entries carry is_default, always false as from Kafka 3.9, instead of a source).
+Needs DESCRIBE_CONFIGS on the topic, group, or (broker resources) cluster, else
+TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED for that resource, as in Kafka."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from sidecar.config.broker import describe_broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.protocol.primitives import Reader, array_len, pack_i16, pack_i32, string
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import group_configs
 from sidecar.share.group_configs import GROUP
 from sidecar.validation.topic_names import invalid_name_reason
@@ -154,7 +158,15 @@ async def handle(broker: Broker, request: Any) -> bytes:
         results = [_result(r, errors.INVALID_REQUEST, MALFORMED) for r in resources]
     else:
         docs = getattr(body, "include_documentation", False)  # v3+
-        results = [await _describe(broker, r, body.include_synonyms, docs) for r in resources]
+        results = []
+        for r in resources:
+            denied = checks.config_resource_denied(
+                broker, request, Operation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name
+            )
+            if denied:
+                results.append(_result(r, *denied))
+            else:
+                results.append(await _describe(broker, r, body.include_synonyms, docs))
     return encode(request.header.api_version, results)
 
 

@@ -1,6 +1,8 @@
 """DescribeGroups (key 15), v0-v5: state, protocol and members of groups. Member
 metadata and assignments are given only for a Stable group, as Kafka does; an
-unknown group is reported as Dead."""
+unknown group is reported as Dead.
+Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it); its authorized
+operations come from the authorizer, as in Kafka."""
 
 from __future__ import annotations
 
@@ -12,17 +14,15 @@ from sidecar.groups.state import State
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.queues.core import queue_store
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 
 API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 5
 
-# Without an authorizer Kafka reports every group operation: READ, DELETE, DESCRIBE.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-NOT_REQUESTED = -(2**31)
 
-
-async def _describe(broker: Broker, group_id: str, with_ops: bool) -> dict[str, Any]:
+async def _describe(broker: Broker, request: Any, group_id: str, with_ops: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "error_code": errors.NONE,
         "group_id": group_id,
@@ -30,8 +30,14 @@ async def _describe(broker: Broker, group_id: str, with_ops: bool) -> dict[str, 
         "protocol_type": "",
         "protocol_data": "",
         "members": [],
-        "authorized_operations": GROUP_OPERATIONS if with_ops else NOT_REQUESTED,
+        "authorized_operations": checks.NOT_REQUESTED,
     }
+    if not checks.group_allowed(broker, request, Operation.DESCRIBE, group_id):
+        return {**entry, "error_code": checks.GROUP_AUTHORIZATION_FAILED, "group_state": ""}
+    if with_ops:
+        entry["authorized_operations"] = checks.authorized_operations(
+            broker, request, checks.GROUP, group_id
+        )
     if await queue_store(broker).exists(group_id):
         # A queue group has no classic members: Empty, as a group of standalone
         # consumers, so kafka-consumer-groups --describe shows its offsets and lag.
@@ -71,6 +77,6 @@ async def handle(broker: Broker, request: Any) -> bytes:
         request.header.api_version,
         {
             "throttle_time": 0,
-            "groups": [await _describe(broker, g, with_ops) for g in body.groups],
+            "groups": [await _describe(broker, request, g, with_ops) for g in body.groups],
         },
     )

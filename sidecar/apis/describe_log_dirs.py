@@ -4,7 +4,9 @@ its size from Skiff's byte accounting (docs/architecture.md, "Byte accounting"),
 offset_lag 0 and is_future_key false. As Kafka's ReplicaManager.describeLogDirs, every
 hosted topic is listed and only the requested partitions (all with a null topic list)
 carry entries. v4's total/usable bytes are Redis's maxmemory and maxmemory - used_memory,
-or -1 when Redis has no maxmemory."""
+or -1 when Redis has no maxmemory.
+Needs DESCRIBE on the cluster (else no log dirs and, v3+, CLUSTER_AUTHORIZATION_FAILED),
+as in Kafka."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.protocol.primitives import Reader
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage import cluster_client
 
 API_KEY = 35
@@ -57,6 +61,14 @@ async def handle(broker: Broker, request: Any) -> bytes:
         wanted = {}
         for t in request.body.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
+    if not checks.cluster_allowed(broker, request, Operation.DESCRIBE):
+        # Kafka: no log dirs, and (v3+) CLUSTER_AUTHORIZATION_FAILED.
+        denied = {
+            "throttle_time": 0,
+            "error_code": checks.CLUSTER_AUTHORIZATION_FAILED,
+            "results": [],
+        }
+        return encode_response(API_KEY, max(version, 1), denied)
     topics = []
     # Not from memory: while Redis is unreachable the log dir is offline (unavailable.py).
     for info in await store.list_topics(fresh=True):

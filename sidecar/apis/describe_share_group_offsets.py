@@ -2,7 +2,9 @@
 offset (the lowest offset not yet finished, as the queue core keeps it) and (v1) its
 lag, the records from there on not finished. Topics null: every topic the group has
 read; an unknown group has no offsets (no error, as from Kafka). Read from Redis, so
-any sidecar answers."""
+any sidecar answers.
+Needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED for it) and on each topic
+(else TOPIC_AUTHORIZATION_FAILED per partition; left out of an all-topics answer)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.queues.core import QueueError
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share.records import queues
 
 API_KEY = 90
@@ -39,8 +43,14 @@ async def _partition(broker: Broker, group_id: str, topic: str, p: int) -> dict[
     return out
 
 
-async def _group(broker: Broker, g: Any) -> dict[str, Any]:
+async def _group(broker: Broker, request: Any, g: Any) -> dict[str, Any]:
     group_id = g.group_id
+    if not checks.group_allowed(broker, request, Operation.DESCRIBE, group_id):
+        return {
+            "group_id": group_id,
+            "topics": [],
+            "error_code": checks.GROUP_AUTHORIZATION_FAILED,
+        }
     core = queues(broker)
     known = await core.exists(group_id)
     if not known and g.topics is None:
@@ -54,12 +64,25 @@ async def _group(broker: Broker, g: Any) -> dict[str, Any]:
                 wanted.append((name, list(range(info.partitions))))
     else:
         wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+    described = checks.allowed_topics(broker, request, Operation.DESCRIBE, (n for n, _ in wanted))
+    if g.topics is None:
+        wanted = [(n, parts) for n, parts in wanted if n in described]
     topics = []
     for name, parts in wanted:
         info = await broker.store.get_topic(name)
         entries = []
         for p in parts:
-            if info is None or not 0 <= p < info.partitions:
+            if name not in described:
+                entries.append(
+                    {
+                        "partition_index": p,
+                        "start_offset": -1,
+                        "leader_epoch": -1,
+                        "lag": -1,
+                        "error_code": checks.TOPIC_AUTHORIZATION_FAILED,
+                    }
+                )
+            elif info is None or not 0 <= p < info.partitions:
                 entries.append(
                     {
                         "partition_index": p,
@@ -89,7 +112,7 @@ async def _group(broker: Broker, g: Any) -> dict[str, Any]:
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
-    groups = [await _group(broker, g) for g in request.body.groups]
+    groups = [await _group(broker, request, g) for g in request.body.groups]
     return encode_response(
         API_KEY, request.header.api_version, {"throttle_time": 0, "groups": groups}
     )

@@ -32,6 +32,8 @@ from sidecar.protocol.primitives import (
     string,
 )
 from sidecar.protocol.record_batch import encode_entries_sized
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage import keys, resilience
 from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.store import StoreError, TopicInfo
@@ -70,9 +72,19 @@ class TopicFetch:
         self.partitions: list[PartitionFetch] = []
 
 
-async def _resolve(broker: Broker, body: Any, version: int) -> list[TopicFetch]:
+def _from_follower(body: Any) -> bool:
+    state = getattr(body, "replica_state", None)  # v15+
+    replica_id = state.replica_id if state is not None else getattr(body, "replica_id", -1)
+    return replica_id >= 0
+
+
+async def _resolve(broker: Broker, request: Any, version: int) -> list[TopicFetch]:
     topics = []
-    for t in body.topics:
+    # Kafka: a follower's fetch needs CLUSTER_ACTION on the cluster (for every partition),
+    # a consumer's READ on each topic.
+    follower = _from_follower(request.body)
+    replicating = follower and checks.cluster_allowed(broker, request, Operation.CLUSTER_ACTION)
+    for t in request.body.topics:
         if version >= 13:
             # kio reads the zero UUID (no id known to the client) as None.
             info = await broker.store.topic_by_id(t.topic_id) if t.topic_id else None
@@ -82,6 +94,14 @@ async def _resolve(broker: Broker, body: Any, version: int) -> list[TopicFetch]:
             info = await broker.store.get_topic(t.topic)
             missing = errors.UNKNOWN_TOPIC_OR_PARTITION
             tf = TopicFetch(t.topic, info.topic_id if info else None, info)
+        # Kafka: READ on the topic, asked before whether it exists (an unknown topic id
+        # has no name to ask about: UNKNOWN_TOPIC_ID).
+        if follower:
+            denied = not replicating
+        else:
+            denied = bool(tf.name) and not checks.topic_allowed(
+                broker, request, Operation.READ, tf.name
+            )
         for p in t.partitions:
             ok = info is not None and 0 <= p.partition < info.partitions
             tf.partitions.append(
@@ -89,7 +109,9 @@ async def _resolve(broker: Broker, body: Any, version: int) -> list[TopicFetch]:
                     p.partition,
                     p.fetch_offset,
                     p.partition_max_bytes,
-                    errors.NONE
+                    checks.TOPIC_AUTHORIZATION_FAILED
+                    if denied
+                    else errors.NONE
                     if ok
                     else missing
                     if info is None
@@ -167,7 +189,7 @@ async def _read_once(
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     version = request.header.api_version
-    topics = await _resolve(broker, body, version)
+    topics = await _resolve(broker, request, version)
     max_wait = body.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     channels = [

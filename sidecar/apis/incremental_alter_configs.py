@@ -1,16 +1,20 @@
 """IncrementalAlterConfigs (key 44), v0-v1: SET, DELETE, APPEND and SUBTRACT (the last
 two on list configs such as cleanup.policy) on a topic's overrides, validated as Kafka
 does, with validate_only. Broker configs are not dynamically updatable in Skiff and are
-refused. Group configs (type 32) are share groups' settings: sidecar/share/group_configs.py."""
+refused. Group configs (type 32) are share groups' settings: sidecar/share/group_configs.py.
+Needs ALTER_CONFIGS on the topic, group, or (broker resources) the cluster, else
+TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED for that resource, as in Kafka."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sidecar.apis.config_alteration import alter
+from sidecar.apis.config_alteration import alter, answer
 from sidecar.broker import Broker
 from sidecar.config.admin import incremental_alter
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import group_configs
 
 API_KEY = 44
@@ -23,6 +27,16 @@ async def handle(broker: Broker, request: Any) -> bytes:
     defaults = broker.store.topic_defaults
     responses = []
     for resource in body.resources:
+        denied = checks.config_resource_denied(
+            broker,
+            request,
+            Operation.ALTER_CONFIGS,
+            resource.resource_type,
+            resource.resource_name,
+        )
+        if denied:
+            responses.append(answer(resource, denied[0]))
+            continue
         if resource.resource_type == group_configs.GROUP:  # share groups' configs
             responses.append(await group_configs.alter(broker, resource, body.validate_only))
             continue

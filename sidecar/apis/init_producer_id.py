@@ -1,7 +1,9 @@
 """InitProducerId (key 22), v0-v4: producer ids come from a Redis counter, so they
 are unique across sidecars. A transactional id maps to a stable producer id whose
 epoch each init bumps (lua/init_producer.lua), fencing the previous producer; the
-append script refuses its older epoch. Transactions themselves are not served."""
+append script refuses its older epoch. Transactions themselves are not served.
+Authorization as Kafka's: WRITE on the transactional id, or for an idempotent producer
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic; denied, nothing is allocated."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage.store import StoreError
 
 API_KEY = 22
@@ -19,13 +23,30 @@ MAX_VERSION = 4
 MAX_EPOCH = 32767
 
 
+async def _denied(broker: Broker, request: Any, transactional_id: str | None) -> int:
+    if transactional_id is not None:
+        if checks.allowed(
+            broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, transactional_id
+        ):
+            return errors.NONE
+        return checks.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if checks.cluster_allowed(broker, request, Operation.IDEMPOTENT_WRITE):
+        return errors.NONE
+    if await checks.may_write_some_topic(broker, request):
+        return errors.NONE
+    return checks.CLUSTER_AUTHORIZATION_FAILED
+
+
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     error = errors.NONE
-    if body.transactional_id is None:
+    denied = await _denied(broker, request, body.transactional_id)
+    if denied:
+        error, new_pid, new_epoch = denied, -1, -1
+    elif body.transactional_id is None:
         # Without a transactional id Kafka always hands out a new id at epoch 0.
         new_pid, new_epoch = await broker.store.next_producer_id(), 0
     else:

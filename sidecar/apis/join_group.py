@@ -1,5 +1,6 @@
 """JoinGroup (key 11), v0-v9: join a consumer group or rejoin it for a rebalance.
-The answer may wait until the rebalance completes (groups/coordinator.py)."""
+The answer may wait until the rebalance completes (groups/coordinator.py).
+Needs READ on the group (else GROUP_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from sidecar.groups.state import JoinResult
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response, ms
 from sidecar.queues.core import queue_store
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -22,6 +25,8 @@ async def _join(broker: Broker, request: Any) -> JoinResult:
     body = request.body
     settings = broker.settings
     session_ms = ms(body.session_timeout)
+    if not checks.group_allowed(broker, request, Operation.READ, body.group_id):
+        return JoinResult("GROUP_AUTHORIZATION_FAILED", "")
     if not body.group_id:
         return JoinResult("INVALID_GROUP_ID", body.member_id)
     if await queue_store(broker).exists(body.group_id):

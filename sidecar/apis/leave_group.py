@@ -1,5 +1,6 @@
 """LeaveGroup (key 13), v0-v5: one member (v0-v2) or a batch of members by member id
-or group instance id (v3+) leave; the rest of the group rebalances."""
+or group instance id (v3+) leave; the rest of the group rebalances.
+Needs READ on the group (else GROUP_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from sidecar.broker import Broker
 from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -22,7 +25,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
-    if not body.group_id:
+    if not checks.group_allowed(broker, request, Operation.READ, body.group_id):
+        # Kafka's error response: the top-level code and no member results.
+        top, member_errors, leaving = "GROUP_AUTHORIZATION_FAILED", [], []
+    elif not body.group_id:
         top, member_errors = "INVALID_GROUP_ID", []
     else:
         try:

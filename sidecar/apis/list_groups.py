@@ -1,6 +1,8 @@
 """ListGroups (key 16), v0-v5: the groups this sidecar coordinates (admin clients ask
 every broker and merge, as with Kafka), classic and share groups (sidecar/share/),
-filtered by state (v4+) and type (v5+)."""
+filtered by state (v4+) and type (v5+).
+Lists every group to a principal that may DESCRIBE the cluster, else the groups it may
+DESCRIBE (no error), as in Kafka."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import state
 
 API_KEY = 16
@@ -20,7 +24,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
-    groups = []
+    groups: list[dict[str, Any]] = []
     for group in await broker.groups.listed():
         if states and group.state.value.lower() not in states:
             continue
@@ -46,6 +50,13 @@ async def handle(broker: Broker, request: Any) -> bytes:
                     "group_type": "share",
                 }
             )
+    if not checks.cluster_allowed(broker, request, Operation.DESCRIBE):
+        # Kafka: without DESCRIBE on the cluster, only the groups one may DESCRIBE.
+        groups = [
+            g
+            for g in groups
+            if checks.group_allowed(broker, request, Operation.DESCRIBE, g["group_id"])
+        ]
     groups.sort(key=lambda g: g["group_id"])
     return encode_response(
         API_KEY,

@@ -13,6 +13,8 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.protocol.primitives import Reader, array_len, pack_i16, pack_i32, pack_i64, string
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage.store import StoreError
 
 API_KEY = 2
@@ -42,11 +44,15 @@ async def _lookup(broker: Broker, topic: str, partition: int, ts: int) -> tuple[
 
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
+    # Kafka: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED per partition.
+    described = checks.allowed_topics(
+        broker, request, Operation.DESCRIBE, (t.name for t in request.body.topics)
+    )
     if version == 0:
-        return await _handle_v0(broker, request.body)
+        return await _handle_v0(broker, request.body, described)
     topics_out = []
     for t in request.body.topics:
-        info = await broker.store.get_topic(t.name)
+        info = await broker.store.get_topic(t.name) if t.name in described else None
         parts_out = []
         for p in t.partitions:
             entry: dict[str, Any] = {
@@ -55,7 +61,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if t.name not in described:
+                entry["error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 entry["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif p.timestamp == MAX_TIMESTAMP and version < 7:
                 entry["error_code"] = errors.UNSUPPORTED_VERSION  # as Kafka answers
@@ -131,14 +139,16 @@ async def _old_style_offsets(
     return [points[i][0] for i in range(start, -1, -1)][:max_num]
 
 
-async def _handle_v0(broker: Broker, body: LegacyListOffsetsRequest) -> bytes:
+async def _handle_v0(broker: Broker, body: LegacyListOffsetsRequest, described: set[str]) -> bytes:
     parts = [array_len(len(body.topics), False)]
     for t in body.topics:
-        info = await broker.store.get_topic(t.name)
+        info = await broker.store.get_topic(t.name) if t.name in described else None
         parts.append(string(t.name, False) + array_len(len(t.partitions), False))
         for p in t.partitions:
             offsets: list[int] = []
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if t.name not in described:
+                error = checks.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif p.timestamp < EARLIEST:
                 error = errors.UNSUPPORTED_VERSION  # as Kafka answers any other spec in v0

@@ -1,6 +1,9 @@
 """Metadata (key 3), v0-v12: every live sidecar is a broker; partition leadership is
 spread over them (any sidecar serves any partition, so this only spreads load).
-Topics named in the request are auto-created when the broker and the request allow it."""
+Topics named in the request are auto-created when the broker and the request allow it.
+Authorization as Kafka's: a topic the principal may not DESCRIBE is left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (with no topic id;
+asked by id: with no name); auto-creation needs CREATE on the cluster or the topic."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from sidecar.broker import Broker
 from sidecar.cluster import Cluster
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.store import TopicInfo
 from sidecar.validation.topic_names import invalid_name_reason
@@ -38,12 +43,16 @@ def _topic_entry(info: TopicInfo, cluster: Cluster) -> dict[str, Any]:
             }
             for p in range(info.partitions)
         ],
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": checks.NOT_REQUESTED,
     }
 
 
 def _error_entry(name: str | None, topic_id: Any, code: int) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+
+
+def _denied(name: str | None, topic_id: Any) -> dict[str, Any]:
+    return _error_entry(name, topic_id, checks.TOPIC_AUTHORIZATION_FAILED)
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
@@ -57,8 +66,15 @@ async def handle(broker: Broker, request: Any) -> bytes:
         version < 4 or body.allow_auto_topic_creation
     )
     topics: list[dict[str, Any]] = []
+    # Answers for topics the principal may DESCRIBE: they get their authorized
+    # operations when asked for.
+    described: list[dict[str, Any]] = []
     if want_all:
-        topics = [_topic_entry(t, cluster) for t in await broker.store.list_topics()]
+        every = await broker.store.list_topics()
+        visible = checks.allowed_topics(
+            broker, request, Operation.DESCRIBE, (t.name for t in every)
+        )
+        topics = described = [_topic_entry(t, cluster) for t in every if t.name in visible]
     else:
         for requested in body.topics:
             name = requested.name
@@ -70,30 +86,47 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 continue
             if name is None and topic_id is not None and topic_id.int != 0:
                 info = await broker.store.topic_by_id(topic_id)
-                topics.append(
-                    _topic_entry(info, cluster)
-                    if info
-                    else _error_entry(None, topic_id, errors.UNKNOWN_TOPIC_ID)
-                )
+                if info is None:
+                    topics.append(_error_entry(None, topic_id, errors.UNKNOWN_TOPIC_ID))
+                elif not checks.topic_allowed(broker, request, Operation.DESCRIBE, info.name):
+                    topics.append(_denied(None, topic_id))
+                else:
+                    described.append(_topic_entry(info, cluster))
+                    topics.append(described[-1])
+                continue
+            if not checks.topic_allowed(broker, request, Operation.DESCRIBE, name):
+                # Whether it exists is not disclosed (not even looked up).
+                topics.append(_denied(name, None))
                 continue
             if invalid_name_reason(name):
                 topics.append(_error_entry(name, None, errors.INVALID_TOPIC_EXCEPTION))
                 continue
             try:
-                info = (
-                    await broker.topic_for_produce_or_metadata(name)
-                    if allow_create
-                    else await broker.store.get_topic(name)
-                )
+                info = await broker.store.get_topic(name)
+                if info is None and allow_create:
+                    if not checks.may_create_topic(broker, request, name):
+                        topics.append(_denied(name, None))
+                        continue
+                    info = await broker.topic_for_produce_or_metadata(name)
             except RedisUnavailable:
                 # Not known from memory and Redis is down: retriable for every client.
                 topics.append(_error_entry(name, None, errors.LEADER_NOT_AVAILABLE))
                 continue
-            topics.append(
+            described.append(
                 _topic_entry(info, cluster)
                 if info
                 else _error_entry(name, None, errors.UNKNOWN_TOPIC_OR_PARTITION)
             )
+            topics.append(described[-1])
+    if getattr(body, "include_topic_authorized_operations", False):
+        for entry in described:
+            if entry["name"] is not None:
+                entry["topic_authorized_operations"] = checks.authorized_operations(
+                    broker, request, checks.TOPIC, entry["name"]
+                )
+    cluster_operations = checks.NOT_REQUESTED
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations:
+        cluster_operations = checks.cluster_authorized_operations(broker, request)
     brokers = cluster.brokers()
     return encode_response(
         API_KEY,
@@ -104,6 +137,6 @@ async def handle(broker: Broker, request: Any) -> bytes:
             "cluster_id": broker.cluster_id,
             "controller_id": brokers[0].node_id,
             "topics": topics,
-            "cluster_authorized_operations": -2147483648,
+            "cluster_authorized_operations": cluster_operations,
         },
     )

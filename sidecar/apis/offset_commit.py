@@ -1,6 +1,8 @@
 """OffsetCommit (key 8), v2-v9: committed offsets go to Redis before the answer.
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and oversized metadata
-OFFSET_METADATA_TOO_LARGE; the group decides for the rest (groups/coordinator.py)."""
+OFFSET_METADATA_TOO_LARGE; the group decides for the rest (groups/coordinator.py).
+Needs READ on the group (else GROUP_AUTHORIZATION_FAILED for every partition) and
+READ on each topic (else TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from sidecar.broker import Broker
 from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol.kio_codec import encode_response, ms
 from sidecar.queues.core import queue_store
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage.group_store import CommittedOffset
 
 API_KEY = 8
@@ -27,12 +31,18 @@ async def handle(broker: Broker, request: Any) -> bytes:
     expire = now + retention if retention >= 0 else -1
     results: dict[tuple[str, int], str] = {}
     valid: dict[tuple[str, int], CommittedOffset] = {}
+    group_denied = not checks.group_allowed(broker, request, Operation.READ, body.group_id)
+    readable = checks.allowed_topics(broker, request, Operation.READ, (t.name for t in body.topics))
     for topic in body.topics:
         info = await broker.store.get_topic(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if group_denied:
+                results[tp] = "GROUP_AUTHORIZATION_FAILED"
+            elif topic.name not in readable:
+                results[tp] = "TOPIC_AUTHORIZATION_FAILED"
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
             elif len(metadata.encode()) > broker.settings.offset_metadata_max_bytes:
                 results[tp] = "OFFSET_METADATA_TOO_LARGE"

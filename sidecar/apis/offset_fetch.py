@@ -1,7 +1,10 @@
 """OffsetFetch (key 9), v1-v9: committed offsets of named partitions, or of all
 partitions (topics null, v2+); several groups per request from v8. Partitions
 without a committed offset get -1. require_stable (v7+) needs nothing: offsets are
-only ever written whole (no pending transactional commits)."""
+only ever written whole (no pending transactional commits).
+Needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) and on each topic (else
+TOPIC_AUTHORIZATION_FAILED per partition; left out of an all-partitions answer), as in
+Kafka."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.queues.core import queue_store
 from sidecar.queues.kafka_offsets import queue_offsets
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage.group_store import CommittedOffset
 
 API_KEY = 9
@@ -30,10 +35,18 @@ def _partition(index: int, value: CommittedOffset | None, error: int) -> dict[st
     }
 
 
-async def _group(broker: Broker, group_id: str, topics: Any) -> dict[str, Any]:
+async def _group(broker: Broker, request: Any, group_id: str, topics: Any) -> dict[str, Any]:
     """One group's answer: {group_id, topics, error_code}."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
+        if not checks.group_allowed(broker, request, Operation.DESCRIBE, group_id):
+            if request.header.api_version >= 8:  # Kafka 4.2 answers no topics
+                return {
+                    "group_id": group_id,
+                    "error_code": checks.GROUP_AUTHORIZATION_FAILED,
+                    "topics": [],
+                }
+            raise CoordinatorError("GROUP_AUTHORIZATION_FAILED")
         if await queue_store(broker).exists(group_id):
             # A queue group's committed offset: its lowest unfinished offset (lag tools
             # then show the queue's depth), sidecar/queues/core.py.
@@ -55,12 +68,23 @@ async def _group(broker: Broker, group_id: str, topics: Any) -> dict[str, Any]:
         }
     got = got or {}
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    # DESCRIBE on each topic: all partitions leave others out, named ones answer
+    # TOPIC_AUTHORIZATION_FAILED, as in Kafka.
     if wanted is None:
+        described = checks.allowed_topics(broker, request, Operation.DESCRIBE, (t for t, _ in got))
         for (topic, p), value in sorted(got.items()):
-            by_topic.setdefault(topic, []).append(_partition(p, value, errors.NONE))
+            if topic in described:
+                by_topic.setdefault(topic, []).append(_partition(p, value, errors.NONE))
     else:
+        described = checks.allowed_topics(
+            broker, request, Operation.DESCRIBE, (t for t, _ in wanted)
+        )
         for topic, p in wanted:
-            by_topic.setdefault(topic, []).append(_partition(p, got.get((topic, p)), errors.NONE))
+            if topic in described:
+                entry = _partition(p, got.get((topic, p)), errors.NONE)
+            else:
+                entry = _partition(p, None, checks.TOPIC_AUTHORIZATION_FAILED)
+            by_topic.setdefault(topic, []).append(entry)
     return {
         "group_id": group_id,
         "error_code": errors.NONE,
@@ -72,9 +96,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
     if version >= 8:
-        groups = [await _group(broker, g.group_id, g.topics) for g in body.groups]
+        groups = [await _group(broker, request, g.group_id, g.topics) for g in body.groups]
         return encode_response(API_KEY, version, {"throttle_time": 0, "groups": groups})
-    answer = await _group(broker, body.group_id, body.topics)
+    answer = await _group(broker, request, body.group_id, body.topics)
     return encode_response(
         API_KEY,
         version,

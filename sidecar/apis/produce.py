@@ -30,6 +30,8 @@ from sidecar.protocol.primitives import (
     string,
 )
 from sidecar.protocol.record_batch import InvalidBatch, decode_batch, single_batch
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage import resilience
 from sidecar.storage.store import PreparedAppend, StoreError, TopicInfo
 from sidecar.telemetry import requests as telemetry
@@ -173,16 +175,33 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     # Per topic: its name and, per partition, a result or the appends to run.
     work: list[tuple[str, list[PartitionResult | tuple[int, PreparedAppend]]]] = []
     waits: dict[str, tuple[int, int] | None] = {}
+    # Kafka: transactional records need WRITE on the transactional id (or every
+    # partition fails), then every topic WRITE.
+    txn_id = body.transactional_id
+    txn_denied = _transactional(body) and (
+        txn_id is None
+        or not checks.allowed(broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, txn_id)
+    )
+    writable = checks.allowed_topics(
+        broker, request, Operation.WRITE, (t.name for t in body.topic_data)
+    )
     for topic in body.topic_data:
         name = topic.name
         items: list[PartitionResult | tuple[int, PreparedAppend]] = []
-        if acks not in (0, 1, -1):
+        if txn_denied:
+            error = checks.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif name not in writable:
+            error = checks.TOPIC_AUTHORIZATION_FAILED
+        elif acks not in (0, 1, -1):
             error = errors.INVALID_REQUIRED_ACKS
         elif invalid_name_reason(name):
             error = errors.INVALID_TOPIC_EXCEPTION
         else:
             error = errors.NONE
-            info = await broker.topic_for_produce_or_metadata(name)
+            info = await broker.store.get_topic(name)
+            # Skiff auto-creates on Produce too; that needs CREATE, as on Metadata.
+            if info is None and checks.may_create_topic(broker, request, name):
+                info = await broker.topic_for_produce_or_metadata(name)
             if info is not None and acks == -1:
                 error, waits[name] = await _replication(broker, info, ms(body.timeout))
         for p in topic.partition_data:
@@ -224,6 +243,16 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             )
         return None
     return _encode(version, [(name, len(items)) for name, items in work], results)
+
+
+def _transactional(body: Any) -> bool:
+    """Whether a v2 batch of the request is flagged transactional (attributes bit 4)."""
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            r = p.records
+            if r is not None and len(r) >= 23 and r[16] == 2 and r[22] & 0x10:
+                return True
+    return False
 
 
 async def _record_error_log_starts(

@@ -1,7 +1,9 @@
 """ShareAcknowledge (key 79), v1-v2: accept (1), release (2), reject (3) or renew (4,
 v2 with IsRenewAck) records acquired through ShareFetch, inside the member's share
 session on this sidecar (epoch 0 is not allowed here; -1 acknowledges and closes the
-session, releasing the member's other acquired records)."""
+session, releasing the member's other acquired records).
+Needs READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing done) and READ on
+each topic (else TOPIC_AUTHORIZATION_FAILED per partition), as in Kafka."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import records, state
 from sidecar.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 
@@ -41,6 +45,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     version = request.header.api_version
     group_id, member_id, epoch = body.group_id or "", body.member_id or "", body.share_session_epoch
+    if not checks.group_allowed(broker, request, Operation.READ, group_id):
+        return _answer(version, "GROUP_AUTHORIZATION_FAILED", None, [], 0)
     if not group_id:
         return _answer(version, "INVALID_REQUEST", "Group ID is required.", [], 0)
     if not member_id:
@@ -70,7 +76,11 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 "error_code": errors.NONE,
                 "current_leader": NO_LEADER,
             }
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if info is not None and not checks.topic_allowed(
+                broker, request, Operation.READ, info.name
+            ):
+                e["error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 e["error_code"] = errors.code(
                     "UNKNOWN_TOPIC_ID" if info is None else "UNKNOWN_TOPIC_OR_PARTITION"
                 )

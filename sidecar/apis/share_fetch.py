@@ -7,7 +7,10 @@ AcknowledgeErrorCode), then acquire from the session's partitions, up to MaxReco
 and MaxBytes, long-polling up to MaxWaitMs on the partitions' append/release wake-up
 when nothing is available. Epoch -1 acknowledges, closes the session and releases the
 member's unacknowledged records on its partitions; a fetch with IsRenewAck only
-acknowledges."""
+acknowledges.
+Needs READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing done) and READ on
+each topic (else TOPIC_AUTHORIZATION_FAILED per partition, which joins no session), as
+in Kafka."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import records, state
 from sidecar.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SessionError
 from sidecar.storage import keys
@@ -55,6 +60,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     version = request.header.api_version
     group_id, member_id, epoch = body.group_id or "", body.member_id or "", body.share_session_epoch
+    if not checks.group_allowed(broker, request, Operation.READ, group_id):
+        return _top_error(version, "GROUP_AUTHORIZATION_FAILED", None)
     if not group_id:
         return _top_error(version, "INVALID_REQUEST", "Group ID is required.")
     if not member_id:
@@ -84,6 +91,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
             session.partitions.pop((t.topic_id, p), None)
     wanted_ids = {t.topic_id for t in body.topics} | {tid for tid, _ in session.partitions}
     infos = await _topics(broker, {t for t in wanted_ids if t is not None})
+    readable = checks.allowed_topics(
+        broker, request, Operation.READ, (i.name for i in infos.values() if i is not None)
+    )
     # topic id -> partition -> response entry
     out: dict[Any, dict[int, dict[str, Any]]] = {}
 
@@ -105,6 +115,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
         info = infos.get(t.topic_id) if t.topic_id else None
         for p in t.partitions:
             e = entry(t.topic_id, p.partition_index)
+            if info is not None and info.name not in readable:
+                e["error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
+                continue
             if info is None or not 0 <= p.partition_index < info.partitions:
                 e["error_code"] = errors.code(
                     "UNKNOWN_TOPIC_ID" if info is None else "UNKNOWN_TOPIC_OR_PARTITION"
@@ -135,6 +148,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
             info = infos.get(tid)
             if info is None:
                 entry(tid, p)["error_code"] = errors.code("UNKNOWN_TOPIC_ID")
+            elif info.name not in readable:
+                entry(tid, p)["error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
             elif 0 <= p < info.partitions:
                 fetchable.append((tid, p, info))
         if fetchable:

@@ -1,5 +1,6 @@
 """SyncGroup (key 14), v0-v5: the leader hands in the assignment; every member gets
-its own part once the leader's arrives."""
+its own part once the leader's arrives.
+Needs READ on the group (else GROUP_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ from sidecar.groups.coordinator import CoordinatorError
 from sidecar.groups.state import SyncResult
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 
 API_KEY = 14
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def _sync(broker: Broker, body: Any, version: int) -> SyncResult:
+async def _sync(broker: Broker, request: Any) -> SyncResult:
+    body, version = request.body, request.header.api_version
+    if not checks.group_allowed(broker, request, Operation.READ, body.group_id):
+        return SyncResult("GROUP_AUTHORIZATION_FAILED")
     if not body.group_id:
         return SyncResult("INVALID_GROUP_ID")
     if version >= 5 and (body.protocol_type is None or body.protocol_name is None):
@@ -36,7 +42,7 @@ async def _sync(broker: Broker, body: Any, version: int) -> SyncResult:
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
-    result = await _sync(broker, request.body, request.header.api_version)
+    result = await _sync(broker, request)
     return encode_response(
         API_KEY,
         request.header.api_version,

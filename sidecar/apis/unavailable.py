@@ -20,6 +20,8 @@ clients back off and retry by themselves instead of failing or hanging.
 - DescribeLogDirs: the log dir with KAFKA_STORAGE_ERROR and no topics (Kafka's answer
   for an offline log dir).
 - Group APIs, FindCoordinator, InitProducerId: COORDINATOR_NOT_AVAILABLE.
+- CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
+  from memory).
 
 APIs in NEEDS_NO_REDIS never get here. Any other API without an entry here gets its
 connection closed (the client reconnects and retries), with a log line."""
@@ -32,6 +34,7 @@ from typing import Any
 from sidecar.apis import (
     api_versions,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_log_dirs,
@@ -42,6 +45,8 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.share import unavailable as share_unavailable
 from sidecar.storage import resilience
 
@@ -53,7 +58,7 @@ KAFKA_STORAGE_ERROR = errors.code("KAFKA_STORAGE_ERROR")
 UNAVAILABLE = "Redis is unavailable"
 
 # APIs answered from memory alone, so never with the errors here.
-NEEDS_NO_REDIS = frozenset({api_versions.API_KEY, describe_cluster.API_KEY})
+NEEDS_NO_REDIS = frozenset({api_versions.API_KEY, describe_cluster.API_KEY, describe_acls.API_KEY})
 
 
 def _produce(broker: Broker, request: Any, reason: str = "timeout") -> bytes | None:
@@ -298,11 +303,18 @@ def _delete_records(broker: Broker, request: Any) -> bytes:
 def _describe_configs(broker: Broker, request: Any) -> bytes:
     body = request.body
     docs = getattr(body, "include_documentation", False)  # v3+
-    results = [
-        describe_configs.answer_without_redis(broker, r, body.include_synonyms, docs)
-        or describe_configs._result(r, REQUEST_TIMED_OUT, UNAVAILABLE)
-        for r in body.resources
-    ]
+    results = []
+    for r in body.resources:
+        # Broker resources need no Redis, but still DESCRIBE_CONFIGS (describe_configs.py).
+        denied = checks.config_resource_denied(
+            broker, request, Operation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name
+        )
+        results.append(
+            describe_configs._result(r, *denied)
+            if denied
+            else describe_configs.answer_without_redis(broker, r, body.include_synonyms, docs)
+            or describe_configs._result(r, REQUEST_TIMED_OUT, UNAVAILABLE)
+        )
     return describe_configs.encode(request.header.api_version, results)
 
 
@@ -352,6 +364,19 @@ def _create_partitions(broker: Broker, request: Any) -> bytes:
     return encode_response(37, request.header.api_version, {"throttle_time": 0, "results": results})
 
 
+def _each(api_key: int, results: str, items: str, **extra: Any) -> Callable[[Broker, Any], bytes]:
+    """CreateAcls, DeleteAcls: REQUEST_TIMED_OUT for each creation or filter (Kafka's
+    answer when the controller does not answer in time)."""
+
+    def build(broker: Broker, request: Any) -> bytes:
+        count = len(getattr(request.body, items))
+        result = {"error_code": REQUEST_TIMED_OUT, "error_message": UNAVAILABLE, **extra}
+        out = {"throttle_time": 0, results: [dict(result) for _ in range(count)]}
+        return encode_response(api_key, request.header.api_version, out)
+
+    return build
+
+
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     0: _produce,  # called with the reason by response()
     1: _fetch,
@@ -377,6 +402,8 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     42: _delete_groups,
     44: _alter_configs(44),
     47: _top_level(47, topics=[]),
+    30: _each(30, "results", "creations"),
+    31: _each(31, "filter_results", "filters", matching_acls=[]),
     **share_unavailable.BUILDERS,  # 76-79, 90, 91: sidecar/share/unavailable.py
 }
 

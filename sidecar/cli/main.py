@@ -98,6 +98,30 @@ def _per_ip_overrides(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(pairs)
 
 
+def _authorizer(text: str) -> str:
+    """authorizer.class.name: empty, Kafka's StandardAuthorizer or `standard`."""
+    from sidecar.security.acls.authorizer import parse_class_name
+
+    try:
+        return parse_class_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _super_users(text: str) -> tuple[str, ...]:
+    """super.users: principals separated by semicolons, e.g. User:admin;User:ops."""
+    from sidecar.security.principal import KafkaPrincipal
+
+    users = []
+    for item in (u.strip() for u in text.split(";")):
+        if item:
+            try:
+                users.append(str(KafkaPrincipal.parse(item)))
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+    return tuple(users)
+
+
 # Defaults from `serve --config FILE` (server_properties), below SKIFF_* variables.
 _FILE_VALUES: dict[str, str] = {}
 
@@ -457,6 +481,28 @@ def build_parser() -> argparse.ArgumentParser:
         "group.share.heartbeat.interval.ms",
         type=at_least(1),
     )
+    _flag(
+        serve,
+        "authorizer-class-name",
+        "",
+        "authorizer.class.name: empty for none (every request allowed), or "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or standard) for ACLs",
+        type=_authorizer,
+    )
+    _flag(
+        serve,
+        "super-users",
+        "",
+        "super.users: principals allowed everything, separated by ';' (User:admin;User:ops)",
+        type=_super_users,
+    )
+    _flag(
+        serve,
+        "allow-everyone-if-no-acl-found",
+        "false",
+        "allow.everyone.if.no.acl.found: allow a request on a resource no ACL is on",
+        type=_bool,
+    )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
@@ -568,6 +614,9 @@ def _run(argv: list[str]) -> int:
         shutdown_timeout_ms=args.shutdown_timeout_ms,
         group_share_session_timeout_ms=args.group_share_session_timeout_ms,
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
+        authorizer_class_name=args.authorizer_class_name,
+        super_users=args.super_users,
+        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")

@@ -29,7 +29,9 @@ from sidecar.storage.connection import client_for, redact
 
 TIMEOUT_S = 10.0
 DELETE_BATCH = 500
-KEEP = frozenset({keys.IDENTITY.encode(), keys.BROKERS.encode()})
+# Kept by a reset: the identity, the broker registrations and the ACLs (security
+# settings, not data: losing a DENY would open what it closed).
+KEEP = frozenset(k.encode() for k in (keys.IDENTITY, keys.BROKERS, keys.ACLS, keys.ACLS_VERSION))
 
 
 class UsageError(Exception):
@@ -207,7 +209,7 @@ async def _reset(args: argparse.Namespace, url: str) -> int:
 
 
 async def _delete_skiff_keys(redis: Any) -> int:
-    """Every key under skiff: but the identity and the broker registrations."""
+    """Every key under skiff: but those in KEEP."""
     deleted = 0
     batch: list[bytes] = []
     async for key in redis.scan_iter(match=keys.PREFIX + "*", count=1000):

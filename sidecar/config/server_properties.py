@@ -184,6 +184,9 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
+    "authorizer.class.name": FlagMapping("authorizer-class-name"),
+    "super.users": FlagMapping("super-users"),
+    "allow.everyone.if.no.acl.found": FlagMapping("allow-everyone-if-no-acl-found"),
 }
 LISTENER_KEYS = {"listeners": "listen", "advertised.listeners": "advertise"}
 # Read by the listener mapping, not settings of their own.

@@ -97,6 +97,12 @@ class Settings:
     connections_max_idle_ms: int = 600_000
     partial_frame_timeout_ms: int = 30_000
     auto_create_topics_per_minute: int = 100
+    # ACLs (sidecar/security/acls/), with Kafka's names: authorizer.class.name ("": none,
+    # every request allowed; "standard": Kafka's StandardAuthorizer), super.users (the
+    # principals, e.g. "User:admin", that bypass ACLs), allow.everyone.if.no.acl.found.
+    authorizer_class_name: str = ""
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
 
     @property
     def advertised(self) -> HostPort:

@@ -23,6 +23,7 @@ from sidecar.maintenance.retention import RetentionSweeper
 from sidecar.process.data_dir_lock import DataDirInUse
 from sidecar.process.embedded_redis import EmbeddedRedis
 from sidecar.process.redis_supervisor import RedisSupervisor
+from sidecar.security.acls import authorizer as acl_authorizer
 from sidecar.server import KafkaServer
 from sidecar.storage import resilience
 from sidecar.storage.connection import redact
@@ -111,7 +112,12 @@ async def serve(
         compactor = Compactor(store, cluster, settings.log_cleaner_backoff_ms)
         await compactor.start()
         started.push_async_callback(compactor.stop)
-        broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
+        # ACLs are loaded before the listener opens: no request is judged without them.
+        authorizer = await acl_authorizer.start(settings, store.redis)
+        started.push_async_callback(acl_authorizer.stop, authorizer)
+        broker = Broker(
+            settings, store, wakeups, await store.cluster_id(), cluster, groups, authorizer
+        )
         # An operator's `skiff storage reset --fresh` gives clients a new cluster id.
         store.identity.on_reset(lambda cluster_id: setattr(broker, "cluster_id", cluster_id))
         await store.identity.start()
@@ -153,6 +159,7 @@ async def serve(
         await sweeper.stop()
         await compactor.stop()
         await _shut_down(settings, server, wakeups, groups, cluster)
+        await acl_authorizer.stop(authorizer)
         await telemetry.stop()
         await store.identity.stop()
         await store.close()

@@ -12,6 +12,10 @@ CLUSTER_ID = "skiff:cluster_id"  # string: the cluster id Metadata reports
 # (storage/identity.py); CLUSTER_ID mirrors its cluster_id for older readers.
 IDENTITY = "skiff:identity"
 PRODUCER_ID_SEQ = "skiff:producer_id_seq"  # counter: the last producer id handed out
+# ACLs (storage/acl_store.py): a hash of bindings and its version counter, one slot.
+ACLS = "skiff:{acls}"
+ACLS_VERSION = "skiff:{acls}:version"
+ACLS_CHANNEL = "skiff:acls:changed"  # pub/sub: the new version after each change
 
 
 def partition_tag(topic: str, partition: int) -> str:

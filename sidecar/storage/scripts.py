@@ -178,3 +178,7 @@ QUEUE_SETTLE = Script("queue_settle")
 QUEUE_STATE = Script("queue_state")
 QUEUE_DELIVERED = Script("queue_delivered")
 ALL += (QUEUE_INIT, QUEUE_ACQUIRE, QUEUE_SETTLE, QUEUE_STATE, QUEUE_DELIVERED)
+
+# ACLs (storage/acl_store.py).
+ACLS = Script("acls")
+ALL += (ACLS,)
