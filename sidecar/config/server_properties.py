@@ -184,7 +184,16 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
+    "sasl.enabled.mechanisms": FlagMapping("sasl-enabled-mechanisms"),
+    "connections.max.reauth.ms": FlagMapping("connections-max-reauth-ms"),
 }
+# Kafka's per-listener SASL settings (listener.name.<l>.<setting>): each becomes one
+# LISTENER=value entry of a flag, entries joined by the separator.
+LISTENER_SASL_KEYS = {
+    "sasl.enabled.mechanisms": ("listener-sasl-enabled-mechanisms", ";"),
+    "plain.sasl.jaas.config": ("plain-sasl-jaas-config", "\n"),
+}
+_LISTENER_KEY = re.compile(r"listener\.name\.([A-Za-z0-9_-]+)\.(.+)")
 LISTENER_KEYS = {"listeners": "listen", "advertised.listeners": "advertise"}
 # Read by the listener mapping, not settings of their own.
 LISTENER_CONTEXT = ("listener.security.protocol.map", "controller.listener.names")
@@ -305,6 +314,12 @@ def resolve(
             previous = kafka.get(mapping.flag)
             if previous is None or mapping.rank < previous[0]:
                 kafka[mapping.flag] = (mapping.rank, FlagValue(value, f"{where} {key}"))
+        elif (per := _LISTENER_KEY.fullmatch(key)) and per.group(2) in LISTENER_SASL_KEYS:
+            flag, separator = LISTENER_SASL_KEYS[per.group(2)]
+            entry = f"{per.group(1).upper()}={prop.value.strip()}"
+            previous = own.get(flag)
+            joined = f"{previous.value}{separator}{entry}" if previous else entry
+            own[flag] = FlagValue(joined, f"{where} {key}")
         elif key in KAFKA_BROKER_CONFIGS or key.startswith("listener.name."):
             if key not in LISTENER_CONTEXT:
                 out.ignored.append(key)
