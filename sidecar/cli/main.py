@@ -19,8 +19,9 @@ from sidecar.cli import queues as queues_cli
 from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
 from sidecar.cli.arg_types import at_least, positive
+from sidecar.config import listeners as listener_config
 from sidecar.config import server_properties
-from sidecar.config.settings import HostPort, Settings
+from sidecar.config.settings import DEFAULT_PROTOCOL_MAP, Endpoint, HostPort, Settings
 from sidecar.telemetry import logs
 from sidecar.validation import topic_names
 
@@ -70,6 +71,24 @@ def _hostport(text: str) -> HostPort:
         return HostPort.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _endpoints(text: str) -> tuple[Endpoint, ...]:
+    try:
+        return listener_config.parse_endpoints(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _protocol_map(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return listener_config.parse_protocol_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _listener_name(text: str) -> str | None:
+    return text.strip().upper() or None
 
 
 def _optional_hostport(text: str) -> HostPort | None:
@@ -144,6 +163,39 @@ def build_parser() -> argparse.ArgumentParser:
         None,
         "HOST:PORT Metadata gives clients (none: the listen address)",
         type=_hostport,
+    )
+    _flag(
+        serve,
+        "listeners",
+        None,
+        "listeners: NAME://HOST:PORT,... each served with the security protocol "
+        "--listener-security-protocol-map gives its name (port 0: a free port); "
+        "none: one PLAINTEXT listener on --listen",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "advertised-listeners",
+        None,
+        "advertised.listeners: NAME://HOST:PORT,... what Metadata gives a client that came "
+        "in on listener NAME (none: the listener's own address)",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "listener-security-protocol-map",
+        ",".join(f"{n}:{p}" for n, p in DEFAULT_PROTOCOL_MAP),
+        "listener.security.protocol.map: NAME:PROTOCOL,... (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL)",
+        type=_protocol_map,
+    )
+    _flag(
+        serve,
+        "inter-broker-listener-name",
+        None,
+        "inter.broker.listener.name: the listener whose address sidecars register for "
+        "one another (none: PLAINTEXT if listed, else the first)",
+        type=_listener_name,
     )
     _flag(
         serve,
@@ -490,6 +542,19 @@ def _load_config(argv: list[str]) -> server_properties.ServerProperties | None:
     return loaded
 
 
+def _listen_beats_file_listeners(argv: list[str]) -> bool:
+    """--listen given (flag or $SKIFF_LISTEN) while `listeners` comes only from the
+    --config file: the more explicit source wins, as a flag beats the file."""
+
+    def given(flag: str) -> bool:
+        env = "SKIFF_" + flag.upper().replace("-", "_")
+        return env in os.environ or any(
+            a == f"--{flag}" or a.startswith(f"--{flag}=") for a in argv
+        )
+
+    return given("listen") and not given("listeners")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _run(sys.argv[1:] if argv is None else list(argv))
@@ -523,6 +588,11 @@ def _run(argv: list[str]) -> int:
     settings = Settings(
         listen=args.listen,
         advertise=args.advertise,
+        listeners=() if _listen_beats_file_listeners(argv) else args.listeners or (),
+        advertised_listeners=args.advertised_listeners or (),
+        listener_security_protocol_map=args.listener_security_protocol_map,
+        inter_broker_listener_name=args.inter_broker_listener_name,
+        listener_overrides=tuple(config.listener_overrides) if config else (),
         redis_url=args.redis_url,
         redis_connect_timeout=args.redis_connect_timeout,
         data_dir=args.data_dir,
@@ -571,6 +641,20 @@ def _run(argv: list[str]) -> int:
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")
+    if settings.listeners and args.advertise is not None:
+        parser.error("--advertise goes with --listen; with --listeners use --advertised-listeners")
+    if args.workers > 1 and any(e.address.port == 0 for e in settings.listeners):
+        parser.error("--workers needs fixed --listeners ports (worker i listens on port + i)")
+    try:
+        for listener in listener_config.resolve(settings):
+            if listener.protocol.endswith("SSL"):
+                raise listener_config.ListenerError(
+                    f"listener {listener.name} is {listener.protocol}: TLS listeners are not "
+                    "served yet (use PLAINTEXT or SASL_PLAINTEXT)"
+                )
+    except listener_config.ListenerError as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
     if args.workers > 1 and args.listen.port == 0:
         parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
     try:

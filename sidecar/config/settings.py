@@ -25,9 +25,38 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One entry of Kafka's `listeners` / `advertised.listeners`: NAME://HOST:PORT."""
+
+    name: str
+    address: HostPort
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.address}"
+
+
+# Kafka's default listener.security.protocol.map: each protocol's name is a listener name.
+DEFAULT_PROTOCOL_MAP = (
+    ("PLAINTEXT", "PLAINTEXT"),
+    ("SSL", "SSL"),
+    ("SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+    ("SASL_SSL", "SASL_SSL"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     listen: HostPort = HostPort("127.0.0.1", 9092)
     advertise: HostPort | None = None
+    # Kafka's listeners (sidecar/config/listeners.py resolves them): empty, one PLAINTEXT
+    # listener on `listen` advertised as `advertised`.
+    listeners: tuple[Endpoint, ...] = ()
+    advertised_listeners: tuple[Endpoint, ...] = ()  # empty: as `listeners`
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = DEFAULT_PROTOCOL_MAP
+    inter_broker_listener_name: str | None = None  # None: PLAINTEXT if listed, else the first
+    # listener.name.<LISTENER>.<setting>=value from --config (server_properties.py):
+    # (LISTENER, setting, value); see listeners.setting_for.
+    listener_overrides: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
     redis_url: str | None = field(default=None, repr=False)  # may hold a password
     redis_connect_timeout: float = 30.0
     data_dir: Path = Path("skiff-data")
