@@ -7,8 +7,11 @@ Every sidecar here runs on a Redis of its own: its listeners are not the shared 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +23,7 @@ import pytest
 from clients import aiokafka_client, confluent_client, kafka_python_client
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
-from conftest import RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
+from conftest import ROOT, RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka
 from scramp import ScramClient
 
@@ -515,3 +518,83 @@ def test_librdkafka_reauthenticates_a_long_lived_consumer(reauth_sidecar: SaslSi
     finally:
         consumer.close()
     assert "SASL session of User:bob expired" not in reauth_sidecar.skiff.log()
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+def _skiff(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sidecar.cli.main", *args],
+        cwd=ROOT,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_skiff_users_manages_credentials_a_sidecar_accepts(sidecar: SaslSidecar) -> None:
+    redis = ["--redis-url", sidecar.redis.url]
+    made = _skiff(
+        "users",
+        "set-scram",
+        "frank",
+        "--iterations",
+        "8192",
+        "--password-stdin",
+        *redis,
+        stdin="frank-pw-3\n",
+    )
+    assert made.returncode == 0, made.stderr
+    assert "frank-pw-3" not in made.stdout + made.stderr
+    listed = _skiff("users", "list", "--json", *redis)
+    assert json.loads(listed.stdout)["frank"] == {"SCRAM-SHA-256": 8192, "SCRAM-SHA-512": 8192}
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        assert _scram_login(kafka, "SCRAM-SHA-512", "frank", "frank-pw-3").error_code == 0
+    deleted = _skiff("users", "delete-scram", "frank", "--mechanism", "SCRAM-SHA-512", *redis)
+    assert deleted.returncode == 0, deleted.stderr
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        refused = _scram_login(kafka, "SCRAM-SHA-512", "frank", "frank-pw-3")
+        assert refused.error_code == SASL_AUTHENTICATION_FAILED
+    again = _skiff("users", "delete-scram", "frank", "--mechanism", "SCRAM-SHA-512", *redis)
+    assert again.returncode == 2
+    assert again.stderr == "skiff users: error: user frank has no SCRAM-SHA-512 credential\n"
+    no_tty = _skiff("users", "set-scram", "frank", *redis)
+    assert no_tty.returncode == 2
+    assert len(no_tty.stderr.splitlines()) == 1 and "--password-stdin" in no_tty.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--sasl-enabled-mechanisms", "GSSAPI"], "Skiff does not serve GSSAPI"),
+        (["--sasl-enabled-mechanisms", "PLAIN,MD5"], "unknown SASL mechanism 'MD5'"),
+        (["--add-scram", "SCRAM-SHA-1=[name=a,password=s3cr3t]"], "unknown SCRAM mechanism"),
+        (["--add-scram", "SCRAM-SHA-512=[name=a,password=s3cr3t,iterations=10]"], "4096..16384"),
+        (["--add-scram", "SCRAM-SHA-512=[password=s3cr3t]"], "name= is missing"),
+        (["--add-scram", "admin:s3cr3t"], "expected MECHANISM=[name=USER,password=PASSWORD]"),
+    ],
+)
+def test_bad_sasl_settings_are_one_line_and_status_2(args: list[str], says: str) -> None:
+    result = _skiff("serve", "--redis-url", "redis://127.0.0.1:1", *args)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert says in result.stderr
+    assert "s3cr3t" not in result.stderr
+
+
+def test_gssapi_in_a_listener_override_is_refused_at_start(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "listeners=SECURE://127.0.0.1:0\n"
+        "listener.security.protocol.map=SECURE:SASL_PLAINTEXT\n"
+        "listener.name.secure.sasl.enabled.mechanisms=GSSAPI\n"
+    )
+    result = _skiff("serve", "--config", str(config), "--redis-url", "redis://127.0.0.1:1")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "skiff serve: error: listener.name.secure.sasl.enabled.mechanisms: Skiff does not "
+        "serve GSSAPI (Kerberos); use SCRAM-SHA-512 or PLAIN"
+    )
