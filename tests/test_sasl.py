@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -598,3 +599,35 @@ def test_gssapi_in_a_listener_override_is_refused_at_start(tmp_path: Path) -> No
         "skiff serve: error: listener.name.secure.sasl.enabled.mechanisms: Skiff does not "
         "serve GSSAPI (Kerberos); use SCRAM-SHA-512 or PLAIN"
     )
+
+
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="the Java client needs mvn")
+def test_java_client_reauthenticates_and_keeps_consuming(reauth_sidecar: SaslSidecar) -> None:
+    java = CLIENTS["java"]
+    topic = f"reauth-java-{uuid.uuid4().hex[:8]}"
+    config = _client_config("java", "SCRAM-SHA-512", "bob", PASSWORDS["bob"])
+    bootstrap = reauth_sidecar.bootstrap
+    confluent = _client_config("confluent", "SCRAM-SHA-512", "bob", PASSWORDS["bob"])
+    confluent_client.produce(bootstrap, topic, [{"value": b"one"}], **confluent)
+    got: list[Any] = []
+    failed: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            got.extend(java.consume(bootstrap, topic, 0, 0, 2, timeout_ms=90_000, **config))
+        except BaseException as exc:  # reported by the test thread
+            failed.append(exc)
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    log = reauth_sidecar.skiff.log_path
+    deadline = time.monotonic() + 90
+    # The Java consumer re-authenticates its connections before each session ends.
+    while "re-authenticated User:bob with SCRAM-SHA-512" not in log.read_text():
+        assert time.monotonic() < deadline and reader.is_alive(), failed
+        time.sleep(0.2)
+    confluent_client.produce(bootstrap, topic, [{"value": b"two"}], **confluent)
+    reader.join(120)
+    assert not failed, failed
+    assert [r["value"] for r in got] == [b"one", b"two"]
+    assert "SASL session of User:bob expired" not in reauth_sidecar.skiff.log()
