@@ -631,3 +631,55 @@ def test_java_client_reauthenticates_and_keeps_consuming(reauth_sidecar: SaslSid
     assert not failed, failed
     assert [r["value"] for r in got] == [b"one", b"two"]
     assert "SASL session of User:bob expired" not in reauth_sidecar.skiff.log()
+
+
+def test_listener_settings_from_server_properties_and_add_scram_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    """Kafka's per-listener keys: the listener's mechanisms and its PLAIN JAAS users; the
+    SCRAM bootstrap from SKIFF_ADD_SCRAM, one credential per line (a Kubernetes Secret)."""
+    redis = start_redis(tmp_path / "redis")
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT\n"
+        "listener.name.secure.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
+        "listener.name.secure.plain.sasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-pw" user_gina="gina-pw" '
+        'user_hal="hal \\\\"quoted\\\\" pw";\n'
+    )
+    plain = free_port()
+    log = tmp_path / "skiff.log"
+    skiff = start_skiff(
+        log,
+        "--config",
+        str(config),
+        "--redis-url",
+        redis.url,
+        "--listeners",
+        f"PLAINTEXT://127.0.0.1:{plain},SECURE://127.0.0.1:0",
+        port=plain,
+        env={
+            "SKIFF_ADD_SCRAM": "SCRAM-SHA-256=[name=ida,password=ida-pw]\n"
+            "SCRAM-SHA-256=[name=jo,password=jo-pw,iterations=4096]\n"
+        },
+    )
+    try:
+        port = int(_wait_for(log, r"SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)")[1])
+        with RawKafka("127.0.0.1", port) as kafka:
+            answer = _handshake(kafka, "SCRAM-SHA-512")
+            assert answer.error_code == UNSUPPORTED_SASL_MECHANISM
+            assert list(answer.mechanisms) == ["PLAIN", "SCRAM-SHA-256"]
+        for user, password in (("gina", "gina-pw"), ("hal", 'hal "quoted" pw')):
+            with RawKafka("127.0.0.1", port) as kafka:
+                assert _plain_login(kafka, user, password).error_code == 0, user
+                _metadata_ok(kafka)
+        with RawKafka("127.0.0.1", port) as kafka:  # the broker's own login is no user
+            assert _plain_login(kafka, "admin", "admin-pw").error_code == SASL_AUTHENTICATION_FAILED
+        for user in ("ida", "jo"):
+            with RawKafka("127.0.0.1", port) as kafka:
+                assert _scram_login(kafka, "SCRAM-SHA-256", user, f"{user}-pw").error_code == 0
+        assert "-pw" not in skiff.log()
+    finally:
+        stop_process(skiff.proc)
+        stop_process(redis.proc)
