@@ -10,6 +10,7 @@ import importlib
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -282,6 +283,22 @@ def test_malformed_sasl_bytes_are_refused_not_crashed(sidecar: SaslSidecar) -> N
         assert kafka.closed()
     assert sidecar.skiff.alive()
     assert "Traceback" not in sidecar.skiff.log()
+
+
+def test_a_large_frame_before_authentication_closes_the_connection(sidecar: SaslSidecar) -> None:
+    """Kafka's sasl.server.max.receive.size (512 KiB): an unauthenticated client cannot
+    make the sidecar buffer a large frame."""
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        kafka.send_raw(struct.pack(">i", 524_289) + b"\0" * 1024)
+        assert kafka.closed()
+    _wait_for(
+        sidecar.skiff.log_path,
+        r"request size 524289 is outside 0\.\.524288 \(before SASL authentication\)",
+    )
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:  # the limit is the SASL one only
+        assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        kafka.send_raw(struct.pack(">i", 524_289) + b"\0" * 1024)
+        assert not kafka.closed(timeout=1)
 
 
 def test_sasl_on_a_plaintext_listener_is_illegal_state(sidecar: SaslSidecar) -> None:
