@@ -26,7 +26,7 @@ from clients import aiokafka_client, confluent_client, kafka_python_client
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 from conftest import ROOT, RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
-from rawkafka import RawKafka
+from rawkafka import ConnectionClosed, RawKafka
 from scramp import ScramClient
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
@@ -700,3 +700,26 @@ def test_listener_settings_from_server_properties_and_add_scram_from_the_environ
     finally:
         stop_process(skiff.proc)
         stop_process(redis.proc)
+
+
+def test_redis_down_closes_a_scram_login_instead_of_refusing_it(tmp_path: Path) -> None:
+    """A refusal would tell the client its password is wrong (clients give up on it);
+    a close during authentication is what clients retry after."""
+    redis = start_redis(tmp_path / "redis")
+    server = start_sasl_sidecar(tmp_path, redis, "skiff", "--redis-retry-ms", "600")
+    try:
+        stop_process(redis.proc)
+        with RawKafka("127.0.0.1", server.sasl_port) as kafka:
+            assert _handshake(kafka, "SCRAM-SHA-512").error_code == 0
+            client = ScramClient(["SCRAM-SHA-512"], "bob", PASSWORDS["bob"])
+            kafka.send(SASL_AUTHENTICATE, 2, {"auth_bytes": client.get_client_first().encode()})
+            assert kafka.closed(timeout=30)
+            with pytest.raises(ConnectionClosed):  # closed without an answer
+                kafka.recv_raw(timeout=1)
+        with RawKafka("127.0.0.1", server.sasl_port) as kafka:  # file users need no Redis
+            assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        _wait_for(
+            server.skiff.log_path, r"Redis is unavailable: SASL credentials cannot be checked"
+        )
+    finally:
+        stop_process(server.skiff.proc)
