@@ -343,6 +343,7 @@ class KafkaConnection(asyncio.Protocol):
                 metrics.REQUEST_FRAMES_REFUSED.labels("socket.request.max.bytes").inc()
                 self.frames.append(
                     f"request size {size} is outside 0..{limit} (--max-request-bytes)"
+                    + (" (a TLS client on a plaintext listener?)" if buf[:2] == b"\x16\x03" else "")
                 )
                 buf.clear()
                 self.closing = True
