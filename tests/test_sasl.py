@@ -58,7 +58,13 @@ def _wait_for(log: Path, pattern: str, timeout: float = 30.0) -> re.Match[str]:
     return found
 
 
-def start_sasl_sidecar(tmp: Path, redis: RedisServer, name: str, *args: str) -> SaslSidecar:
+def start_sasl_sidecar(
+    tmp: Path,
+    redis: RedisServer,
+    name: str,
+    *args: str,
+    pattern: str = r"SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)",
+) -> SaslSidecar:
     users = tmp / "plain-users"
     users.write_text(f"# PLAIN users\nalice:{PASSWORDS['alice']}\n")
     plain = free_port()
@@ -80,7 +86,7 @@ def start_sasl_sidecar(tmp: Path, redis: RedisServer, name: str, *args: str) -> 
         *args,
         port=plain,
     )
-    line = _wait_for(log, r"listening on .*SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)")
+    line = _wait_for(log, r"listening on .*" + pattern)
     return SaslSidecar(skiff, plain, int(line[1]), redis)
 
 
@@ -723,3 +729,44 @@ def test_redis_down_closes_a_scram_login_instead_of_refusing_it(tmp_path: Path) 
         )
     finally:
         stop_process(server.skiff.proc)
+
+
+def test_sasl_ssl_with_every_mechanism(tmp_path: Path) -> None:
+    """SASL over TLS (listener protocol SASL_SSL): librdkafka and franz-go log in with
+    each mechanism and produce and consume."""
+    from tls_certs import TestCerts
+
+    certs = TestCerts(tmp_path / "certs")
+    redis = start_redis(tmp_path / "redis")
+    server = start_sasl_sidecar(
+        tmp_path,
+        redis,
+        "skiff",
+        "--listener-security-protocol-map",
+        "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL",
+        "--ssl-keystore-location",
+        str(certs.server_pem),
+        pattern=r"SECURE://127\.0\.0\.1:(\d+) \(SASL_SSL\)",
+    )
+    try:
+        for client in [c for c in ("confluent", "franz") if c in CLIENTS]:
+            for mechanism, user in LOGINS.items():
+                config = _client_config(client, mechanism, user, PASSWORDS[user])
+                if client == "confluent":
+                    config |= {
+                        "security.protocol": "SASL_SSL",
+                        "ssl.ca.location": str(certs.ca_pem),
+                    }
+                else:
+                    config["properties"] |= {
+                        "security.protocol": "SASL_SSL",
+                        "ssl.truststore.location": str(certs.ca_pem),
+                    }
+                topic = f"sasl-ssl-{uuid.uuid4().hex[:8]}"
+                module = CLIENTS[client]
+                module.produce(server.bootstrap, topic, [{"value": mechanism.encode()}], **config)
+                got = module.consume(server.bootstrap, topic, 0, 0, 1, **config)
+                assert [r["value"] for r in got] == [mechanism.encode()], (client, mechanism)
+    finally:
+        stop_process(server.skiff.proc)
+        stop_process(redis.proc)
