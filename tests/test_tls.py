@@ -317,14 +317,50 @@ def test_bad_peers_get_a_closed_connection_and_a_log_line(
         stop_process(skiff.proc)
 
 
+def test_connections_stuck_in_the_handshake_are_bounded_by_max_connections(
+    own_redis: RedisServer, tmp_path: Path, certs: TestCerts
+) -> None:
+    skiff, _ = _start_ssl(tmp_path, own_redis, certs, "--max-connections", "2")
+    try:
+        # start_skiff's readiness probe connected and hung up: its handshake is over.
+        _wait_for(skiff.log_path, r"TLS handshake with .* failed: the client closed")
+        idle = [socket.create_connection(("127.0.0.1", skiff.port)) for _ in range(2)]
+        try:
+            with socket.create_connection(("127.0.0.1", skiff.port)) as third:
+                third.settimeout(10)
+                assert _closed(third)
+                peer = f"127.0.0.1:{third.getsockname()[1]}"
+            _wait_for(
+                skiff.log_path,
+                rf"closing connection {re.escape(peer)} on listener SSL: 2 TLS handshakes in "
+                r"progress \(max.connections\)",
+            )
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 30  # the two idle ones' handshakes fail and end
+        while True:
+            try:
+                with _tls_kafka(skiff.port, certs.client_context()) as kafka:
+                    assert _api_versions_ok(kafka)
+                break
+            except (ssl.SSLError, ConnectionError, ConnectionClosed):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        stop_process(skiff.proc)
+
+
 def _closed(sock: socket.socket, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             if sock.recv(4096) == b"":
                 return True
-        except (ConnectionError, TimeoutError):
+        except ConnectionError:
             return True
+        except TimeoutError:
+            return False
     return False
 
 
