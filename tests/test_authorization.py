@@ -248,6 +248,8 @@ EXPECTED: dict[int, Denied] = {
     ),
     # OffsetDelete: DELETE on the group, READ on each topic
     47: Denied(GROUP_DENIED),
+    # DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster
+    48: Denied(CLUSTER_DENIED),
     # DescribeUserScramCredentials, AlterUserScramCredentials: DESCRIBE / ALTER on the cluster
     50: Denied(CLUSTER_DENIED),
     51: Denied(CLUSTER_DENIED),

@@ -65,7 +65,8 @@ async def _entry(
     code, resource_type, message = _DENIED[key_type]
     if not checks.allowed(broker, request, Operation.DESCRIBE, resource_type, key):
         return _error(key, code, "" if ok_message == "" else message)
-    node = await coordinator_for(broker, key, key_type)
+    # At its address on the listener the client came in on.
+    node = (await coordinator_for(broker, key, key_type)).on(request.security.listener)
     return {
         "key": key,
         "error_code": errors.NONE,

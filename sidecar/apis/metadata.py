@@ -127,7 +127,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     cluster_operations = checks.NOT_REQUESTED
     if 8 <= version <= 10 and body.include_cluster_authorized_operations:
         cluster_operations = checks.cluster_authorized_operations(broker, request)
-    brokers = cluster.brokers()
+    brokers = cluster.brokers(request.security.listener)
     return encode_response(
         API_KEY,
         version,

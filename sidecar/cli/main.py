@@ -18,9 +18,19 @@ from sidecar.cli import preflight
 from sidecar.cli import queues as queues_cli
 from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
+from sidecar.cli import users as users_cli
 from sidecar.cli.arg_types import at_least, positive
+from sidecar.config import listeners as listener_config
 from sidecar.config import server_properties
-from sidecar.config.settings import HostPort, Settings
+from sidecar.config.settings import (
+    DEFAULT_PROTOCOL_MAP,
+    Endpoint,
+    HostPort,
+    ScramBootstrap,
+    Settings,
+)
+from sidecar.security import sasl_config, tls
+from sidecar.security.scram_config import parse_add_scram
 from sidecar.telemetry import logs
 from sidecar.validation import topic_names
 
@@ -70,6 +80,24 @@ def _hostport(text: str) -> HostPort:
         return HostPort.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _endpoints(text: str) -> tuple[Endpoint, ...]:
+    try:
+        return listener_config.parse_endpoints(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _protocol_map(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return listener_config.parse_protocol_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _listener_name(text: str) -> str | None:
+    return text.strip().upper() or None
 
 
 def _optional_hostport(text: str) -> HostPort | None:
@@ -168,6 +196,105 @@ def build_parser() -> argparse.ArgumentParser:
         None,
         "HOST:PORT Metadata gives clients (none: the listen address)",
         type=_hostport,
+    )
+    _flag(
+        serve,
+        "listeners",
+        None,
+        "listeners: NAME://HOST:PORT,... each served with the security protocol "
+        "--listener-security-protocol-map gives its name (port 0: a free port); "
+        "none: one PLAINTEXT listener on --listen",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "advertised-listeners",
+        None,
+        "advertised.listeners: NAME://HOST:PORT,... what Metadata gives a client that came "
+        "in on listener NAME (none: the listener's own address)",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "listener-security-protocol-map",
+        ",".join(f"{n}:{p}" for n, p in DEFAULT_PROTOCOL_MAP),
+        "listener.security.protocol.map: NAME:PROTOCOL,... (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL)",
+        type=_protocol_map,
+    )
+    _flag(
+        serve,
+        "inter-broker-listener-name",
+        None,
+        "inter.broker.listener.name: the listener whose address sidecars register for "
+        "one another (none: PLAINTEXT if listed, else the first)",
+        type=_listener_name,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-location",
+        None,
+        "ssl.keystore.location: PEM file with the private key and the certificate chain "
+        "of SSL and SASL_SSL listeners (reloaded when it changes)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-type",
+        "PEM",
+        "ssl.keystore.type: PEM only (Skiff reads no JKS or PKCS12)",
+        choices=["PEM"],
+        type=str.upper,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-certificate-location",
+        None,
+        "the certificate chain (PEM) when the key is in a file of its own, e.g. "
+        "cert-manager's tls.crt; goes with --ssl-keystore-key-location",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-key-location",
+        None,
+        "the private key (PEM), e.g. cert-manager's tls.key",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-key-password",
+        None,
+        "ssl.key.password: the password of an encrypted private key",
+    )
+    _flag(
+        serve,
+        "ssl-truststore-location",
+        None,
+        "ssl.truststore.location: PEM CA bundle that client certificates are verified "
+        "against (none: the system's CAs)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-client-auth",
+        "none",
+        "ssl.client.auth: whether SSL clients must present a certificate",
+        choices=["none", "requested", "required"],
+        type=str.lower,
+    )
+    _flag(
+        serve,
+        "ssl-enabled-protocols",
+        "TLSv1.2,TLSv1.3",
+        "ssl.enabled.protocols: TLSv1.2 and/or TLSv1.3",
+    )
+    _flag(
+        serve,
+        "ssl-principal-mapping-rules",
+        "DEFAULT",
+        "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT: a client "
+        "certificate's subject DN to the principal name",
     )
     _flag(
         serve,
@@ -503,11 +630,74 @@ def build_parser() -> argparse.ArgumentParser:
         "allow.everyone.if.no.acl.found: allow a request on a resource no ACL is on",
         type=_bool,
     )
+    _sasl_flags(serve)
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
     storage_cli.add_parser(sub)
+    users_cli.add_parser(sub)
     return parser
+
+
+def _sasl_mechanisms(text: str) -> tuple[str, ...]:
+    try:
+        return sasl_config.parse_mechanisms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_scram(text: str) -> tuple[ScramBootstrap, ...]:
+    """--add-scram entries, one per line (SKIFF_ADD_SCRAM holds several)."""
+    try:
+        return tuple(parse_add_scram(line) for line in text.splitlines() if line.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _AppendScram(argparse.Action):
+    """--add-scram is repeatable; the first one given replaces $SKIFF_ADD_SCRAM's."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        given = getattr(namespace, "_add_scram_given", False)
+        previous = getattr(namespace, self.dest) if given else ()
+        setattr(namespace, self.dest, (*previous, *values))
+        namespace._add_scram_given = True
+
+
+def _sasl_flags(serve: argparse.ArgumentParser) -> None:
+    _flag(
+        serve,
+        "sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms: SASL mechanisms of SASL listeners (Kafka's default is "
+        "GSSAPI, which Skiff does not serve)",
+        type=_sasl_mechanisms,
+    )
+    _flag(
+        serve,
+        "connections-max-reauth-ms",
+        "0",
+        "connections.max.reauth.ms: a SASL session lasts this long, then the client must "
+        "re-authenticate (KIP-368; 0: forever)",
+        type=at_least(0),
+    )
+    _flag(
+        serve,
+        "sasl-plain-users-file",
+        None,
+        "file of user:password lines PLAIN logins are checked against (re-read on change)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "add-scram",
+        "",
+        "MECHANISM=[name=USER,password=PASSWORD]: create this SCRAM credential at start if the "
+        "user has none for the mechanism (Kafka's kafka-storage --add-scram; repeatable, "
+        "newline-separated in the variable)",
+        type=_add_scram,
+        action=_AppendScram,
+    )
 
 
 def _serve_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -534,6 +724,19 @@ def _load_config(argv: list[str]) -> server_properties.ServerProperties | None:
     server_properties.check(loaded.values, actions)
     _FILE_VALUES.update({flag: v.value for flag, v in loaded.values.items()})
     return loaded
+
+
+def _listen_beats_file_listeners(argv: list[str]) -> bool:
+    """--listen given (flag or $SKIFF_LISTEN) while `listeners` comes only from the
+    --config file: the more explicit source wins, as a flag beats the file."""
+
+    def given(flag: str) -> bool:
+        env = "SKIFF_" + flag.upper().replace("-", "_")
+        return env in os.environ or any(
+            a == f"--{flag}" or a.startswith(f"--{flag}=") for a in argv
+        )
+
+    return given("listen") and not given("listeners")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -564,11 +767,27 @@ def _run(argv: list[str]) -> int:
         return queues_cli.run(args)
     if args.command == "storage":
         return storage_cli.run(args)
+    if args.command == "users":
+        return users_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(
         listen=args.listen,
         advertise=args.advertise,
+        listeners=() if _listen_beats_file_listeners(argv) else args.listeners or (),
+        advertised_listeners=args.advertised_listeners or (),
+        listener_security_protocol_map=args.listener_security_protocol_map,
+        inter_broker_listener_name=args.inter_broker_listener_name,
+        listener_overrides=tuple(config.listener_overrides) if config else (),
+        ssl_keystore_location=args.ssl_keystore_location,
+        ssl_keystore_type=args.ssl_keystore_type,
+        ssl_keystore_certificate_location=args.ssl_keystore_certificate_location,
+        ssl_keystore_key_location=args.ssl_keystore_key_location,
+        ssl_key_password=args.ssl_key_password,
+        ssl_truststore_location=args.ssl_truststore_location,
+        ssl_client_auth=args.ssl_client_auth,
+        ssl_enabled_protocols=args.ssl_enabled_protocols,
+        ssl_principal_mapping_rules=args.ssl_principal_mapping_rules,
         redis_url=args.redis_url,
         redis_connect_timeout=args.redis_connect_timeout,
         data_dir=args.data_dir,
@@ -617,9 +836,34 @@ def _run(argv: list[str]) -> int:
         authorizer_class_name=args.authorizer_class_name,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+        sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
+        connections_max_reauth_ms=args.connections_max_reauth_ms,
+        sasl_plain_users_file=args.sasl_plain_users_file,
+        add_scram=args.add_scram,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")
+    if settings.listeners and args.advertise is not None:
+        parser.error("--advertise goes with --listen; with --listeners use --advertised-listeners")
+    if args.workers > 1 and any(e.address.port == 0 for e in settings.listeners):
+        parser.error("--workers needs fixed --listeners ports (worker i listens on port + i)")
+    try:
+        for listener in listener_config.resolve(settings):
+            if listener.protocol.endswith("SSL"):  # certificate files readable, key usable
+                tls.build_context(tls.listener_tls(settings, listener))
+    except (listener_config.ListenerError, tls.TlsConfigError) as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
+    try:
+        sasl_listeners = [
+            listener.name
+            for listener in listener_config.resolve(settings)
+            if listener.protocol.startswith("SASL_")
+        ]
+        sasl_config.check(settings, sasl_listeners)
+    except ValueError as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
     if args.workers > 1 and args.listen.port == 0:
         parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
     try:
