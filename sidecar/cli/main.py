@@ -21,6 +21,7 @@ from sidecar.cli import topics as topics_cli
 from sidecar.cli.arg_types import at_least, positive
 from sidecar.config import server_properties
 from sidecar.config.settings import HostPort, Settings
+from sidecar.security.sasl import oauthbearer
 from sidecar.telemetry import logs
 from sidecar.validation import topic_names
 
@@ -96,6 +97,36 @@ def _per_ip_overrides(text: str) -> tuple[tuple[str, int], ...]:
         for address in sorted({str(info[4][0]) for info in infos}):
             pairs.append((address, int(count)))
     return tuple(pairs)
+
+
+def _oauthbearer(key: str) -> Any:
+    """The flag type of the Kafka setting `key` (sasl.oauthbearer.*)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return oauthbearer.convert(key, text)
+        except oauthbearer.OAuthBearerConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def _oauthbearer_overrides(text: str) -> tuple[tuple[str, str, str], ...]:
+    """LISTENER:sasl.oauthbearer.NAME=VALUE entries, separated by ';' or new lines."""
+    out: list[tuple[str, str, str]] = []
+    for entry in (e.strip() for e in re.split(r"[;\n]", text)):
+        if not entry:
+            continue
+        listener, _, pair = entry.partition(":")
+        key, eq, value = pair.partition("=")
+        key = key.strip()
+        if not listener.strip() or not eq or key not in oauthbearer.SETTING_NAMES:
+            raise argparse.ArgumentTypeError(
+                f"expected LISTENER:sasl.oauthbearer.NAME=VALUE, got {entry!r}"
+            )
+        _oauthbearer(key)(value)
+        out.append((listener.strip().upper(), key, value.strip()))
+    return tuple(out)
 
 
 # Defaults from `serve --config FILE` (server_properties), below SKIFF_* variables.
@@ -457,6 +488,59 @@ def build_parser() -> argparse.ArgumentParser:
         "group.share.heartbeat.interval.ms",
         type=at_least(1),
     )
+    _flag(
+        serve,
+        "sasl-oauthbearer-jwks-endpoint-url",
+        None,
+        "sasl.oauthbearer.jwks.endpoint.url: the JWKS OAUTHBEARER tokens are verified "
+        "with (https://, http:// or file:)",
+        type=_oauthbearer("sasl.oauthbearer.jwks.endpoint.url"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-jwks-endpoint-refresh-ms",
+        "3600000",
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms: how often the JWKS is fetched again "
+        "(and at once on an unknown key id)",
+        type=_oauthbearer("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-expected-issuer",
+        None,
+        "sasl.oauthbearer.expected.issuer: the iss a token must have (none: any)",
+        type=_oauthbearer("sasl.oauthbearer.expected.issuer"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-expected-audience",
+        "",
+        "sasl.oauthbearer.expected.audience: comma-separated; a token's aud must hold one "
+        "(empty: any)",
+        type=_oauthbearer("sasl.oauthbearer.expected.audience"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-sub-claim-name",
+        "sub",
+        "sasl.oauthbearer.sub.claim.name: the claim naming the principal (User:<claim>)",
+        type=_oauthbearer("sasl.oauthbearer.sub.claim.name"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-clock-skew-seconds",
+        "30",
+        "sasl.oauthbearer.clock.skew.seconds: tolerance of exp, nbf and iat",
+        type=_oauthbearer("sasl.oauthbearer.clock.skew.seconds"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-listener-overrides",
+        "",
+        "per-listener OAUTHBEARER settings, LISTENER:sasl.oauthbearer.NAME=VALUE separated "
+        "by ';' (server.properties: listener.name.<listener>.oauthbearer.sasl.oauthbearer.*)",
+        type=_oauthbearer_overrides,
+    )
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
@@ -568,6 +652,13 @@ def _run(argv: list[str]) -> int:
         shutdown_timeout_ms=args.shutdown_timeout_ms,
         group_share_session_timeout_ms=args.group_share_session_timeout_ms,
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
+        sasl_oauthbearer_jwks_endpoint_url=args.sasl_oauthbearer_jwks_endpoint_url,
+        sasl_oauthbearer_expected_issuer=args.sasl_oauthbearer_expected_issuer,
+        sasl_oauthbearer_expected_audience=args.sasl_oauthbearer_expected_audience,
+        sasl_oauthbearer_sub_claim_name=args.sasl_oauthbearer_sub_claim_name,
+        sasl_oauthbearer_clock_skew_seconds=args.sasl_oauthbearer_clock_skew_seconds,
+        sasl_oauthbearer_jwks_endpoint_refresh_ms=args.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+        sasl_oauthbearer_listener_overrides=args.sasl_oauthbearer_listener_overrides,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")

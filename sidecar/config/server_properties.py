@@ -184,7 +184,24 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
+    **{
+        f"sasl.oauthbearer.{name}": FlagMapping("sasl-oauthbearer-" + name.replace(".", "-"))
+        for name in (
+            "jwks.endpoint.url",
+            "jwks.endpoint.refresh.ms",
+            "expected.issuer",
+            "expected.audience",
+            "sub.claim.name",
+            "clock.skew.seconds",
+        )
+    },
 }
+# listener.name.<listener>.[oauthbearer.]sasl.oauthbearer.<name>: one listener's
+# OAUTHBEARER settings, gathered into one flag.
+_LISTENER_OAUTHBEARER = re.compile(
+    r"listener\.name\.(?P<listener>[^.]+)\.(?:oauthbearer\.)?(?P<key>sasl\.oauthbearer\..+)"
+)
+LISTENER_OAUTHBEARER_FLAG = "sasl-oauthbearer-listener-overrides"
 LISTENER_KEYS = {"listeners": "listen", "advertised.listeners": "advertise"}
 # Read by the listener mapping, not settings of their own.
 LISTENER_CONTEXT = ("listener.security.protocol.map", "controller.listener.names")
@@ -279,6 +296,8 @@ def resolve(
     out = ServerProperties(path)
     own: dict[str, FlagValue] = {}  # set by flag name
     kafka: dict[str, tuple[int, FlagValue]] = {}  # set through a Kafka config, with its rank
+    oauthbearer: list[str] = []  # LISTENER:sasl.oauthbearer.NAME=VALUE
+    oauthbearer_where = ""
     for key, prop in sorted(by_key.items(), key=lambda kv: kv[1].line):
         where = f"{path}:{prop.line}"
         if key in flags and key not in NOT_IN_FILE:
@@ -305,6 +324,9 @@ def resolve(
             previous = kafka.get(mapping.flag)
             if previous is None or mapping.rank < previous[0]:
                 kafka[mapping.flag] = (mapping.rank, FlagValue(value, f"{where} {key}"))
+        elif (per := _LISTENER_OAUTHBEARER.fullmatch(key)) and per["key"] in KAFKA_TO_FLAG:
+            oauthbearer.append(f"{per['listener']}:{per['key']}={prop.value.strip()}")
+            oauthbearer_where = f"{where} {key}"
         elif key in KAFKA_BROKER_CONFIGS or key.startswith("listener.name."):
             if key not in LISTENER_CONTEXT:
                 out.ignored.append(key)
@@ -321,6 +343,8 @@ def resolve(
             f"{node[0].value.strip()} (line {node[0].line}); Kafka requires them equal"
         )
     out.values = {flag: value for flag, (_, value) in kafka.items()}
+    if oauthbearer:
+        out.values[LISTENER_OAUTHBEARER_FLAG] = FlagValue(";".join(oauthbearer), oauthbearer_where)
     out.values.update(own)  # a flag's own name beats its Kafka synonym
     return out
 

@@ -97,6 +97,16 @@ class Settings:
     connections_max_idle_ms: int = 600_000
     partial_frame_timeout_ms: int = 30_000
     auto_create_topics_per_minute: int = 100
+    # SASL/OAUTHBEARER (sidecar/security/sasl/oauthbearer.py), Kafka's sasl.oauthbearer.*
+    # names and defaults; the overrides are server.properties'
+    # listener.name.<listener>.[oauthbearer.]sasl.oauthbearer.* as (listener, name, value).
+    sasl_oauthbearer_jwks_endpoint_url: str | None = None
+    sasl_oauthbearer_expected_issuer: str | None = None
+    sasl_oauthbearer_expected_audience: tuple[str, ...] = ()
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    sasl_oauthbearer_clock_skew_seconds: int = 30
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    sasl_oauthbearer_listener_overrides: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def advertised(self) -> HostPort:
