@@ -145,6 +145,10 @@ async def _handle(
         # the client hears back well within its request.timeout.ms.
         with resilience.request_deadline(resilience.POLICY.budget_s):
             result = await handler.handle(broker, request)
+    except CloseConnection as exc:
+        if exc.response is not None:  # the answer to send before closing
+            exc.response = response_frame(header.correlation_id, flexible, exc.response)
+        raise
     except Exception as exc:
         reason = resilience.classify(exc)
         if reason is None:
@@ -536,6 +540,8 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 response = await item
             except CloseConnection as exc:
+                if exc.response is not None and self.transport:
+                    self.transport.write(exc.response)  # flushed before the close
                 self._close(str(exc))
                 return
             except asyncio.CancelledError:

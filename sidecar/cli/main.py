@@ -20,8 +20,9 @@ from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
 from sidecar.cli.arg_types import at_least, positive
 from sidecar.config import server_properties
-from sidecar.config.settings import HostPort, Settings
+from sidecar.config.settings import SASL_MECHANISMS, HostPort, ScramBootstrap, Settings
 from sidecar.security.sasl import oauthbearer
+from sidecar.security.scram_config import parse_add_scram
 from sidecar.telemetry import logs
 from sidecar.validation import topic_names
 
@@ -541,11 +542,122 @@ def build_parser() -> argparse.ArgumentParser:
         "by ';' (server.properties: listener.name.<listener>.oauthbearer.sasl.oauthbearer.*)",
         type=_oauthbearer_overrides,
     )
+    _sasl_flags(serve)
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
     storage_cli.add_parser(sub)
     return parser
+
+
+def _sasl_mechanisms(text: str) -> tuple[str, ...]:
+    """sasl.enabled.mechanisms: a comma-separated list."""
+    mechanisms = tuple(dict.fromkeys(m.strip().upper() for m in text.split(",") if m.strip()))
+    for mechanism in mechanisms:
+        if mechanism == "GSSAPI":
+            raise argparse.ArgumentTypeError("Skiff does not serve GSSAPI (Kerberos)")
+        if mechanism not in SASL_MECHANISMS:
+            raise argparse.ArgumentTypeError(
+                f"unknown SASL mechanism {mechanism!r}; Skiff serves {', '.join(SASL_MECHANISMS)}"
+            )
+    return mechanisms
+
+
+def _listener_sasl_mechanisms(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """LISTENER=MECH,MECH;LISTENER=MECH (listener.name.<l>.sasl.enabled.mechanisms)."""
+    pairs = []
+    for item in text.split(";"):
+        if not item.strip():
+            continue
+        name, sep, mechanisms = item.partition("=")
+        if not sep or not name.strip():
+            raise argparse.ArgumentTypeError(f"expected LISTENER=MECHANISM,..., got {item!r}")
+        pairs.append((name.strip().upper(), _sasl_mechanisms(mechanisms)))
+    return tuple(pairs)
+
+
+def _jaas_configs(text: str) -> tuple[tuple[str, str], ...]:
+    """Lines of LISTENER=JAAS (listener.name.<l>.plain.sasl.jaas.config) or JAAS alone
+    (every listener)."""
+    pairs = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        head, sep, rest = line.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z0-9_-]+", head.strip()) and "LoginModule" in rest:
+            pairs.append((head.strip().upper(), rest.strip()))
+        else:
+            pairs.append(("", line.strip()))
+    return tuple(pairs)
+
+
+def _add_scram(text: str) -> tuple[ScramBootstrap, ...]:
+    """--add-scram entries, one per line (SKIFF_ADD_SCRAM holds several)."""
+    try:
+        return tuple(parse_add_scram(line) for line in text.splitlines() if line.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _AppendScram(argparse.Action):
+    """--add-scram is repeatable; the first one given replaces $SKIFF_ADD_SCRAM's."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        given = getattr(namespace, "_add_scram_given", False)
+        previous = getattr(namespace, self.dest) if given else ()
+        setattr(namespace, self.dest, (*previous, *values))
+        namespace._add_scram_given = True
+
+
+def _sasl_flags(serve: argparse.ArgumentParser) -> None:
+    _flag(
+        serve,
+        "sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms: SASL mechanisms of SASL listeners (Kafka's default is "
+        "GSSAPI, which Skiff does not serve)",
+        type=_sasl_mechanisms,
+    )
+    _flag(
+        serve,
+        "listener-sasl-enabled-mechanisms",
+        "",
+        "listener.name.<l>.sasl.enabled.mechanisms, as LISTENER=MECH,MECH;LISTENER=MECH",
+        type=_listener_sasl_mechanisms,
+    )
+    _flag(
+        serve,
+        "connections-max-reauth-ms",
+        "0",
+        "connections.max.reauth.ms: a SASL session lasts this long, then the client must "
+        "re-authenticate (KIP-368; 0: forever)",
+        type=at_least(0),
+    )
+    _flag(
+        serve,
+        "sasl-plain-users-file",
+        None,
+        "file of user:password lines PLAIN logins are checked against (re-read on change)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "plain-sasl-jaas-config",
+        "",
+        "listener.name.<l>.plain.sasl.jaas.config: PlainLoginModule user_NAME=\"password\" "
+        "lists, one LISTENER=JAAS per line",
+        type=_jaas_configs,
+    )
+    _flag(
+        serve,
+        "add-scram",
+        "",
+        "MECHANISM=[name=USER,password=PASSWORD]: create this SCRAM credential at start if the "
+        "user has none for the mechanism (Kafka's kafka-storage --add-scram; repeatable, "
+        "newline-separated in the variable)",
+        type=_add_scram,
+        action=_AppendScram,
+    )
 
 
 def _serve_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -659,11 +771,19 @@ def _run(argv: list[str]) -> int:
         sasl_oauthbearer_clock_skew_seconds=args.sasl_oauthbearer_clock_skew_seconds,
         sasl_oauthbearer_jwks_endpoint_refresh_ms=args.sasl_oauthbearer_jwks_endpoint_refresh_ms,
         sasl_oauthbearer_listener_overrides=args.sasl_oauthbearer_listener_overrides,
+        sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
+        listener_sasl_enabled_mechanisms=args.listener_sasl_enabled_mechanisms,
+        connections_max_reauth_ms=args.connections_max_reauth_ms,
+        sasl_plain_users_file=args.sasl_plain_users_file,
+        plain_sasl_jaas_config=args.plain_sasl_jaas_config,
+        add_scram=args.add_scram,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")
     if args.workers > 1 and args.listen.port == 0:
         parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
+    if (mistake := oauthbearer.configuration_mistake(settings)) is not None:
+        parser.error(mistake)
     try:
         preflight.check(settings, args.workers)
     except preflight.Mistake as exc:

@@ -195,6 +195,8 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
             "clock.skew.seconds",
         )
     },
+    "sasl.enabled.mechanisms": FlagMapping("sasl-enabled-mechanisms"),
+    "connections.max.reauth.ms": FlagMapping("connections-max-reauth-ms"),
 }
 # listener.name.<listener>.[oauthbearer.]sasl.oauthbearer.<name>: one listener's
 # OAUTHBEARER settings, gathered into one flag.
@@ -202,6 +204,13 @@ _LISTENER_OAUTHBEARER = re.compile(
     r"listener\.name\.(?P<listener>[^.]+)\.(?:oauthbearer\.)?(?P<key>sasl\.oauthbearer\..+)"
 )
 LISTENER_OAUTHBEARER_FLAG = "sasl-oauthbearer-listener-overrides"
+# Kafka's per-listener SASL settings (listener.name.<l>.<setting>): each becomes one
+# LISTENER=value entry of a flag, entries joined by the separator.
+LISTENER_SASL_KEYS = {
+    "sasl.enabled.mechanisms": ("listener-sasl-enabled-mechanisms", ";"),
+    "plain.sasl.jaas.config": ("plain-sasl-jaas-config", "\n"),
+}
+_LISTENER_KEY = re.compile(r"listener\.name\.([A-Za-z0-9_-]+)\.(.+)")
 LISTENER_KEYS = {"listeners": "listen", "advertised.listeners": "advertise"}
 # Read by the listener mapping, not settings of their own.
 LISTENER_CONTEXT = ("listener.security.protocol.map", "controller.listener.names")
@@ -327,6 +336,12 @@ def resolve(
         elif (per := _LISTENER_OAUTHBEARER.fullmatch(key)) and per["key"] in KAFKA_TO_FLAG:
             oauthbearer.append(f"{per['listener']}:{per['key']}={prop.value.strip()}")
             oauthbearer_where = f"{where} {key}"
+        elif (per := _LISTENER_KEY.fullmatch(key)) and per.group(2) in LISTENER_SASL_KEYS:
+            flag, separator = LISTENER_SASL_KEYS[per.group(2)]
+            entry = f"{per.group(1).upper()}={prop.value.strip()}"
+            previous = own.get(flag)
+            joined = f"{previous.value}{separator}{entry}" if previous else entry
+            own[flag] = FlagValue(joined, f"{where} {key}")
         elif key in KAFKA_BROKER_CONFIGS or key.startswith("listener.name."):
             if key not in LISTENER_CONTEXT:
                 out.ignored.append(key)

@@ -24,6 +24,20 @@ class HostPort:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
+# The SASL mechanisms Skiff serves (sasl.enabled.mechanisms may name these).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+@dataclass(frozen=True, slots=True)
+class ScramBootstrap:
+    """One --add-scram: a SCRAM credential to create at start (sidecar/security/scram_config.py)."""
+
+    mechanism: str
+    name: str
+    password: str = field(repr=False)
+    iterations: int = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     listen: HostPort = HostPort("127.0.0.1", 9092)
@@ -107,6 +121,26 @@ class Settings:
     sasl_oauthbearer_clock_skew_seconds: int = 30
     sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
     sasl_oauthbearer_listener_overrides: tuple[tuple[str, str, str], ...] = ()
+    # SASL (sidecar/security/sasl/), with Kafka's names: sasl.enabled.mechanisms (Kafka's
+    # default is GSSAPI, which Skiff does not serve), its per-listener overrides
+    # (listener.name.<l>.sasl.enabled.mechanisms) as (LISTENER, mechanisms) pairs,
+    # connections.max.reauth.ms (KIP-368; 0: sessions never expire). PLAIN users from a
+    # `user:password` file and from JAAS configs (listener.name.<l>.plain.sasl.jaas.config)
+    # as (LISTENER or "" for all, JAAS text) pairs. SCRAM credentials created at start
+    # where the user has none (Kafka's `kafka-storage format --add-scram`).
+    sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    listener_sasl_enabled_mechanisms: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    connections_max_reauth_ms: int = 0
+    sasl_plain_users_file: Path | None = None
+    plain_sasl_jaas_config: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    add_scram: tuple[ScramBootstrap, ...] = field(default=(), repr=False)
+
+    def sasl_mechanisms(self, listener: str) -> tuple[str, ...]:
+        """The SASL mechanisms enabled on a listener."""
+        for name, mechanisms in self.listener_sasl_enabled_mechanisms:
+            if name == listener.upper():
+                return mechanisms
+        return self.sasl_enabled_mechanisms
 
     @property
     def advertised(self) -> HostPort:

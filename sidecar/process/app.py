@@ -23,12 +23,14 @@ from sidecar.maintenance.retention import RetentionSweeper
 from sidecar.process.data_dir_lock import DataDirInUse
 from sidecar.process.embedded_redis import EmbeddedRedis
 from sidecar.process.redis_supervisor import RedisSupervisor
+from sidecar.security import scram_config
 from sidecar.server import KafkaServer
 from sidecar.storage import resilience
 from sidecar.storage.connection import redact
 from sidecar.storage.group_store import GroupStore
 from sidecar.storage.registry import Registry
 from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.scram_store import ScramStore
 from sidecar.storage.store import RedisStore
 from sidecar.telemetry.runtime import Telemetry
 from sidecar.udp_ingest import UdpIngest
@@ -111,6 +113,8 @@ async def serve(
         compactor = Compactor(store, cluster, settings.log_cleaner_backoff_ms)
         await compactor.start()
         started.push_async_callback(compactor.stop)
+        for line in await scram_config.bootstrap(ScramStore(store.redis), settings.add_scram):
+            log.info("%s", line)
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         # An operator's `skiff storage reset --fresh` gives clients a new cluster id.
         store.identity.on_reset(lambda cluster_id: setattr(broker, "cluster_id", cluster_id))

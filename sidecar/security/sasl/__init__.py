@@ -54,6 +54,3 @@ MECHANISMS: dict[str, SaslServerFactory] = {}
 def register(name: str, factory: SaslServerFactory) -> None:
     MECHANISMS[name] = factory
 
-
-# The mechanisms, each registering itself (imported last: they import register).
-from sidecar.security.sasl import oauthbearer  # noqa: E402, F401

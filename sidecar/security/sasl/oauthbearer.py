@@ -154,6 +154,24 @@ def jwks_url(text: str) -> str:
     )
 
 
+def configuration_mistake(settings: Settings) -> str | None:
+    """Why OAUTHBEARER, where enabled, could authenticate no one (no JWKS), or None."""
+    listeners = [
+        name for name, mechs in settings.listener_sasl_enabled_mechanisms if MECHANISM in mechs
+    ]
+    everywhere = MECHANISM in settings.sasl_enabled_mechanisms
+    if everywhere and not settings.sasl_oauthbearer_jwks_endpoint_url:
+        listeners += [name for name, _, _ in settings.sasl_oauthbearer_listener_overrides] or [""]
+    for listener in dict.fromkeys(listeners):
+        if not OAuthBearerSettings.for_listener(settings, listener).jwks_endpoint_url:
+            where = f" on listener {listener}" if listener else ""
+            return (
+                f"OAUTHBEARER is enabled{where} without sasl.oauthbearer.jwks.endpoint.url "
+                "(--sasl-oauthbearer-jwks-endpoint-url): Skiff accepts only signed tokens"
+            )
+    return None
+
+
 class TokenRefused(Exception):
     """Why a token was refused (names the problem, never holds the token)."""
 
