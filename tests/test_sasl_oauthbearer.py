@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from sidecar.cli import main as cli
 from sidecar.config.server_properties import Property, resolve
+from sidecar.config.settings import Settings
 from sidecar.security.principal import KafkaPrincipal
 from sidecar.security.sasl import MECHANISMS, SaslAuthenticationFailed
 from sidecar.security.sasl.oauthbearer import (
@@ -383,14 +384,6 @@ def test_client_first_message_parts() -> None:
 # -- settings ------------------------------------------------------------------------------
 
 
-def serve_args(argv: list[str]) -> Any:
-    try:
-        cli._load_config(argv)
-        return cli.build_parser().parse_args(argv)
-    finally:
-        cli._FILE_VALUES.clear()
-
-
 def test_flags_env_and_server_properties(
     tmp_path: Path, jwks_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -399,34 +392,38 @@ def test_flags_env_and_server_properties(
         f"sasl.oauthbearer.jwks.endpoint.url={jwks_file.as_uri()}\n"
         "sasl.oauthbearer.expected.audience=a, b\n"
         "sasl.oauthbearer.clock.skew.seconds=5\n"
+        "sasl.oauthbearer.expected.issuer=https://idp/\n"
+        "listener.name.external.sasl.oauthbearer.expected.issuer=https://plain/\n"
         "listener.name.external.oauthbearer.sasl.oauthbearer.expected.issuer=https://ext/\n"
         "listener.name.internal.sasl.oauthbearer.sub.claim.name=client_id\n"
     )
     monkeypatch.delenv("SKIFF_CONFIG", raising=False)
     monkeypatch.setenv("SKIFF_SASL_OAUTHBEARER_SUB_CLAIM_NAME", "azp")
-    args = serve_args(
-        ["serve", "--config", str(conf), "--sasl-oauthbearer-clock-skew-seconds", "7"]
-    )
+    argv = ["serve", "--config", str(conf), "--sasl-oauthbearer-clock-skew-seconds", "7"]
+    try:
+        config = cli._load_config(argv)
+        args = cli.build_parser().parse_args(argv)
+    finally:
+        cli._FILE_VALUES.clear()
+    assert config is not None
     assert args.sasl_oauthbearer_jwks_endpoint_url == jwks_file.as_uri()
     assert args.sasl_oauthbearer_expected_audience == ("a", "b")
     assert args.sasl_oauthbearer_clock_skew_seconds == 7  # flag beats file
     assert args.sasl_oauthbearer_sub_claim_name == "azp"  # env beats default
     assert args.sasl_oauthbearer_jwks_endpoint_refresh_ms == 3_600_000
-    assert args.sasl_oauthbearer_listener_overrides == (
-        ("EXTERNAL", "sasl.oauthbearer.expected.issuer", "https://ext/"),
-        ("INTERNAL", "sasl.oauthbearer.sub.claim.name", "client_id"),
-    )
-    from sidecar.config.settings import Settings
-
     settings = Settings(
         sasl_oauthbearer_jwks_endpoint_url=args.sasl_oauthbearer_jwks_endpoint_url,
-        sasl_oauthbearer_expected_issuer="https://idp/",
-        sasl_oauthbearer_listener_overrides=args.sasl_oauthbearer_listener_overrides,
+        sasl_oauthbearer_expected_issuer=args.sasl_oauthbearer_expected_issuer,
+        listener_overrides=tuple(config.listener_overrides),
     )
     external = OAuthBearerSettings.for_listener(settings, "EXTERNAL")
     internal = OAuthBearerSettings.for_listener(settings, "internal")
+    other = OAuthBearerSettings.for_listener(settings, "OTHER")
+    # The mechanism-prefixed form beats the plain per-listener one, which beats the broker's.
     assert external.expected_issuer == "https://ext/" and external.sub_claim_name == "sub"
     assert internal.expected_issuer == "https://idp/" and internal.sub_claim_name == "client_id"
+    assert other == OAuthBearerSettings.for_listener(settings, "PLAINTEXT")
+    assert other.jwks_endpoint_url == jwks_file.as_uri()
 
 
 def test_server_properties_keys_are_mapped_not_ignored(tmp_path: Path) -> None:
@@ -435,25 +432,32 @@ def test_server_properties_keys_are_mapped_not_ignored(tmp_path: Path) -> None:
         Property("listener.name.sasl.oauthbearer.sasl.oauthbearer.expected.audience", "k", 2),
         Property("sasl.oauthbearer.token.endpoint.url", "https://idp/token", 3),  # a client's
     ]
-    flags = {"sasl-oauthbearer-expected-issuer", "sasl-oauthbearer-listener-overrides"}
-    out = resolve(props, tmp_path / "p", flags)
+    out = resolve(props, tmp_path / "p", {"sasl-oauthbearer-expected-issuer"})
     assert out.values["sasl-oauthbearer-expected-issuer"].value == "https://idp/"
-    assert out.values["sasl-oauthbearer-listener-overrides"].value == (
-        "sasl:sasl.oauthbearer.expected.audience=k"
-    )
+    assert out.listener_overrides == [
+        ("SASL", "oauthbearer.sasl.oauthbearer.expected.audience", "k")
+    ]
     assert out.ignored == ["sasl.oauthbearer.token.endpoint.url"]
+
+
+SASL_LISTENER = [
+    "--listeners",
+    "SASL://127.0.0.1:0",
+    "--listener-security-protocol-map",
+    "SASL:SASL_PLAINTEXT",
+]
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--sasl-oauthbearer-jwks-endpoint-url", "ftp://x/jwks"], "expected an https://"),
-        (
-            ["--sasl-oauthbearer-jwks-endpoint-url", "file:///nonexistent/jwks.json"],
-            "does not exist",
-        ),
+        (["--sasl-oauthbearer-jwks-endpoint-url", "file:///nope/jwks.json"], "does not exist"),
         (["--sasl-oauthbearer-clock-skew-seconds", "-1"], "too small"),
-        (["--sasl-oauthbearer-listener-overrides", "EXT:foo=1"], "LISTENER:sasl.oauthbearer"),
+        (
+            [*SASL_LISTENER, "--sasl-enabled-mechanisms", "OAUTHBEARER"],
+            "OAUTHBEARER is enabled on listener SASL without sasl.oauthbearer.jwks.endpoint.url",
+        ),
     ],
 )
 def test_bad_settings_are_one_line_exit_2(args: list[str], message: str) -> None:
@@ -467,6 +471,25 @@ def test_bad_settings_are_one_line_exit_2(args: list[str], message: str) -> None
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert message in lines[0]
+
+
+def test_bad_per_listener_setting_names_the_listener(tmp_path: Path, jwks_file: Path) -> None:
+    conf = tmp_path / "server.properties"
+    conf.write_text(
+        "listeners=SASL://127.0.0.1:0\nlistener.security.protocol.map=SASL:SASL_PLAINTEXT\n"
+        "sasl.enabled.mechanisms=OAUTHBEARER\n"
+        f"sasl.oauthbearer.jwks.endpoint.url={jwks_file.as_uri()}\n"
+        "listener.name.sasl.oauthbearer.sasl.oauthbearer.clock.skew.seconds=soon\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli.main", "serve", "--config", str(conf)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "listener SASL: sasl.oauthbearer.clock.skew.seconds: expected an integer" in proc.stderr
 
 
 def test_validator_needs_a_jwks() -> None:

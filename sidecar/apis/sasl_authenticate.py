@@ -15,6 +15,7 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import sasl_config
 from sidecar.security.sasl import SaslAuthenticationFailed
 
 API_KEY = 36
@@ -97,7 +98,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 f"{principal}"
             )
             raise CloseConnection(message, _response(version, SASL_AUTHENTICATION_FAILED, message))
-    lifetime = session_lifetime_ms(broker.settings.connections_max_reauth_ms, server.lifetime_ms)
+    reauth_ms = sasl_config.reauth_ms(broker.settings, security.listener)
+    lifetime = session_lifetime_ms(reauth_ms, server.lifetime_ms)
     security.principal = principal
     security.sasl_mechanism = mechanism
     security.authenticated = True

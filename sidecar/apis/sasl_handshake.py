@@ -18,6 +18,7 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import sasl_config
 from sidecar.security.sasl import MECHANISMS
 
 API_KEY = 17
@@ -30,7 +31,7 @@ ILLEGAL_SASL_STATE = errors.code("ILLEGAL_SASL_STATE")
 
 def enabled_mechanisms(broker: Broker, listener: str) -> list[str]:
     """The listener's sasl.enabled.mechanisms this build serves, in configured order."""
-    return [m for m in broker.settings.sasl_mechanisms(listener) if m in MECHANISMS]
+    return [m for m in sasl_config.enabled_mechanisms(broker.settings, listener) if m in MECHANISMS]
 
 
 def _response(version: int, error_code: int, mechanisms: list[str]) -> bytes:

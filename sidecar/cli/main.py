@@ -19,8 +19,16 @@ from sidecar.cli import queues as queues_cli
 from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
 from sidecar.cli.arg_types import at_least, positive
+from sidecar.config import listeners as listener_config
 from sidecar.config import server_properties
-from sidecar.config.settings import SASL_MECHANISMS, HostPort, ScramBootstrap, Settings
+from sidecar.config.settings import (
+    DEFAULT_PROTOCOL_MAP,
+    Endpoint,
+    HostPort,
+    ScramBootstrap,
+    Settings,
+)
+from sidecar.security import sasl_config
 from sidecar.security.sasl import oauthbearer
 from sidecar.security.scram_config import parse_add_scram
 from sidecar.telemetry import logs
@@ -74,6 +82,24 @@ def _hostport(text: str) -> HostPort:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _endpoints(text: str) -> tuple[Endpoint, ...]:
+    try:
+        return listener_config.parse_endpoints(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _protocol_map(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return listener_config.parse_protocol_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _listener_name(text: str) -> str | None:
+    return text.strip().upper() or None
+
+
 def _optional_hostport(text: str) -> HostPort | None:
     if text.strip().lower() in ("", "none", "off"):
         return None
@@ -110,24 +136,6 @@ def _oauthbearer(key: str) -> Any:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return convert
-
-
-def _oauthbearer_overrides(text: str) -> tuple[tuple[str, str, str], ...]:
-    """LISTENER:sasl.oauthbearer.NAME=VALUE entries, separated by ';' or new lines."""
-    out: list[tuple[str, str, str]] = []
-    for entry in (e.strip() for e in re.split(r"[;\n]", text)):
-        if not entry:
-            continue
-        listener, _, pair = entry.partition(":")
-        key, eq, value = pair.partition("=")
-        key = key.strip()
-        if not listener.strip() or not eq or key not in oauthbearer.SETTING_NAMES:
-            raise argparse.ArgumentTypeError(
-                f"expected LISTENER:sasl.oauthbearer.NAME=VALUE, got {entry!r}"
-            )
-        _oauthbearer(key)(value)
-        out.append((listener.strip().upper(), key, value.strip()))
-    return tuple(out)
 
 
 # Defaults from `serve --config FILE` (server_properties), below SKIFF_* variables.
@@ -176,6 +184,39 @@ def build_parser() -> argparse.ArgumentParser:
         None,
         "HOST:PORT Metadata gives clients (none: the listen address)",
         type=_hostport,
+    )
+    _flag(
+        serve,
+        "listeners",
+        None,
+        "listeners: NAME://HOST:PORT,... each served with the security protocol "
+        "--listener-security-protocol-map gives its name (port 0: a free port); "
+        "none: one PLAINTEXT listener on --listen",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "advertised-listeners",
+        None,
+        "advertised.listeners: NAME://HOST:PORT,... what Metadata gives a client that came "
+        "in on listener NAME (none: the listener's own address)",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "listener-security-protocol-map",
+        ",".join(f"{n}:{p}" for n, p in DEFAULT_PROTOCOL_MAP),
+        "listener.security.protocol.map: NAME:PROTOCOL,... (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL)",
+        type=_protocol_map,
+    )
+    _flag(
+        serve,
+        "inter-broker-listener-name",
+        None,
+        "inter.broker.listener.name: the listener whose address sidecars register for "
+        "one another (none: PLAINTEXT if listed, else the first)",
+        type=_listener_name,
     )
     _flag(
         serve,
@@ -534,14 +575,6 @@ def build_parser() -> argparse.ArgumentParser:
         "sasl.oauthbearer.clock.skew.seconds: tolerance of exp, nbf and iat",
         type=_oauthbearer("sasl.oauthbearer.clock.skew.seconds"),
     )
-    _flag(
-        serve,
-        "sasl-oauthbearer-listener-overrides",
-        "",
-        "per-listener OAUTHBEARER settings, LISTENER:sasl.oauthbearer.NAME=VALUE separated "
-        "by ';' (server.properties: listener.name.<listener>.oauthbearer.sasl.oauthbearer.*)",
-        type=_oauthbearer_overrides,
-    )
     _sasl_flags(serve)
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
@@ -551,44 +584,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sasl_mechanisms(text: str) -> tuple[str, ...]:
-    """sasl.enabled.mechanisms: a comma-separated list."""
-    mechanisms = tuple(dict.fromkeys(m.strip().upper() for m in text.split(",") if m.strip()))
-    for mechanism in mechanisms:
-        if mechanism == "GSSAPI":
-            raise argparse.ArgumentTypeError("Skiff does not serve GSSAPI (Kerberos)")
-        if mechanism not in SASL_MECHANISMS:
-            raise argparse.ArgumentTypeError(
-                f"unknown SASL mechanism {mechanism!r}; Skiff serves {', '.join(SASL_MECHANISMS)}"
-            )
-    return mechanisms
-
-
-def _listener_sasl_mechanisms(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """LISTENER=MECH,MECH;LISTENER=MECH (listener.name.<l>.sasl.enabled.mechanisms)."""
-    pairs = []
-    for item in text.split(";"):
-        if not item.strip():
-            continue
-        name, sep, mechanisms = item.partition("=")
-        if not sep or not name.strip():
-            raise argparse.ArgumentTypeError(f"expected LISTENER=MECHANISM,..., got {item!r}")
-        pairs.append((name.strip().upper(), _sasl_mechanisms(mechanisms)))
-    return tuple(pairs)
-
-
-def _jaas_configs(text: str) -> tuple[tuple[str, str], ...]:
-    """Lines of LISTENER=JAAS (listener.name.<l>.plain.sasl.jaas.config) or JAAS alone
-    (every listener)."""
-    pairs = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        head, sep, rest = line.partition("=")
-        if sep and re.fullmatch(r"[A-Za-z0-9_-]+", head.strip()) and "LoginModule" in rest:
-            pairs.append((head.strip().upper(), rest.strip()))
-        else:
-            pairs.append(("", line.strip()))
-    return tuple(pairs)
+    try:
+        return sasl_config.parse_mechanisms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_scram(text: str) -> tuple[ScramBootstrap, ...]:
@@ -620,13 +619,6 @@ def _sasl_flags(serve: argparse.ArgumentParser) -> None:
     )
     _flag(
         serve,
-        "listener-sasl-enabled-mechanisms",
-        "",
-        "listener.name.<l>.sasl.enabled.mechanisms, as LISTENER=MECH,MECH;LISTENER=MECH",
-        type=_listener_sasl_mechanisms,
-    )
-    _flag(
-        serve,
         "connections-max-reauth-ms",
         "0",
         "connections.max.reauth.ms: a SASL session lasts this long, then the client must "
@@ -639,14 +631,6 @@ def _sasl_flags(serve: argparse.ArgumentParser) -> None:
         None,
         "file of user:password lines PLAIN logins are checked against (re-read on change)",
         type=Path,
-    )
-    _flag(
-        serve,
-        "plain-sasl-jaas-config",
-        "",
-        "listener.name.<l>.plain.sasl.jaas.config: PlainLoginModule user_NAME=\"password\" "
-        "lists, one LISTENER=JAAS per line",
-        type=_jaas_configs,
     )
     _flag(
         serve,
@@ -686,6 +670,19 @@ def _load_config(argv: list[str]) -> server_properties.ServerProperties | None:
     return loaded
 
 
+def _listen_beats_file_listeners(argv: list[str]) -> bool:
+    """--listen given (flag or $SKIFF_LISTEN) while `listeners` comes only from the
+    --config file: the more explicit source wins, as a flag beats the file."""
+
+    def given(flag: str) -> bool:
+        env = "SKIFF_" + flag.upper().replace("-", "_")
+        return env in os.environ or any(
+            a == f"--{flag}" or a.startswith(f"--{flag}=") for a in argv
+        )
+
+    return given("listen") and not given("listeners")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _run(sys.argv[1:] if argv is None else list(argv))
@@ -719,6 +716,11 @@ def _run(argv: list[str]) -> int:
     settings = Settings(
         listen=args.listen,
         advertise=args.advertise,
+        listeners=() if _listen_beats_file_listeners(argv) else args.listeners or (),
+        advertised_listeners=args.advertised_listeners or (),
+        listener_security_protocol_map=args.listener_security_protocol_map,
+        inter_broker_listener_name=args.inter_broker_listener_name,
+        listener_overrides=tuple(config.listener_overrides) if config else (),
         redis_url=args.redis_url,
         redis_connect_timeout=args.redis_connect_timeout,
         data_dir=args.data_dir,
@@ -770,20 +772,40 @@ def _run(argv: list[str]) -> int:
         sasl_oauthbearer_sub_claim_name=args.sasl_oauthbearer_sub_claim_name,
         sasl_oauthbearer_clock_skew_seconds=args.sasl_oauthbearer_clock_skew_seconds,
         sasl_oauthbearer_jwks_endpoint_refresh_ms=args.sasl_oauthbearer_jwks_endpoint_refresh_ms,
-        sasl_oauthbearer_listener_overrides=args.sasl_oauthbearer_listener_overrides,
         sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
-        listener_sasl_enabled_mechanisms=args.listener_sasl_enabled_mechanisms,
         connections_max_reauth_ms=args.connections_max_reauth_ms,
         sasl_plain_users_file=args.sasl_plain_users_file,
-        plain_sasl_jaas_config=args.plain_sasl_jaas_config,
         add_scram=args.add_scram,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")
+    if settings.listeners and args.advertise is not None:
+        parser.error("--advertise goes with --listen; with --listeners use --advertised-listeners")
+    if args.workers > 1 and any(e.address.port == 0 for e in settings.listeners):
+        parser.error("--workers needs fixed --listeners ports (worker i listens on port + i)")
+    try:
+        for listener in listener_config.resolve(settings):
+            if listener.protocol.endswith("SSL"):
+                raise listener_config.ListenerError(
+                    f"listener {listener.name} is {listener.protocol}: TLS listeners are not "
+                    "served yet (use PLAINTEXT or SASL_PLAINTEXT)"
+                )
+    except listener_config.ListenerError as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
+    try:
+        sasl_listeners = [
+            listener.name
+            for listener in listener_config.resolve(settings)
+            if listener.protocol.startswith("SASL_")
+        ]
+        sasl_config.check(settings, sasl_listeners)
+        oauthbearer.check(settings, sasl_listeners)
+    except ValueError as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
     if args.workers > 1 and args.listen.port == 0:
         parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
-    if (mistake := oauthbearer.configuration_mistake(settings)) is not None:
-        parser.error(mistake)
     try:
         preflight.check(settings, args.workers)
     except preflight.Mistake as exc:

@@ -39,9 +39,38 @@ class ScramBootstrap:
 
 
 @dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One entry of Kafka's `listeners` / `advertised.listeners`: NAME://HOST:PORT."""
+
+    name: str
+    address: HostPort
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.address}"
+
+
+# Kafka's default listener.security.protocol.map: each protocol's name is a listener name.
+DEFAULT_PROTOCOL_MAP = (
+    ("PLAINTEXT", "PLAINTEXT"),
+    ("SSL", "SSL"),
+    ("SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+    ("SASL_SSL", "SASL_SSL"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     listen: HostPort = HostPort("127.0.0.1", 9092)
     advertise: HostPort | None = None
+    # Kafka's listeners (sidecar/config/listeners.py resolves them): empty, one PLAINTEXT
+    # listener on `listen` advertised as `advertised`.
+    listeners: tuple[Endpoint, ...] = ()
+    advertised_listeners: tuple[Endpoint, ...] = ()  # empty: as `listeners`
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = DEFAULT_PROTOCOL_MAP
+    inter_broker_listener_name: str | None = None  # None: PLAINTEXT if listed, else the first
+    # listener.name.<LISTENER>.<setting>=value from --config (server_properties.py):
+    # (LISTENER, setting, value); see listeners.setting_for.
+    listener_overrides: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
     redis_url: str | None = field(default=None, repr=False)  # may hold a password
     redis_connect_timeout: float = 30.0
     data_dir: Path = Path("skiff-data")
@@ -112,35 +141,24 @@ class Settings:
     partial_frame_timeout_ms: int = 30_000
     auto_create_topics_per_minute: int = 100
     # SASL/OAUTHBEARER (sidecar/security/sasl/oauthbearer.py), Kafka's sasl.oauthbearer.*
-    # names and defaults; the overrides are server.properties'
-    # listener.name.<listener>.[oauthbearer.]sasl.oauthbearer.* as (listener, name, value).
+    # names and defaults; per listener from listener_overrides
+    # (listener.name.<l>.[oauthbearer.]sasl.oauthbearer.*).
     sasl_oauthbearer_jwks_endpoint_url: str | None = None
     sasl_oauthbearer_expected_issuer: str | None = None
     sasl_oauthbearer_expected_audience: tuple[str, ...] = ()
     sasl_oauthbearer_sub_claim_name: str = "sub"
     sasl_oauthbearer_clock_skew_seconds: int = 30
     sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
-    sasl_oauthbearer_listener_overrides: tuple[tuple[str, str, str], ...] = ()
     # SASL (sidecar/security/sasl/), with Kafka's names: sasl.enabled.mechanisms (Kafka's
-    # default is GSSAPI, which Skiff does not serve), its per-listener overrides
-    # (listener.name.<l>.sasl.enabled.mechanisms) as (LISTENER, mechanisms) pairs,
-    # connections.max.reauth.ms (KIP-368; 0: sessions never expire). PLAIN users from a
-    # `user:password` file and from JAAS configs (listener.name.<l>.plain.sasl.jaas.config)
-    # as (LISTENER or "" for all, JAAS text) pairs. SCRAM credentials created at start
-    # where the user has none (Kafka's `kafka-storage format --add-scram`).
+    # default is GSSAPI, which Skiff does not serve; listener.name.<l>.sasl.enabled.mechanisms
+    # in --config overrides it per listener), connections.max.reauth.ms (KIP-368; 0:
+    # sessions never expire). PLAIN users from a `user:password` file (and, per listener,
+    # from listener.name.<l>.plain.sasl.jaas.config in --config). SCRAM credentials
+    # created at start where the user has none (Kafka's `kafka-storage format --add-scram`).
     sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-    listener_sasl_enabled_mechanisms: tuple[tuple[str, tuple[str, ...]], ...] = ()
     connections_max_reauth_ms: int = 0
     sasl_plain_users_file: Path | None = None
-    plain_sasl_jaas_config: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     add_scram: tuple[ScramBootstrap, ...] = field(default=(), repr=False)
-
-    def sasl_mechanisms(self, listener: str) -> tuple[str, ...]:
-        """The SASL mechanisms enabled on a listener."""
-        for name, mechanisms in self.listener_sasl_enabled_mechanisms:
-            if name == listener.upper():
-                return mechanisms
-        return self.sasl_enabled_mechanisms
 
     @property
     def advertised(self) -> HostPort:

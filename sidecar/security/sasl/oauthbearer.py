@@ -26,6 +26,7 @@ import jwt
 
 from sidecar.security.principal import KafkaPrincipal
 from sidecar.security.sasl import SaslAuthenticationFailed, register
+from sidecar.security.sasl_config import enabled_mechanisms
 
 if TYPE_CHECKING:
     from sidecar.broker import Broker
@@ -68,6 +69,9 @@ SETTING_NAMES = {
 }
 
 
+_MECHANISM_PREFIX = "oauthbearer."  # Kafka's per-mechanism prefix of listener settings
+
+
 class OAuthBearerConfigError(ValueError):
     """A setting that cannot work; the message says which and why."""
 
@@ -85,7 +89,9 @@ class OAuthBearerSettings:
 
     @classmethod
     def for_listener(cls, settings: Settings, listener: str) -> OAuthBearerSettings:
-        """The broker-wide settings, overridden by listener.name.<listener>.* ones."""
+        """The broker-wide settings, overridden by server.properties'
+        listener.name.<listener>.sasl.oauthbearer.* and, above those, Kafka's
+        mechanism-prefixed listener.name.<listener>.oauthbearer.sasl.oauthbearer.*."""
         base = cls(
             jwks_endpoint_url=settings.sasl_oauthbearer_jwks_endpoint_url,
             expected_issuer=settings.sasl_oauthbearer_expected_issuer,
@@ -94,11 +100,18 @@ class OAuthBearerSettings:
             clock_skew_seconds=settings.sasl_oauthbearer_clock_skew_seconds,
             jwks_endpoint_refresh_ms=settings.sasl_oauthbearer_jwks_endpoint_refresh_ms,
         )
-        overrides = {
-            key: value
-            for name, key, value in settings.sasl_oauthbearer_listener_overrides
-            if name.upper() == listener.upper()
-        }
+        plain: dict[str, str] = {}
+        prefixed: dict[str, str] = {}
+        for name, key, value in settings.listener_overrides:
+            if name != listener.upper():
+                continue
+            if key in SETTING_NAMES:
+                plain[key] = value
+            elif (
+                key.startswith(_MECHANISM_PREFIX) and key[len(_MECHANISM_PREFIX) :] in SETTING_NAMES
+            ):
+                prefixed[key[len(_MECHANISM_PREFIX) :]] = value
+        overrides = plain | prefixed
         return base.with_overrides(overrides) if overrides else base
 
     def with_overrides(self, values: Mapping[str, str]) -> OAuthBearerSettings:
@@ -154,22 +167,23 @@ def jwks_url(text: str) -> str:
     )
 
 
-def configuration_mistake(settings: Settings) -> str | None:
-    """Why OAUTHBEARER, where enabled, could authenticate no one (no JWKS), or None."""
-    listeners = [
-        name for name, mechs in settings.listener_sasl_enabled_mechanisms if MECHANISM in mechs
-    ]
-    everywhere = MECHANISM in settings.sasl_enabled_mechanisms
-    if everywhere and not settings.sasl_oauthbearer_jwks_endpoint_url:
-        listeners += [name for name, _, _ in settings.sasl_oauthbearer_listener_overrides] or [""]
-    for listener in dict.fromkeys(listeners):
-        if not OAuthBearerSettings.for_listener(settings, listener).jwks_endpoint_url:
-            where = f" on listener {listener}" if listener else ""
-            return (
-                f"OAUTHBEARER is enabled{where} without sasl.oauthbearer.jwks.endpoint.url "
-                "(--sasl-oauthbearer-jwks-endpoint-url): Skiff accepts only signed tokens"
+def check(settings: Settings, sasl_listeners: list[str]) -> None:
+    """Raise OAuthBearerConfigError (a ValueError) where a SASL listener enables
+    OAUTHBEARER without a JWKS (it could authenticate no one; Kafka would fall back to
+    its unsecured validator) or with a per-listener setting that cannot work."""
+    for listener in sasl_listeners:
+        if MECHANISM not in enabled_mechanisms(settings, listener):
+            continue
+        try:
+            listener_settings = OAuthBearerSettings.for_listener(settings, listener)
+        except OAuthBearerConfigError as exc:
+            raise OAuthBearerConfigError(f"listener {listener}: {exc}") from None
+        if not listener_settings.jwks_endpoint_url:
+            raise OAuthBearerConfigError(
+                f"OAUTHBEARER is enabled on listener {listener} without "
+                "sasl.oauthbearer.jwks.endpoint.url (--sasl-oauthbearer-jwks-endpoint-url): "
+                "Skiff accepts only signed tokens"
             )
-    return None
 
 
 class TokenRefused(Exception):

@@ -1,6 +1,6 @@
 """PLAIN (RFC 4616), server side. A login is checked against, in order: the listener's
-JAAS users (server.properties `listener.name.<l>.plain.sasl.jaas.config`, Kafka's
-PlainLoginModule `user_NAME="password"` list), the --sasl-plain-users-file
+JAAS users (--config's `listener.name.<l>.plain.sasl.jaas.config`, Kafka's
+PlainLoginModule `user_NAME="password"` list) and the --sasl-plain-users-file
 (`user:password` lines, re-read when it changes), then the user's SCRAM credential in
 Redis (the password salted with the stored salt and iterations must give the stored
 key), so one set of SCRAM users also serves PLAIN clients. Comparisons are
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from sidecar.security.principal import KafkaPrincipal
 from sidecar.security.sasl import SaslAuthenticationFailed, register
+from sidecar.security.sasl_config import plain_jaas
 from sidecar.storage.scram_store import ScramStore
 
 if TYPE_CHECKING:
@@ -83,9 +84,9 @@ def configured_users(settings: Settings, listener: str) -> dict[str, str] | None
         path = settings.sasl_plain_users_file
         users_file = _FILES.setdefault(path, UsersFile(path))
         found = dict(users_file.users())
-    for name, jaas in settings.plain_sasl_jaas_config:
-        if name in ("", listener.upper()):
-            found = {**(found or {}), **jaas_users(jaas)}
+    jaas = plain_jaas(settings, listener)
+    if jaas is not None:
+        found = {**(found or {}), **jaas_users(jaas)}
     return found
 
 
