@@ -1,7 +1,7 @@
 """SASL/OAUTHBEARER end to end: a sidecar with a SASL_PLAINTEXT listener that accepts
 JWTs signed by a test identity provider (tests/oauth_issuer.py, JWKS over HTTP), and
-real clients (librdkafka, kafka-python, aiokafka, the Java client with Kafka's
-OAuthBearerLoginCallbackHandler against a token endpoint) producing and consuming over
+real clients (librdkafka, kafka-python, aiokafka, franz-go, the Java client with
+Kafka's OAuthBearerLoginCallbackHandler against a token endpoint) producing and consuming over
 it; refused tokens (expired, badly signed) close the connection with a log line."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from aiokafka.abc import AbstractTokenProvider as AiokafkaTokenProvider
-from clients import aiokafka_client, java_client, kafka_python_client
+from clients import aiokafka_client, franz_client, java_client, kafka_python_client
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from conftest import Skiff, free_port, start_redis, start_skiff, stop_process
@@ -290,7 +290,24 @@ def test_java_client_with_kafkas_token_endpoint_login(
     assert idp.token_requests > before
 
 
-def test_unsupported_mechanism_and_plaintext_client_are_refused(sidecar: Skiff) -> None:
+def test_franz_go_produces_and_consumes(sidecar: Skiff, signer: Signer) -> None:
+    name = topic()
+    properties = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token": signer.token("franz-go"),
+    }
+    meta = franz_client.produce(sidecar.bootstrap, name, RECORDS, properties=properties)
+    assert [(m["partition"], m["offset"]) for m in meta] == [(0, 0), (0, 1), (0, 2)]
+    got = franz_client.consume(sidecar.bootstrap, name, 0, 0, 3, properties=properties)
+    assert [(r["offset"], r["key"], r["value"]) for r in got] == [
+        (0, b"k1", b"one"),
+        (1, None, b"two"),
+        (2, None, b""),
+    ]
+
+
+def test_a_mechanism_not_enabled_is_refused(sidecar: Skiff) -> None:
     """PLAIN is not enabled on this listener: Kafka's UNSUPPORTED_SASL_MECHANISM with the
     enabled list, and the connection closed."""
     with RawKafka("127.0.0.1", sidecar.port) as kafka:
