@@ -94,6 +94,16 @@ def topic() -> str:
 RECORDS = [{"key": b"k1", "value": b"one"}, {"key": None, "value": b"two"}, {"value": b""}]
 
 
+def test_jwks_is_fetched_at_start_up(sidecar: Skiff) -> None:
+    """Before the sidecar says it is listening (so before any client), it has the keys."""
+    listening = wait_for_log(sidecar, r"Skiff node \d+ listening on SASL://")
+    jwks = wait_for_log(
+        sidecar, r"OAUTHBEARER JWKS from http://127\.0\.0\.1:\d+/jwks\.json: key ids"
+    )
+    assert jwks.start() < listening.start()
+    assert "['idp-key-1']" in sidecar.log()[jwks.end() : jwks.end() + 20]
+
+
 # -- the protocol, byte by byte -------------------------------------------------------------
 
 
