@@ -153,6 +153,21 @@ def test_refused_token_is_kafkas_answer(sidecar: Skiff, signer: Signer, problem:
     assert token not in sidecar.log() and token.split(".")[2] not in sidecar.log()
 
 
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\xff" * 1000, b"n,,\x01auth=Bearer \x01\x01", b"n,,\x01" + b"a=b\x01" * 5000],
+)
+def test_garbage_client_message_closes_the_connection(sidecar: Skiff, garbage: bytes) -> None:
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        handshake = kafka.request(SASL_HANDSHAKE, 1, {"mechanism": "OAUTHBEARER"})
+        assert handshake.error_code == 0
+        answer = kafka.request(SASL_AUTHENTICATE, 2, {"auth_bytes": garbage})
+        assert answer.error_code == SASL_AUTHENTICATION_FAILED
+        assert answer.error_message == "Authentication failed: malformed OAUTHBEARER message"
+        assert kafka.closed()
+    assert sidecar.alive()
+
+
 # -- real clients ----------------------------------------------------------------------------
 
 
