@@ -10,6 +10,7 @@ import importlib
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import threading
@@ -25,7 +26,7 @@ from clients import aiokafka_client, confluent_client, kafka_python_client
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 from conftest import ROOT, RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
-from rawkafka import RawKafka
+from rawkafka import ConnectionClosed, RawKafka
 from scramp import ScramClient
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
@@ -57,7 +58,13 @@ def _wait_for(log: Path, pattern: str, timeout: float = 30.0) -> re.Match[str]:
     return found
 
 
-def start_sasl_sidecar(tmp: Path, redis: RedisServer, name: str, *args: str) -> SaslSidecar:
+def start_sasl_sidecar(
+    tmp: Path,
+    redis: RedisServer,
+    name: str,
+    *args: str,
+    pattern: str = r"SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)",
+) -> SaslSidecar:
     users = tmp / "plain-users"
     users.write_text(f"# PLAIN users\nalice:{PASSWORDS['alice']}\n")
     plain = free_port()
@@ -79,7 +86,7 @@ def start_sasl_sidecar(tmp: Path, redis: RedisServer, name: str, *args: str) -> 
         *args,
         port=plain,
     )
-    line = _wait_for(log, r"listening on .*SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)")
+    line = _wait_for(log, r"listening on .*" + pattern)
     return SaslSidecar(skiff, plain, int(line[1]), redis)
 
 
@@ -282,6 +289,22 @@ def test_malformed_sasl_bytes_are_refused_not_crashed(sidecar: SaslSidecar) -> N
         assert kafka.closed()
     assert sidecar.skiff.alive()
     assert "Traceback" not in sidecar.skiff.log()
+
+
+def test_a_large_frame_before_authentication_closes_the_connection(sidecar: SaslSidecar) -> None:
+    """Kafka's sasl.server.max.receive.size (512 KiB): an unauthenticated client cannot
+    make the sidecar buffer a large frame."""
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        kafka.send_raw(struct.pack(">i", 524_289) + b"\0" * 1024)
+        assert kafka.closed()
+    _wait_for(
+        sidecar.skiff.log_path,
+        r"request size 524289 is outside 0\.\.524288 \(before SASL authentication\)",
+    )
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:  # the limit is the SASL one only
+        assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        kafka.send_raw(struct.pack(">i", 524_289) + b"\0" * 1024)
+        assert not kafka.closed(timeout=1)
 
 
 def test_sasl_on_a_plaintext_listener_is_illegal_state(sidecar: SaslSidecar) -> None:
@@ -682,4 +705,68 @@ def test_listener_settings_from_server_properties_and_add_scram_from_the_environ
         assert "-pw" not in skiff.log()
     finally:
         stop_process(skiff.proc)
+        stop_process(redis.proc)
+
+
+def test_redis_down_closes_a_scram_login_instead_of_refusing_it(tmp_path: Path) -> None:
+    """A refusal would tell the client its password is wrong (clients give up on it);
+    a close during authentication is what clients retry after."""
+    redis = start_redis(tmp_path / "redis")
+    server = start_sasl_sidecar(tmp_path, redis, "skiff", "--redis-retry-ms", "600")
+    try:
+        stop_process(redis.proc)
+        with RawKafka("127.0.0.1", server.sasl_port) as kafka:
+            assert _handshake(kafka, "SCRAM-SHA-512").error_code == 0
+            client = ScramClient(["SCRAM-SHA-512"], "bob", PASSWORDS["bob"])
+            kafka.send(SASL_AUTHENTICATE, 2, {"auth_bytes": client.get_client_first().encode()})
+            assert kafka.closed(timeout=30)
+            with pytest.raises(ConnectionClosed):  # closed without an answer
+                kafka.recv_raw(timeout=1)
+        with RawKafka("127.0.0.1", server.sasl_port) as kafka:  # file users need no Redis
+            assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        _wait_for(
+            server.skiff.log_path, r"Redis is unavailable: SASL credentials cannot be checked"
+        )
+    finally:
+        stop_process(server.skiff.proc)
+
+
+def test_sasl_ssl_with_every_mechanism(tmp_path: Path) -> None:
+    """SASL over TLS (listener protocol SASL_SSL): librdkafka and franz-go log in with
+    each mechanism and produce and consume."""
+    from tls_certs import TestCerts
+
+    certs = TestCerts(tmp_path / "certs")
+    redis = start_redis(tmp_path / "redis")
+    server = start_sasl_sidecar(
+        tmp_path,
+        redis,
+        "skiff",
+        "--listener-security-protocol-map",
+        "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL",
+        "--ssl-keystore-location",
+        str(certs.server_pem),
+        pattern=r"SECURE://127\.0\.0\.1:(\d+) \(SASL_SSL\)",
+    )
+    try:
+        for client in [c for c in ("confluent", "franz") if c in CLIENTS]:
+            for mechanism, user in LOGINS.items():
+                config = _client_config(client, mechanism, user, PASSWORDS[user])
+                if client == "confluent":
+                    config |= {
+                        "security.protocol": "SASL_SSL",
+                        "ssl.ca.location": str(certs.ca_pem),
+                    }
+                else:
+                    config["properties"] |= {
+                        "security.protocol": "SASL_SSL",
+                        "ssl.truststore.location": str(certs.ca_pem),
+                    }
+                topic = f"sasl-ssl-{uuid.uuid4().hex[:8]}"
+                module = CLIENTS[client]
+                module.produce(server.bootstrap, topic, [{"value": mechanism.encode()}], **config)
+                got = module.consume(server.bootstrap, topic, 0, 0, 1, **config)
+                assert [r["value"] for r in got] == [mechanism.encode()], (client, mechanism)
+    finally:
+        stop_process(server.skiff.proc)
         stop_process(redis.proc)
