@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -265,6 +266,56 @@ def test_librdkafka_with_a_badly_signed_token_is_refused(sidecar: Skiff, signer:
     message = next(str(e) for e in errors if e.code() == KafkaError._AUTHENTICATION)
     assert "signature does not verify" in message
     wait_for_log(sidecar, r"refused: the JWT's signature does not verify")
+
+
+def test_librdkafka_over_sasl_ssl(idp: IdentityProvider, signer: Signer, tmp_path: Path) -> None:
+    """OAUTHBEARER on a SASL_SSL listener: the token travels inside TLS."""
+    from tls_certs import TestCerts
+
+    tmp = tmp_path
+    certs = TestCerts(tmp / "certs")
+    redis = start_redis(tmp / "redis")
+    port = free_port()
+    skiff = start_skiff(
+        tmp / "skiff.log",
+        "--redis-url",
+        redis.url,
+        "--listeners",
+        f"SECURE://127.0.0.1:{port}",
+        "--listener-security-protocol-map",
+        "SECURE:SASL_SSL",
+        "--ssl-keystore-location",
+        str(certs.server_pem),
+        "--sasl-enabled-mechanisms",
+        "OAUTHBEARER",
+        "--sasl-oauthbearer-jwks-endpoint-url",
+        idp.url,
+        port=port,
+    )
+    try:
+        name = topic()
+        config = librdkafka_config(skiff, lambda: signer.token("tls-client"))
+        config |= {"security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca_pem)}
+        producer = Producer(config)
+        delivered: list[int] = []
+        producer.produce(
+            name,
+            value=b"over tls",
+            on_delivery=lambda e, m: delivered.append(-1 if e else m.offset()),
+        )
+        assert producer.flush(60) == 0 and delivered == [0]
+        consumer = Consumer({**config, "group.id": f"g-{name}", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(name, 0, 0)])
+            deadline = time.monotonic() + 60
+            while (msg := consumer.poll(1.0)) is None or msg.error() is not None:
+                assert time.monotonic() < deadline
+            assert (msg.offset(), msg.value()) == (0, b"over tls")
+        finally:
+            consumer.close()
+    finally:
+        stop_process(skiff.proc)
+        stop_process(redis.proc)
 
 
 class KafkaPythonTokens(KafkaPythonTokenProvider):
