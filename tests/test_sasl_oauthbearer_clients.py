@@ -2,7 +2,8 @@
 JWTs signed by a test identity provider (tests/oauth_issuer.py, JWKS over HTTP), and
 real clients (librdkafka, kafka-python, aiokafka, franz-go, the Java client with
 Kafka's OAuthBearerLoginCallbackHandler against a token endpoint) producing and consuming over
-it; refused tokens (expired, badly signed) close the connection with a log line."""
+it (librdkafka over SASL_SSL too); refused tokens (expired, badly signed) close the
+connection with a log line."""
 
 from __future__ import annotations
 
