@@ -187,6 +187,17 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "authorizer.class.name": FlagMapping("authorizer-class-name"),
     "super.users": FlagMapping("super-users"),
     "allow.everyone.if.no.acl.found": FlagMapping("allow-everyone-if-no-acl-found"),
+    **{
+        f"sasl.oauthbearer.{name}": FlagMapping("sasl-oauthbearer-" + name.replace(".", "-"))
+        for name in (
+            "jwks.endpoint.url",
+            "jwks.endpoint.refresh.ms",
+            "expected.issuer",
+            "expected.audience",
+            "sub.claim.name",
+            "clock.skew.seconds",
+        )
+    },
     "sasl.enabled.mechanisms": FlagMapping("sasl-enabled-mechanisms"),
     "connections.max.reauth.ms": FlagMapping("connections-max-reauth-ms"),
     "listener.security.protocol.map": FlagMapping("listener-security-protocol-map"),

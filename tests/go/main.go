@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -46,8 +47,9 @@ commands:
 every command also accepts repeated --property key=value (extra client config; the keys
 known here: client.id, linger.ms, batch.size, max.partition.fetch.bytes, fetch.max.bytes,
 request.timeout.ms, security.protocol PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL, ssl.truststore.location
-(PEM), sasl.mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512, sasl.username, sasl.password) and
---log-level none|error|warn|info|debug (default warn, to stderr)
+(PEM), sasl.mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512, sasl.username, sasl.password, or
+sasl.mechanism OAUTHBEARER with sasl.oauthbearer.token) and --log-level
+none|error|warn|info|debug (default warn, to stderr)
 `
 
 // usageError is a bad command line: exit status 2 with the usage text.
@@ -751,7 +753,8 @@ func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
 }
 
 // withSasl maps security.protocol=SASL_PLAINTEXT or SASL_SSL with sasl.mechanism (PLAIN,
-// SCRAM-SHA-256, SCRAM-SHA-512), sasl.username and sasl.password to kgo.SASL.
+// SCRAM-SHA-256, SCRAM-SHA-512), sasl.username and sasl.password, or OAUTHBEARER with
+// sasl.oauthbearer.token, to kgo.SASL.
 func withSasl(opts []kgo.Opt, conf map[string]string) ([]kgo.Opt, error) {
 	protocol := conf["security.protocol"]
 	if protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
@@ -765,6 +768,9 @@ func withSasl(opts []kgo.Opt, conf map[string]string) ([]kgo.Opt, error) {
 		return append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())), nil
 	case "SCRAM-SHA-512":
 		return append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())), nil
+	case "OAUTHBEARER":
+		token := conf["sasl.oauthbearer.token"]
+		return append(opts, kgo.SASL(oauth.Auth{Token: token}.AsMechanism())), nil
 	}
 	return nil, usagef("--property sasl.mechanism=%s is not one franzclient knows", conf["sasl.mechanism"])
 }
