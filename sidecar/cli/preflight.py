@@ -11,6 +11,7 @@ import socket
 from pathlib import Path
 
 from sidecar.config.settings import HostPort, Settings
+from sidecar.security import http_auth
 from sidecar.telemetry.redact import redact_text, redact_url, url_secrets
 
 REDIS_SCHEMES = (
@@ -133,3 +134,7 @@ def check(settings: Settings, workers: int) -> None:
     else:
         check_data_dir(settings.data_dir)
     check_ports(settings, workers)
+    try:
+        http_auth.check(settings)
+    except http_auth.HttpSecurityMistake as exc:
+        raise Mistake(str(exc)) from None
