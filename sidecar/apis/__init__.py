@@ -10,6 +10,7 @@ from types import ModuleType
 from sidecar.apis import (
     alter_configs,
     alter_share_group_offsets,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -21,6 +22,7 @@ from sidecar.apis import (
     describe_groups,
     describe_log_dirs,
     describe_share_group_offsets,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -35,6 +37,8 @@ from sidecar.apis import (
     offset_delete,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     share_acknowledge,
     share_fetch,
     share_group_describe,
@@ -77,5 +81,9 @@ HANDLERS: dict[int, ModuleType] = {
         share_acknowledge,
         describe_share_group_offsets,
         alter_share_group_offsets,
+        sasl_handshake,
+        sasl_authenticate,
+        describe_user_scram_credentials,
+        alter_user_scram_credentials,
     )
 }
