@@ -21,6 +21,12 @@ from typing import Any
 import aiohttp
 import pytest
 import trustme
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from conftest import ROOT, RedisServer, Skiff, start_redis, start_skiff, stop_process
 
 
@@ -121,14 +127,28 @@ def redis_for_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSe
     stop_process(server.proc)
 
 
+PLAIN_USERS = {"carol": "carol-pw"}
+
+
 @pytest.fixture(scope="module")
 def secured(
     tls: Tls, redis_for_auth: RedisServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Skiff]:
-    """A sidecar whose queue API wants Basic credentials over HTTPS."""
-    log = tmp_path_factory.mktemp("http-auth") / "skiff.log"
+    """A sidecar whose queue API wants Basic credentials over HTTPS (PLAIN users from a
+    file, SCRAM users from Redis)."""
+    tmp = tmp_path_factory.mktemp("http-auth")
+    users = tmp / "plain-users"
+    users.write_text("".join(f"{u}:{p}\n" for u, p in PLAIN_USERS.items()))
+    log = tmp / "skiff.log"
     server = start_skiff(
-        log, "--redis-url", redis_for_auth.url, "--http-auth", "basic,bearer", *tls.args()
+        log,
+        "--redis-url",
+        redis_for_auth.url,
+        "--http-auth",
+        "basic,bearer",
+        "--sasl-plain-users-file",
+        str(users),
+        *tls.args(),
     )
     try:
         wait_ready(https(server), tls, log)
@@ -286,3 +306,54 @@ def test_plaintext_allowed_when_the_operator_says_so(
         assert call(base, "GET", "/v1/queues").status == 401
     finally:
         stop_process(server.proc)
+
+
+def add_scram_user(bootstrap: str, user: str, password: str, mechanism: ScramMechanism) -> None:
+    """Through Kafka's AlterUserScramCredentials, as kafka-configs does it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(mechanism, 4096), password.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+
+
+@pytest.mark.parametrize("mechanism", [ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512])
+def test_basic_with_a_scram_user_made_through_kafka(
+    secured: Skiff, tls: Tls, mechanism: ScramMechanism
+) -> None:
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    denied = call(https(secured), "GET", "/v1/queues", None, basic(user, "pw-1"), tls=tls)
+    assert denied.status == 401  # not a user yet
+    add_scram_user(secured.bootstrap, user, "pw-1", mechanism)
+    me = basic(user, "pw-1")
+    for _ in range(2):  # the second time from the verified-pair cache
+        produced = call(
+            https(secured),
+            "POST",
+            f"/v1/topics/{topic}/records",
+            {"records": [{"value": "a"}]},
+            me,
+            tls=tls,
+        )
+        assert produced.status == 200, produced.body
+    assert produced.body == {"offsets": [{"partition": 0, "offset": 1}]}
+    wrong = call(https(secured), "GET", "/v1/queues", None, basic(user, "pw-2"), tls=tls)
+    assert wrong.status == 401
+    # a changed password takes effect at once, cache or not
+    add_scram_user(secured.bootstrap, user, "pw-2", mechanism)
+    assert call(https(secured), "GET", "/v1/queues", None, me, tls=tls).status == 401
+    ok = call(https(secured), "GET", "/v1/queues", None, basic(user, "pw-2"), tls=tls)
+    assert ok.status == 200, ok.body
+
+
+def test_basic_with_a_plain_users_file_user(secured: Skiff, tls: Tls) -> None:
+    group = f"qg-{uuid.uuid4().hex[:8]}"
+    me = basic("carol", PLAIN_USERS["carol"])
+    made = call(https(secured), "PUT", f"/v1/queues/{group}", {}, me, tls=tls)
+    assert made.status == 201, made.body
+    listed = call(https(secured), "GET", "/v1/queues", None, me, tls=tls)
+    assert group in listed.body["groups"]
+    wrong = call(https(secured), "GET", "/v1/queues", None, basic("carol", "nope"), tls=tls)
+    assert wrong.status == 401

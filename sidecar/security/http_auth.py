@@ -34,8 +34,10 @@ from aiohttp import web
 
 from sidecar.security.authorizer import Operation, ResourceType
 from sidecar.security.principal import ANONYMOUS, KafkaPrincipal
+from sidecar.security.sasl.plain import configured_users
 from sidecar.security.session import ConnectionSecurity
 from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.scram_store import ScramStore
 
 if TYPE_CHECKING:
     from sidecar.config.settings import Settings
@@ -68,53 +70,47 @@ class TokenVerifier(Protocol):
     async def __call__(self, token: str) -> KafkaPrincipal: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ScramCredential:
-    """What Redis holds of a SCRAM user (never the password)."""
+class PlainUsers:
+    """Basic credentials checked against the PLAIN users SASL has (--sasl-plain-users-file,
+    the JAAS user_NAME list of server.properties), as the PLAIN mechanism does."""
 
-    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
-    salt: bytes
-    iterations: int
-    stored_key: bytes
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
 
-
-def scram_password_matches(credential: ScramCredential, password: str) -> bool:
-    """Recompute the stored key from the password with the credential's salt and
-    iterations (RFC 5802: H(HMAC(SaltedPassword, "Client Key"))), via scramp."""
-    from scramp import ScramMechanism
-
-    _, stored_key, _, _ = ScramMechanism(credential.mechanism).make_auth_info(
-        password, iteration_count=credential.iterations, salt=credential.salt
-    )
-    return hmac.compare_digest(stored_key, credential.stored_key)
+    async def __call__(self, user: str, password: str) -> bool | None:
+        users = configured_users(self.settings, LISTENER)
+        if users is None or user not in users:
+            return None
+        return hmac.compare_digest(users[user].encode(), password.encode())
 
 
 class ScramPasswords:
-    """Basic credentials checked against SCRAM credentials (the strongest mechanism the
-    user has first). PBKDF2 costs milliseconds, so a pair that matched is remembered
-    (keyed by a keyed hash of the password, with the stored key it matched) and the
-    next request only re-reads the credential: a changed or deleted credential takes
-    effect at once."""
+    """Basic credentials checked against the user's SCRAM credentials in Redis (the
+    password salted with the stored salt and iterations must give the stored key;
+    SCRAM-SHA-512 first). PBKDF2 costs milliseconds, so a pair that matched is
+    remembered (keyed by a keyed hash of the password, with the stored key it matched)
+    and the next request only re-reads the credential: a changed or deleted credential
+    takes effect at once."""
 
-    def __init__(self, lookup: Callable[[str], Awaitable[list[ScramCredential]]]) -> None:
-        self.lookup = lookup
+    def __init__(self, store: ScramStore) -> None:
+        self.store = store
         self._key = secrets.token_bytes(32)  # per process: the cache holds no password hash
         self._verified: dict[tuple[str, bytes], tuple[bytes, float]] = {}
         self._hashing = asyncio.Semaphore(MAX_CONCURRENT_PBKDF2)
 
     async def __call__(self, user: str, password: str) -> bool | None:
-        credentials = await self.lookup(user)
+        credentials = await self.store.user(user)
         if not credentials:
             return None
         tag = hmac.new(self._key, password.encode(), hashlib.sha256).digest()
         now = time.monotonic()
         seen = self._verified.get((user, tag))
         if seen is not None and seen[1] > now:
-            if any(hmac.compare_digest(seen[0], c.stored_key) for c in credentials):
+            if any(hmac.compare_digest(seen[0], c.stored_key) for c in credentials.values()):
                 return True
-        for credential in credentials:
+        for mechanism, credential in sorted(credentials.items(), reverse=True):
             async with self._hashing:
-                ok = await asyncio.to_thread(scram_password_matches, credential, password)
+                ok = await asyncio.to_thread(credential.matches_password, mechanism, password)
             if ok:
                 if len(self._verified) >= CACHE_SIZE:
                     self._verified.clear()  # rare; bounded memory beats an LRU here
@@ -322,5 +318,9 @@ def tls_context(settings: Settings) -> ssl.SSLContext | None:
 
 
 def verifiers_for(broker: Any) -> Verifiers:
-    """The password sources and token validator of the SASL mechanisms."""
-    return Verifiers(passwords=[], token=None)
+    """The password sources and token validator of the SASL mechanisms: the PLAIN users
+    first (a user there is decided there), then SCRAM credentials."""
+    return Verifiers(
+        passwords=[PlainUsers(broker.settings), ScramPasswords(ScramStore(broker.store.redis))],
+        token=None,
+    )
