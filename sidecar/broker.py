@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
@@ -63,6 +64,9 @@ class Broker:
     # Every API handler asks it before acting (sidecar/security/authorizer.py).
     authorizer: Authorizer = field(default_factory=AllowAll)
     auto_create: AutoCreateBudget = field(init=False)
+    # What a SASL mechanism shares between connections, by mechanism name (OAUTHBEARER:
+    # a JWT validator and its JWKS per listener).
+    sasl_state: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sidecar.security.sasl.oauthbearer  # noqa: F401  (registers OAUTHBEARER)
 import sidecar.security.sasl.plain  # noqa: F401  (registers PLAIN)
 import sidecar.security.sasl.scram  # noqa: F401  (registers SCRAM-SHA-256/512)
 from sidecar.broker import Broker

@@ -29,6 +29,7 @@ from sidecar.config.settings import (
     Settings,
 )
 from sidecar.security import sasl_config
+from sidecar.security.sasl import oauthbearer
 from sidecar.security.scram_config import parse_add_scram
 from sidecar.telemetry import logs
 from sidecar.validation import topic_names
@@ -144,6 +145,18 @@ def _http_paths(text: str) -> tuple[str, ...]:
         if not path.startswith("/"):
             raise argparse.ArgumentTypeError(f"paths start with '/', got {path!r}")
     return paths
+
+
+def _oauthbearer(key: str) -> Any:
+    """The flag type of the Kafka setting `key` (sasl.oauthbearer.*)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return oauthbearer.convert(key, text)
+        except oauthbearer.OAuthBearerConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 # Defaults from `serve --config FILE` (server_properties), below SKIFF_* variables.
@@ -584,6 +597,51 @@ def build_parser() -> argparse.ArgumentParser:
         "group.share.heartbeat.interval.ms",
         type=at_least(1),
     )
+    _flag(
+        serve,
+        "sasl-oauthbearer-jwks-endpoint-url",
+        None,
+        "sasl.oauthbearer.jwks.endpoint.url: the JWKS OAUTHBEARER tokens are verified "
+        "with (https://, http:// or file:)",
+        type=_oauthbearer("sasl.oauthbearer.jwks.endpoint.url"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-jwks-endpoint-refresh-ms",
+        "3600000",
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms: how often the JWKS is fetched again "
+        "(and at once on an unknown key id)",
+        type=_oauthbearer("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-expected-issuer",
+        None,
+        "sasl.oauthbearer.expected.issuer: the iss a token must have (none: any)",
+        type=_oauthbearer("sasl.oauthbearer.expected.issuer"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-expected-audience",
+        "",
+        "sasl.oauthbearer.expected.audience: comma-separated; a token's aud must hold one "
+        "(empty: any)",
+        type=_oauthbearer("sasl.oauthbearer.expected.audience"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-sub-claim-name",
+        "sub",
+        "sasl.oauthbearer.sub.claim.name: the claim naming the principal (User:<claim>)",
+        type=_oauthbearer("sasl.oauthbearer.sub.claim.name"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-clock-skew-seconds",
+        "30",
+        "sasl.oauthbearer.clock.skew.seconds: tolerance of exp, nbf and iat",
+        type=_oauthbearer("sasl.oauthbearer.clock.skew.seconds"),
+    )
     _sasl_flags(serve)
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
@@ -782,6 +840,12 @@ def _run(argv: list[str]) -> int:
         shutdown_timeout_ms=args.shutdown_timeout_ms,
         group_share_session_timeout_ms=args.group_share_session_timeout_ms,
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
+        sasl_oauthbearer_jwks_endpoint_url=args.sasl_oauthbearer_jwks_endpoint_url,
+        sasl_oauthbearer_expected_issuer=args.sasl_oauthbearer_expected_issuer,
+        sasl_oauthbearer_expected_audience=args.sasl_oauthbearer_expected_audience,
+        sasl_oauthbearer_sub_claim_name=args.sasl_oauthbearer_sub_claim_name,
+        sasl_oauthbearer_clock_skew_seconds=args.sasl_oauthbearer_clock_skew_seconds,
+        sasl_oauthbearer_jwks_endpoint_refresh_ms=args.sasl_oauthbearer_jwks_endpoint_refresh_ms,
         sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
         connections_max_reauth_ms=args.connections_max_reauth_ms,
         sasl_plain_users_file=args.sasl_plain_users_file,
@@ -810,6 +874,7 @@ def _run(argv: list[str]) -> int:
             if listener.protocol.startswith("SASL_")
         ]
         sasl_config.check(settings, sasl_listeners)
+        oauthbearer.check(settings, sasl_listeners)
     except ValueError as exc:
         print(f"skiff serve: error: {exc}", file=sys.stderr)
         return EXIT_MISTAKE

@@ -184,6 +184,17 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
+    **{
+        f"sasl.oauthbearer.{name}": FlagMapping("sasl-oauthbearer-" + name.replace(".", "-"))
+        for name in (
+            "jwks.endpoint.url",
+            "jwks.endpoint.refresh.ms",
+            "expected.issuer",
+            "expected.audience",
+            "sub.claim.name",
+            "clock.skew.seconds",
+        )
+    },
     "sasl.enabled.mechanisms": FlagMapping("sasl-enabled-mechanisms"),
     "connections.max.reauth.ms": FlagMapping("connections-max-reauth-ms"),
     "listener.security.protocol.map": FlagMapping("listener-security-protocol-map"),

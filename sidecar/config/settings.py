@@ -150,6 +150,15 @@ class Settings:
     connections_max_idle_ms: int = 600_000
     partial_frame_timeout_ms: int = 30_000
     auto_create_topics_per_minute: int = 100
+    # SASL/OAUTHBEARER (sidecar/security/sasl/oauthbearer.py), Kafka's sasl.oauthbearer.*
+    # names and defaults; per listener from listener_overrides
+    # (listener.name.<l>.[oauthbearer.]sasl.oauthbearer.*).
+    sasl_oauthbearer_jwks_endpoint_url: str | None = None
+    sasl_oauthbearer_expected_issuer: str | None = None
+    sasl_oauthbearer_expected_audience: tuple[str, ...] = ()
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    sasl_oauthbearer_clock_skew_seconds: int = 30
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
     # SASL (sidecar/security/sasl/), with Kafka's names: sasl.enabled.mechanisms (Kafka's
     # default is GSSAPI, which Skiff does not serve; listener.name.<l>.sasl.enabled.mechanisms
     # in --config overrides it per listener), connections.max.reauth.ms (KIP-368; 0:

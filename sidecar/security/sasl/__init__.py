@@ -53,3 +53,4 @@ MECHANISMS: dict[str, SaslServerFactory] = {}
 
 def register(name: str, factory: SaslServerFactory) -> None:
     MECHANISMS[name] = factory
+
