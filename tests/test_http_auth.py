@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from conftest import ROOT, RedisServer, Skiff, start_redis, start_skiff, stop_process
+from test_sasl_oauthbearer import AUDIENCE, ISSUER, Signer, write_jwks
 
 
 @dataclass
@@ -131,12 +132,21 @@ PLAIN_USERS = {"carol": "carol-pw"}
 
 
 @pytest.fixture(scope="module")
+def signer() -> Signer:
+    return Signer("http-rsa-1")
+
+
+@pytest.fixture(scope="module")
 def secured(
-    tls: Tls, redis_for_auth: RedisServer, tmp_path_factory: pytest.TempPathFactory
+    tls: Tls,
+    redis_for_auth: RedisServer,
+    signer: Signer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Skiff]:
-    """A sidecar whose queue API wants Basic credentials over HTTPS (PLAIN users from a
-    file, SCRAM users from Redis)."""
+    """A sidecar whose queue API wants Basic credentials (PLAIN users from a file, SCRAM
+    users from Redis) or a bearer JWT (OAUTHBEARER's JWKS, issuer, audience) over HTTPS."""
     tmp = tmp_path_factory.mktemp("http-auth")
+    jwks = write_jwks(tmp / "jwks.json", signer)
     users = tmp / "plain-users"
     users.write_text("".join(f"{u}:{p}\n" for u, p in PLAIN_USERS.items()))
     log = tmp / "skiff.log"
@@ -148,6 +158,12 @@ def secured(
         "basic,bearer",
         "--sasl-plain-users-file",
         str(users),
+        "--sasl-oauthbearer-jwks-endpoint-url",
+        jwks,
+        "--sasl-oauthbearer-expected-issuer",
+        ISSUER,
+        "--sasl-oauthbearer-expected-audience",
+        AUDIENCE,
         *tls.args(),
     )
     try:
@@ -269,6 +285,7 @@ def serve(*args: str) -> subprocess.CompletedProcess[str]:
     ("args", "says"),
     [
         (["--http-auth", "basic"], "--http-auth needs TLS"),
+        (["--http-auth", "bearer", "--http-auth-allow-plaintext", "true"], "needs --sasl-oauth"),
         (["--http-auth", "digest"], "expected none, basic, bearer"),
         (["--http-open-paths", "metrics"], "paths start with '/'"),
         (["--http-ssl-keystore-location", "/nonexistent.pem"], "no such file"),
@@ -357,3 +374,27 @@ def test_basic_with_a_plain_users_file_user(secured: Skiff, tls: Tls) -> None:
     assert group in listed.body["groups"]
     wrong = call(https(secured), "GET", "/v1/queues", None, basic("carol", "nope"), tls=tls)
     assert wrong.status == 401
+
+
+def test_bearer_jwt_validated_as_oauthbearer(secured: Skiff, tls: Tls, signer: Signer) -> None:
+    bearer = {"Authorization": f"Bearer {signer.token(sub='dave')}"}
+    answer = call(https(secured), "GET", "/v1/queues", None, bearer, tls=tls)
+    assert answer.status == 200, answer.body
+    other = Signer("http-rsa-1")  # same kid, another key: the signature does not verify
+    refused = {
+        "expired": signer.token(sub="dave", lifetime_s=-3600),
+        "wrong audience": signer.token(sub="dave", aud="someone-else"),
+        "wrong issuer": signer.token(sub="dave", iss="https://evil.example/"),
+        "bad signature": other.token(sub="dave"),
+    }
+    for why, token in refused.items():
+        answer = call(
+            https(secured), "GET", "/v1/queues", None, {"Authorization": f"Bearer {token}"}, tls=tls
+        )
+        assert answer.status == 401, why
+        assert 'Bearer realm="skiff", error="invalid_token"' in answer.headers.getall(
+            "WWW-Authenticate"
+        )
+    log = secured.log()
+    assert "bearer token refused: the JWT has expired" in log
+    assert not any(token in log for token in refused.values())

@@ -34,6 +34,7 @@ from aiohttp import web
 
 from sidecar.security.authorizer import Operation, ResourceType
 from sidecar.security.principal import ANONYMOUS, KafkaPrincipal
+from sidecar.security.sasl import oauthbearer
 from sidecar.security.sasl.plain import configured_users
 from sidecar.security.session import ConnectionSecurity
 from sidecar.storage.resilience import RedisUnavailable
@@ -270,6 +271,13 @@ class HttpSecurityMistake(ValueError):
 
 def check(settings: Settings) -> None:
     """Start-up checks (sidecar/cli/preflight.py): raises HttpSecurityMistake."""
+    if "bearer" in settings.http_auth and settings.http_listen is not None:
+        bearer = oauthbearer.OAuthBearerSettings.for_listener(settings, LISTENER)
+        if not bearer.jwks_endpoint_url:
+            raise HttpSecurityMistake(
+                "--http-auth bearer needs --sasl-oauthbearer-jwks-endpoint-url "
+                "(sasl.oauthbearer.jwks.endpoint.url): tokens are checked against its keys"
+            )
     if settings.http_auth and settings.http_listen is not None:
         if not _has_tls(settings) and not settings.http_auth_allow_plaintext:
             raise HttpSecurityMistake(
@@ -320,7 +328,27 @@ def tls_context(settings: Settings) -> ssl.SSLContext | None:
 def verifiers_for(broker: Any) -> Verifiers:
     """The password sources and token validator of the SASL mechanisms: the PLAIN users
     first (a user there is decided there), then SCRAM credentials."""
+    token = None
+    if "bearer" in broker.settings.http_auth:
+        validator = oauthbearer.validator_for(broker, LISTENER)
+        if validator is not None:
+            token = BearerTokens(validator)
     return Verifiers(
         passwords=[PlainUsers(broker.settings), ScramPasswords(ScramStore(broker.store.redis))],
-        token=None,
+        token=token,
     )
+
+
+class BearerTokens:
+    """Bearer tokens validated by the OAUTHBEARER mechanism's validator (its JWKS,
+    issuer, audience, clock skew and principal claim: the sasl.oauthbearer.* settings)."""
+
+    def __init__(self, validator: oauthbearer.JwtValidator) -> None:
+        self.validator = validator
+
+    async def __call__(self, token: str) -> KafkaPrincipal:
+        try:
+            valid = await self.validator.validate(token)
+        except oauthbearer.TokenRefused as exc:
+            raise InvalidCredentials(f"bearer token refused: {exc}") from None
+        return KafkaPrincipal("User", valid.principal_name)
