@@ -165,12 +165,12 @@ def test_queue_routes_need_the_acls_kafka_would_check(sidecar: Skiff) -> None:
     assert group in api(sidecar, "carol", "GET", "/v1/queues").body["groups"]
 
     before = state(sidecar, group)
-    assert before["lock_ms"] == 30000 and before["pending"] == 0
-    assert before["partitions"][0]["next_offset"] == 0  # nothing handed out, nothing reset
-    assert before["partitions"][0]["high_watermark"] == 5  # nothing produced
+    # settings unchanged, nothing handed out or reset (no partition state at all yet)
+    assert before["lock_ms"] == 30000 and before["pending"] == 0 and before["partitions"] == []
 
     got = api(sidecar, "alice", "POST", f"/v1/queues/{group}/records:read", read)
     assert got.status == 200, got.body
+    # all five, and only five: nothing was consumed before, nothing produced by the refused
     assert [r["offset"] for r in got.body["records"]] == [0, 1, 2, 3, 4]
     refs = [{"topic": topic, "partition": 0, "offset": r["offset"]} for r in got.body["records"]]
     settle = {"worker": "w", "records": refs}
