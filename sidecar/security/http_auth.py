@@ -38,7 +38,7 @@ from sidecar.security.sasl import oauthbearer
 from sidecar.security.sasl.plain import configured_users
 from sidecar.security.session import ConnectionSecurity
 from sidecar.storage.resilience import RedisUnavailable
-from sidecar.storage.scram_store import ScramStore
+from sidecar.storage.scram_store import MIN_ITERATIONS, ScramCredential, ScramStore
 
 if TYPE_CHECKING:
     from sidecar.config.settings import Settings
@@ -85,6 +85,11 @@ class PlainUsers:
         return hmac.compare_digest(users[user].encode(), password.encode())
 
 
+# A credential no password matches, hashed for unknown users (MIN_ITERATIONS, as the
+# cheapest real credential costs).
+_DECOY = ScramCredential(secrets.token_bytes(16), b"", b"", MIN_ITERATIONS)
+
+
 class ScramPasswords:
     """Basic credentials checked against the user's SCRAM credentials in Redis (the
     password salted with the stored salt and iterations must give the stored key;
@@ -102,6 +107,9 @@ class ScramPasswords:
     async def __call__(self, user: str, password: str) -> bool | None:
         credentials = await self.store.user(user)
         if not credentials:
+            # As long as a wrong password: the answer's timing tells no one which users exist.
+            async with self._hashing:
+                await asyncio.to_thread(_DECOY.matches_password, "SCRAM-SHA-512", password)
             return None
         tag = hmac.new(self._key, password.encode(), hashlib.sha256).digest()
         now = time.monotonic()
