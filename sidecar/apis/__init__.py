@@ -17,6 +17,7 @@ from sidecar.apis import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -85,5 +86,6 @@ HANDLERS: dict[int, ModuleType] = {
         sasl_authenticate,
         describe_user_scram_credentials,
         alter_user_scram_credentials,
+        describe_client_quotas,
     )
 }

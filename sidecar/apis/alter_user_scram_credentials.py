@@ -3,7 +3,8 @@ credentials in Redis (storage/scram_store.py), where every sidecar's next
 authentication reads them. The client salts the password (SaltedPassword); Skiff keeps
 RFC 5802's stored and server keys, never the password. Kafka's checks
 (ScramControlManager): ALTER on the cluster or CLUSTER_AUTHORIZATION_FAILED for every
-user; a user altered twice in one request: DUPLICATE_RESOURCE; an unknown mechanism:
+user; a user's credential of one mechanism altered twice in one request:
+DUPLICATE_RESOURCE; an unknown mechanism:
 UNSUPPORTED_SASL_MECHANISM; an empty user name or iterations outside 4096..16384:
 UNACCEPTABLE_CREDENTIAL; deleting a credential that does not exist:
 RESOURCE_NOT_FOUND. The accepted changes are written together."""
@@ -32,8 +33,9 @@ MAX_VERSION = 0
 UNACCEPTABLE_CREDENTIAL = errors.code("UNACCEPTABLE_CREDENTIAL")
 
 
-def _check(name: str, mechanism_code: int, duplicate: bool) -> tuple[int, str] | None:
-    if duplicate:
+def _check(entry: Any, counts: Counter[tuple[str, int]]) -> tuple[int, str] | None:
+    name, mechanism_code = entry.name, entry.mechanism
+    if counts[name, mechanism_code] > 1:
         return (
             errors.code("DUPLICATE_RESOURCE"),
             "A user credential cannot be altered twice in the same request",
@@ -57,12 +59,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
         for name in dict.fromkeys(e.name for e in entries):
             results.append({"user": name, "error_code": code, "error_message": None})
         return encode_response(API_KEY, version, {"throttle_time": 0, "results": results})
-    counts = Counter(e.name for e in entries)
+    counts = Counter((e.name, e.mechanism) for e in entries)
     store = ScramStore(broker.store.redis)
     deletes: list[tuple[str, str]] = []
     upserts: list[tuple[str, str, ScramCredential]] = []
     for deletion in body.deletions:
-        failure = _check(deletion.name, deletion.mechanism, counts[deletion.name] > 1)
+        failure = _check(deletion, counts)
         if failure is None:
             mechanism = BY_CODE[deletion.mechanism]
             if await store.get(mechanism, deletion.name) is None:
@@ -74,7 +76,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 deletes.append((mechanism, deletion.name))
         results.append(_result(deletion.name, failure))
     for upsertion in body.upsertions:
-        failure = _check(upsertion.name, upsertion.mechanism, counts[upsertion.name] > 1)
+        failure = _check(upsertion, counts)
         if failure is None:
             if upsertion.iterations < MIN_ITERATIONS:
                 failure = UNACCEPTABLE_CREDENTIAL, "Too few iterations"

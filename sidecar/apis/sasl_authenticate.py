@@ -8,6 +8,8 @@ and enforced (sidecar/security/session.py). A re-authentication must keep the pr
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import Any
 
@@ -22,7 +24,12 @@ API_KEY = 36
 MIN_VERSION = 0
 MAX_VERSION = 2
 
+log = logging.getLogger(__name__)
+
 SASL_AUTHENTICATION_FAILED = errors.code("SASL_AUTHENTICATION_FAILED")
+# Kafka's connection.failed.authentication.delay.ms default: a refused client's answer
+# (and the close) waits this long, so a client retrying at once cannot spin the broker.
+FAILED_AUTHENTICATION_DELAY_S = 0.1
 ILLEGAL_SASL_STATE = errors.code("ILLEGAL_SASL_STATE")
 
 
@@ -83,6 +90,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
         message = str(exc)
         if isinstance(exc, ValueError):
             message = f"Authentication failed: malformed {mechanism} message"
+        await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
         raise CloseConnection(
             f"SASL {mechanism} authentication failed on listener {security.listener}: {message}",
             _response(version, SASL_AUTHENTICATION_FAILED, message),
@@ -91,7 +99,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
         return _response(version, auth_bytes=challenge)
     security.sasl = None
     principal = server.principal
-    if security.authenticated and security.sasl_mechanism is not None:
+    reauthentication = security.authenticated and security.sasl_mechanism is not None
+    if reauthentication:
         if principal != security.principal:  # KIP-368: a session keeps its principal
             message = (
                 f"Cannot change principals during re-authentication from {security.principal}: "
@@ -104,4 +113,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
     security.sasl_mechanism = mechanism
     security.authenticated = True
     security.session_expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000
+    log.debug(
+        "%s %s with %s on listener %s (session lifetime %s ms)",
+        "re-authenticated" if reauthentication else "authenticated",
+        principal,
+        mechanism,
+        security.listener,
+        lifetime,
+    )
     return _response(version, auth_bytes=challenge, lifetime_ms=lifetime or 0)
