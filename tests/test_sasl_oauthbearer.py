@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import http.server
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 import jwt
 import pytest
 from conftest import ROOT
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from oauth_issuer import AUDIENCE, ISSUER, IdentityProvider, Signer, write_jwks
 
 from sidecar.cli import main as cli
 from sidecar.config.server_properties import Property, resolve
@@ -36,37 +34,6 @@ from sidecar.security.sasl.oauthbearer import (
     parse_client_first,
 )
 from sidecar.security.session import ConnectionSecurity
-
-ISSUER = "https://idp.example/"
-AUDIENCE = "skiff"
-
-
-class Signer:
-    """A private key and its public JWK, as an identity provider holds them."""
-
-    def __init__(self, kid: str, kind: str = "RSA") -> None:
-        self.kid = kid
-        if kind == "RSA":
-            self.key: Any = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-            self.alg = "RS256"
-            jwk = jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
-        else:
-            self.key = ec.generate_private_key(ec.SECP256R1())
-            self.alg = "ES256"
-            jwk = jwt.algorithms.ECAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
-        self.jwk = {**jwk, "kid": kid, "use": "sig", "alg": self.alg}
-
-    def token(self, sub: str = "alice", lifetime_s: float = 300, **claims: Any) -> str:
-        now = int(time.time())
-        body = {"sub": sub, "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + lifetime_s}
-        body.update(claims)
-        body = {k: v for k, v in body.items() if v is not None}
-        return jwt.encode(body, self.key, algorithm=self.alg, headers={"kid": self.kid})
-
-
-def write_jwks(path: Path, *signers: Signer) -> str:
-    path.write_text(json.dumps({"keys": [s.jwk for s in signers]}))
-    return path.as_uri()
 
 
 @pytest.fixture(scope="module")
@@ -210,48 +177,16 @@ def test_unknown_kid_then_rotated_jwks(tmp_path: Path, rsa_signer: Signer) -> No
     assert asyncio.run(scenario()) == "dave"
 
 
-class JwksHttp:
-    """A real HTTP server publishing a JWKS, counting fetches; `gate` holds each
-    response until it is set."""
-
-    def __init__(self, *signers: Signer) -> None:
-        self.document = json.dumps({"keys": [s.jwk for s in signers]}).encode()
-        self.fetches = 0
-        self.gate = threading.Event()
-        self.gate.set()
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                outer.gate.wait(30)
-                outer.fetches += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(outer.document)))
-                self.end_headers()
-                self.wfile.write(outer.document)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks.json"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.gate.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def jwks_http(rsa_signer: Signer) -> Iterator[JwksHttp]:
-    server = JwksHttp(rsa_signer)
+def jwks_http(rsa_signer: Signer) -> Iterator[IdentityProvider]:
+    server = IdentityProvider(rsa_signer)
     yield server
     server.close()
 
 
-def test_http_jwks_is_fetched_off_the_event_loop(jwks_http: JwksHttp, rsa_signer: Signer) -> None:
+def test_http_jwks_is_fetched_off_the_event_loop(
+    jwks_http: IdentityProvider, rsa_signer: Signer
+) -> None:
     """The fetch is held until the event loop itself releases it: a fetch on the loop's
     thread would never return."""
     jwks_http.gate.clear()
@@ -270,7 +205,7 @@ def test_http_jwks_is_fetched_off_the_event_loop(jwks_http: JwksHttp, rsa_signer
     assert jwks_http.fetches == 1
 
 
-def test_http_jwks_refreshes_on_schedule(jwks_http: JwksHttp, rsa_signer: Signer) -> None:
+def test_http_jwks_refreshes_on_schedule(jwks_http: IdentityProvider, rsa_signer: Signer) -> None:
     v = validator(jwks_http.url, jwks_endpoint_refresh_ms=200)
 
     async def scenario() -> None:
@@ -284,7 +219,7 @@ def test_http_jwks_refreshes_on_schedule(jwks_http: JwksHttp, rsa_signer: Signer
     asyncio.run(scenario())
 
 
-def test_unknown_kids_are_rate_limited(jwks_http: JwksHttp, rsa_signer: Signer) -> None:
+def test_unknown_kids_are_rate_limited(jwks_http: IdentityProvider, rsa_signer: Signer) -> None:
     v = validator(jwks_http.url)
     strangers = [Signer(f"made-up-{i}") for i in range(2)]
 

@@ -25,6 +25,7 @@ from sidecar.process.data_dir_lock import DataDirInUse
 from sidecar.process.embedded_redis import EmbeddedRedis
 from sidecar.process.redis_supervisor import RedisSupervisor
 from sidecar.security import scram_config
+from sidecar.security.sasl import oauthbearer
 from sidecar.server import KafkaServers
 from sidecar.storage import resilience
 from sidecar.storage.connection import redact
@@ -132,6 +133,7 @@ async def serve(
         started.push_async_callback(telemetry.stop)
         if telemetry.http is not None and redis_problem is not None:
             telemetry.http.liveness = redis_problem
+        await oauthbearer.prepare(broker, [(lis.name, lis.protocol) for lis in listeners])
         await server.start(broker)
         udp = None
         if settings.udp_listen is not None and settings.udp_topic is not None:

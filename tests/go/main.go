@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -44,7 +45,8 @@ commands:
 every command also accepts repeated --property key=value (extra client config; the keys
 known here: client.id, linger.ms, batch.size, max.partition.fetch.bytes, fetch.max.bytes,
 request.timeout.ms, security.protocol=SASL_PLAINTEXT with sasl.mechanism, sasl.username and
-sasl.password) and --log-level none|error|warn|info|debug (default warn, to stderr)
+sasl.password, or sasl.mechanism=OAUTHBEARER with sasl.oauthbearer.token) and --log-level
+none|error|warn|info|debug (default warn, to stderr)
 `
 
 // usageError is a bad command line: exit status 2 with the usage text.
@@ -726,6 +728,9 @@ func withSasl(opts []kgo.Opt, conf map[string]string) ([]kgo.Opt, error) {
 		return append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())), nil
 	case "SCRAM-SHA-512":
 		return append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())), nil
+	case "OAUTHBEARER":
+		token := conf["sasl.oauthbearer.token"]
+		return append(opts, kgo.SASL(oauth.Auth{Token: token}.AsMechanism())), nil
 	}
 	return nil, usagef("--property sasl.mechanism=%s is not one franzclient knows", conf["sasl.mechanism"])
 }

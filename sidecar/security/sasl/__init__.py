@@ -53,4 +53,3 @@ MECHANISMS: dict[str, SaslServerFactory] = {}
 
 def register(name: str, factory: SaslServerFactory) -> None:
     MECHANISMS[name] = factory
-

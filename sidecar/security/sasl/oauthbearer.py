@@ -459,6 +459,17 @@ def validator_for(broker: Broker, listener: str) -> JwtValidator | None:
     return validators[listener]
 
 
+async def prepare(broker: Broker, listeners: list[tuple[str, str]]) -> None:
+    """At start-up, fetch the JWKS of each (name, protocol) listener that serves
+    OAUTHBEARER, so the first client does not wait for it and an unreachable JWKS is
+    logged before any client comes (start-up goes on: the fetch is retried)."""
+    for name, protocol in listeners:
+        if protocol.startswith("SASL_") and MECHANISM in enabled_mechanisms(broker.settings, name):
+            validator = validator_for(broker, name)
+            if validator is not None:
+                await validator.jwks.refresh()
+
+
 def _factory(broker: Broker, security: ConnectionSecurity) -> OAuthBearerServer:
     return OAuthBearerServer(validator_for(broker, security.listener), security)
 
