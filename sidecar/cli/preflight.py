@@ -11,7 +11,6 @@ import socket
 from pathlib import Path
 
 from sidecar.config.settings import HostPort, Settings
-from sidecar.security import http_auth
 from sidecar.telemetry.redact import redact_text, redact_url, url_secrets
 
 REDIS_SCHEMES = (
@@ -135,6 +134,8 @@ def check(settings: Settings, workers: int) -> None:
     else:
         check_data_dir(settings.data_dir)
     check_ports(settings, workers)
+    from sidecar.security import http_auth  # aiohttp, Redis: only `serve` needs them
+
     try:
         http_auth.check(settings)
     except http_auth.HttpSecurityMistake as exc:
