@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import jwt
 import pytest
 from aiokafka.abc import AbstractTokenProvider as AiokafkaTokenProvider
 from clients import aiokafka_client, franz_client, java_client, kafka_python_client
@@ -200,6 +201,37 @@ def test_librdkafka_produces_and_consumes(sidecar: Skiff, signer: Signer) -> Non
     finally:
         consumer.close()
     assert got == [(0, b"k1", b"one"), (1, None, b"two"), (2, None, b"")]
+
+
+def test_librdkafka_reauthenticates_before_its_token_expires(
+    sidecar: Skiff, signer: Signer
+) -> None:
+    """KIP-368 with the token's lifetime as the session's: librdkafka fetches a new token
+    and re-authenticates on its open connection before the old one expires, so producing
+    goes on across several token lifetimes without a connection closed for expiry."""
+    name = topic()
+    issued: list[int] = []  # the exp of each token handed out
+
+    def oauth_cb(_config: str) -> tuple[str, float, str]:
+        token = signer.token("reauth", lifetime_s=6)
+        issued.append(jwt.decode(token, options={"verify_signature": False})["exp"])
+        return token, issued[-1], "reauth"
+
+    config = librdkafka_config(sidecar, lambda: "")
+    producer = Producer({**config, "oauth_cb": oauth_cb})
+    offsets: list[int] = []
+    deadline = time.monotonic() + 120
+    while len(issued) < 3 or time.time() < issued[0] + 3:  # past the first token's life
+        assert time.monotonic() < deadline, issued
+        producer.produce(
+            name,
+            value=b"%d" % len(offsets),
+            on_delivery=lambda err, msg: offsets.append(-1 if err else msg.offset()),
+        )
+        assert producer.flush(30) == 0
+        time.sleep(0.2)
+    assert offsets == list(range(len(offsets)))  # every record once, in order
+    assert "session of User:reauth expired" not in sidecar.log()
 
 
 def test_librdkafka_with_a_badly_signed_token_is_refused(sidecar: Skiff, signer: Signer) -> None:
