@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -52,15 +54,30 @@ class Tls:
 
 
 def make_tls(tmp: Path) -> Tls:
-    """A CA and a server certificate for 127.0.0.1 (files in the test's tmp only)."""
+    """A CA and a server certificate for 127.0.0.1 (files in the test's tmp only),
+    each file replaced at once (os.replace), as a Kubernetes Secret update does."""
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
     cert, key = tmp / "http.crt", tmp / "http.key"
-    server.private_key_pem.write_to_path(str(key))
-    server.cert_chain_pems[0].write_to_path(str(cert))
-    for extra in server.cert_chain_pems[1:]:
-        cert.write_bytes(cert.read_bytes() + extra.bytes())
+    for path, data in (
+        (key, server.private_key_pem.bytes()),
+        (cert, b"".join(pem.bytes() for pem in server.cert_chain_pems)),
+    ):
+        path.with_suffix(".new").write_bytes(data)
+        os.replace(path.with_suffix(".new"), path)
     return Tls(ca, cert, key)
+
+
+def served_certificate(port: int) -> bytes:
+    """The DER certificate a new TLS connection to the port is given."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw) as tls:
+            der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
 
 
 def basic(user: str, password: str) -> dict[str, str]:
@@ -288,7 +305,7 @@ def serve(*args: str) -> subprocess.CompletedProcess[str]:
         (["--http-auth", "bearer", "--http-auth-allow-plaintext", "true"], "needs --sasl-oauth"),
         (["--http-auth", "digest"], "expected none, basic, bearer"),
         (["--http-open-paths", "metrics"], "paths start with '/'"),
-        (["--http-ssl-keystore-location", "/nonexistent.pem"], "no such file"),
+        (["--http-ssl-keystore-location", "/nonexistent.pem"], "cannot read /nonexistent.pem"),
         (["--http-ssl-keystore-certificate-location", "/x.crt"], "needs --http-ssl-keystore-key"),
     ],
 )
@@ -398,3 +415,31 @@ def test_bearer_jwt_validated_as_oauthbearer(secured: Skiff, tls: Tls, signer: S
     log = secured.log()
     assert "bearer token refused: the JWT has expired" in log
     assert not any(token in log for token in refused.values())
+
+
+def test_a_rotated_certificate_is_served_to_new_connections(
+    redis_for_auth: RedisServer, tmp_path: Path
+) -> None:
+    first = make_tls(tmp_path)
+    server = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        redis_for_auth.url,
+        "--http-auth",
+        "basic",
+        *first.args(),
+    )
+    try:
+        wait_ready(https(server), first, tmp_path / "skiff.log")
+        before = served_certificate(server.http_port)
+        assert before == ssl.PEM_cert_to_DER_cert(first.cert.read_text())
+        second = make_tls(tmp_path)  # a new CA and certificate in the same files
+        after = ssl.PEM_cert_to_DER_cert(second.cert.read_text())
+        deadline = time.monotonic() + 30
+        while served_certificate(server.http_port) != after:
+            assert time.monotonic() < deadline, "the new certificate was not served in 30 s"
+            time.sleep(0.2)
+        assert call(https(server), "GET", "/healthz", tls=second).status == 200
+        assert "reloaded its TLS certificate" in server.log()
+    finally:
+        stop_process(server.proc)

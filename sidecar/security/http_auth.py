@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
+from sidecar.security import tls
 from sidecar.security.authorizer import Operation, ResourceType
 from sidecar.security.principal import ANONYMOUS, KafkaPrincipal
 from sidecar.security.sasl import oauthbearer
@@ -187,8 +188,19 @@ class HttpSecurity:
         self.schemes = frozenset(settings.http_auth)
         self.open_paths = frozenset(settings.http_open_paths)
         self.verifiers = verifiers
-        self.tls = tls_context(settings)
-        self.protocol = "SSL" if self.tls is not None else "PLAINTEXT"
+        found = tls_settings(settings)
+        self.https = HttpTls(found) if found is not None else None
+        self.tls = self.https.context if self.https is not None else None
+        self.protocol = "SSL" if self.https is not None else "PLAINTEXT"
+
+    def start(self) -> None:
+        """Watch the TLS files (needs the running loop)."""
+        if self.https is not None:
+            self.https.start()
+
+    async def stop(self) -> None:
+        if self.https is not None:
+            await self.https.stop()
 
     @property
     def enabled(self) -> bool:
@@ -295,8 +307,10 @@ def check(settings: Settings) -> None:
                 "when a TLS proxy sits in front"
             )
     try:
-        tls_context(settings)
-    except (OSError, ssl.SSLError, ValueError) as exc:
+        found = tls_settings(settings)
+        if found is not None:
+            tls.build_context(found)
+    except ValueError as exc:  # TlsConfigError names the file and what to change
         raise HttpSecurityMistake(f"--http-ssl-*: {exc}") from None
 
 
@@ -306,31 +320,54 @@ def _has_tls(settings: Settings) -> bool:
     )
 
 
-def tls_context(settings: Settings) -> ssl.SSLContext | None:
-    """The HTTP listener's server context from PEM files (TLS 1.2+), or None."""
+def tls_settings(settings: Settings) -> tls.TlsSettings | None:
+    """The HTTP listener's TLS (--http-ssl-*, PEM files as the Kafka listeners' ssl.*
+    ones, TLS 1.2+), or None for plain HTTP. Raises ValueError."""
     if not _has_tls(settings):
         if settings.http_ssl_keystore_key_location is not None:
             raise ValueError(
                 "--http-ssl-keystore-key-location needs --http-ssl-keystore-certificate-location"
             )
         return None
-    certificate = settings.http_ssl_keystore_certificate_location
-    key = settings.http_ssl_keystore_key_location
-    if certificate is None:
-        certificate, key = settings.http_ssl_keystore_location, None
-    elif key is None:
-        raise ValueError(
-            "--http-ssl-keystore-certificate-location needs --http-ssl-keystore-key-location"
-        )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(certificate, key, settings.http_ssl_key_password)
-    except FileNotFoundError as exc:
-        raise ValueError(f"no such file {exc.filename}") from None
-    except ssl.SSLError as exc:
-        raise ValueError(f"cannot use the key and certificate in {certificate}: {exc}") from None
-    return context
+    if settings.http_ssl_keystore_certificate_location is not None:
+        if settings.http_ssl_keystore_key_location is None:
+            raise ValueError(
+                "--http-ssl-keystore-certificate-location needs --http-ssl-keystore-key-location"
+            )
+        if settings.http_ssl_keystore_location is not None:
+            raise ValueError(
+                "give --http-ssl-keystore-location or --http-ssl-keystore-certificate-location "
+                "+ --http-ssl-keystore-key-location, not both"
+            )
+    return tls.TlsSettings(
+        listener=LISTENER,
+        keystore=settings.http_ssl_keystore_location,
+        certificate=settings.http_ssl_keystore_certificate_location,
+        key=settings.http_ssl_keystore_key_location,
+        key_password=settings.http_ssl_key_password,
+    )
+
+
+class HttpTls:
+    """The HTTP listener's TLS, reloaded when its files change (cert-manager rotates
+    them) by the Kafka listeners' ServerTls. aiohttp keeps the context it was given, so
+    that first context's SNI callback (OpenSSL runs it for every ClientHello, with or
+    without a server name) hands each new connection the current one."""
+
+    def __init__(self, settings: tls.TlsSettings) -> None:
+        self.server = tls.ServerTls(settings)
+        self.context = self.server.context
+        self.context.sni_callback = self._current
+
+    def _current(self, connection: ssl.SSLObject, name: str | None, _: ssl.SSLContext) -> None:
+        if self.server.context is not self.context:
+            connection.context = self.server.context
+
+    def start(self) -> None:
+        self.server.start()
+
+    async def stop(self) -> None:
+        await self.server.stop()
 
 
 def verifiers_for(broker: Any) -> Verifiers:

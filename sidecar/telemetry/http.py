@@ -87,6 +87,7 @@ class HttpEndpoint:
         self.port = 0
         self._scrape_lock = asyncio.Lock()
         self.liveness: Callable[[], str | None] = lambda: None  # a reason: not alive
+        self.security: HttpSecurity | None = None
 
     async def start(self, listen: HostPort) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)  # queue API batches
@@ -99,7 +100,7 @@ class HttpEndpoint:
         add_routes(app, self.broker)
         # Credentials and TLS (--http-auth, --http-ssl-*): inside json_errors, so its
         # refusals and errors are the API's JSON too.
-        security = HttpSecurity(self.broker.settings, verifiers_for(self.broker))
+        security = self.security = HttpSecurity(self.broker.settings, verifiers_for(self.broker))
         app.middlewares.append(security.middleware)
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self.runner.setup()
@@ -114,6 +115,7 @@ class HttpEndpoint:
                 f"cannot serve HTTP on {listen}: {exc}. Pick another --http-listen, or "
                 "'none' to turn the HTTP endpoint off."
             ) from exc
+        security.start()
         server = site._server  # aiohttp keeps the asyncio.Server here
         sockets = getattr(server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else listen.port
@@ -126,6 +128,8 @@ class HttpEndpoint:
     async def stop(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
+        if self.security is not None:
+            await self.security.stop()
 
     async def healthz(self, request: web.Request) -> web.Response:
         problem = self.liveness()
