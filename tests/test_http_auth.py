@@ -443,3 +443,11 @@ def test_a_rotated_certificate_is_served_to_new_connections(
         assert "reloaded its TLS certificate" in server.log()
     finally:
         stop_process(server.proc)
+
+
+def test_settings_from_a_config_file(tmp_path: Path) -> None:
+    """Kafka has no HTTP settings: server.properties names them as the flags."""
+    config = tmp_path / "server.properties"
+    config.write_text("http-auth=basic\nhttp-open-paths=/healthz\n")
+    done = serve("--config", str(config))
+    assert done.returncode == 2 and "--http-auth needs TLS" in done.stderr, done.stderr
