@@ -5,10 +5,13 @@ status, content type and body the document declares, and invalid requests are re
 with a 4xx. The document is the one the sidecar serves (test_queues_http.py checks
 GET /v1/openapi.json equals it). Bounded: EXAMPLES per operation and mode. The sidecar
 and its Redis are this module's own: the generated topics and groups stay out of the
-session's Redis."""
+session's Redis. The sidecar runs with --http-auth basic (the document then declares
+it): requests carry a user's credentials, and schemathesis' checks also see that
+requests without them are refused as declared."""
 
 from __future__ import annotations
 
+import base64
 import time
 import urllib.error
 import urllib.request
@@ -24,7 +27,11 @@ from sidecar.queues import openapi
 
 EXAMPLES = 20  # per operation and generation mode: ~60 s on a loaded 2-core machine
 
-schema = schemathesis.openapi.from_dict(openapi.DOCUMENT)
+USER, PASSWORD = "schema-user", "schema-pw"
+AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/v1/openapi.json")
+
+schema = schemathesis.openapi.from_dict(openapi.document(("basic",), OPEN_PATHS))
 schema.config.generation.update(
     modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE],
     database="none",  # no .hypothesis/ directory: runs are derandomized instead
@@ -35,7 +42,19 @@ schema.config.generation.update(
 def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Skiff]:
     tmp = tmp_path_factory.mktemp("http-schema")
     redis_server = start_redis(tmp / "redis")
-    server = start_skiff(tmp / "skiff.log", "--redis-url", redis_server.url)
+    users = tmp / "users"
+    users.write_text(f"{USER}:{PASSWORD}\n")
+    server = start_skiff(
+        tmp / "skiff.log",
+        "--redis-url",
+        redis_server.url,
+        "--http-auth",
+        "basic",
+        "--http-auth-allow-plaintext",
+        "true",
+        "--sasl-plain-users-file",
+        str(users),
+    )
     try:
         _wait_ready(server.http_port, tmp / "skiff.log")
         yield server
@@ -64,4 +83,8 @@ def _wait_ready(port: int, log: Path, seconds: float = 60) -> None:
     derandomize=True,  # the same requests every run: a failure is reproducible
 )
 def test_api_answers_as_documented(case: schemathesis.Case, sidecar: Skiff) -> None:
-    case.call_and_validate(base_url=f"http://127.0.0.1:{sidecar.http_port}", timeout=30)
+    case.call_and_validate(
+        base_url=f"http://127.0.0.1:{sidecar.http_port}",
+        timeout=30,
+        headers={"Authorization": AUTH},
+    )

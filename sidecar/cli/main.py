@@ -151,6 +151,27 @@ def _super_users(text: str) -> tuple[str, ...]:
     return tuple(users)
 
 
+def _http_auth(text: str) -> tuple[str, ...]:
+    """--http-auth: none, or basic and/or bearer, comma-separated."""
+    schemes = tuple(dict.fromkeys(s.strip().lower() for s in text.split(",") if s.strip()))
+    if schemes in ((), ("none",)):
+        return ()
+    if not set(schemes) <= {"basic", "bearer"}:
+        raise argparse.ArgumentTypeError(
+            f"expected none, basic, bearer or basic,bearer, got {text!r}"
+        )
+    return schemes
+
+
+def _http_paths(text: str) -> tuple[str, ...]:
+    """--http-open-paths: exact paths, comma-separated."""
+    paths = tuple(p.strip() for p in text.split(",") if p.strip())
+    for path in paths:
+        if not path.startswith("/"):
+            raise argparse.ArgumentTypeError(f"paths start with '/', got {path!r}")
+    return paths
+
+
 def _oauthbearer(key: str) -> Any:
     """The flag type of the Kafka setting `key` (sasl.oauthbearer.*)."""
 
@@ -594,6 +615,52 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "http-auth",
+        "none",
+        "what the HTTP queue API accepts as credentials: basic (SCRAM/PLAIN users), "
+        "bearer (an OAUTHBEARER JWT), both comma-separated, or none (open, all callers "
+        "User:ANONYMOUS)",
+        type=_http_auth,
+    )
+    _flag(
+        serve,
+        "http-open-paths",
+        "/healthz,/readyz,/metrics,/v1/openapi.json",
+        "HTTP paths served without credentials when --http-auth is on (probes, "
+        "Prometheus); empty: none",
+        type=_http_paths,
+    )
+    _flag(
+        serve,
+        "http-auth-allow-plaintext",
+        "false",
+        "accept HTTP credentials without TLS (--http-ssl-*): only behind a TLS proxy",
+        type=_bool,
+    )
+    _flag(
+        serve,
+        "http-ssl-keystore-location",
+        None,
+        "PEM file with the HTTP endpoint's key and certificate chain: HTTPS",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "http-ssl-keystore-certificate-location",
+        None,
+        "PEM certificate chain of the HTTP endpoint (with --http-ssl-keystore-key-location)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "http-ssl-keystore-key-location",
+        None,
+        "PEM private key of the HTTP endpoint",
+        type=Path,
+    )
+    _flag(serve, "http-ssl-key-password", None, "password of an encrypted HTTP endpoint key")
+    _flag(
+        serve,
         "log-format",
         "text",
         "text or json (one JSON object a line)",
@@ -885,6 +952,13 @@ def _run(argv: list[str]) -> int:
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
         http_listen=args.http_listen,
+        http_auth=args.http_auth,
+        http_open_paths=args.http_open_paths,
+        http_auth_allow_plaintext=args.http_auth_allow_plaintext,
+        http_ssl_keystore_location=args.http_ssl_keystore_location,
+        http_ssl_keystore_certificate_location=args.http_ssl_keystore_certificate_location,
+        http_ssl_keystore_key_location=args.http_ssl_keystore_key_location,
+        http_ssl_key_password=args.http_ssl_key_password,
         redis_timeout_ms=args.redis_timeout_ms,
         redis_retry_ms=args.redis_retry_ms,
         redis_max_connections=args.redis_max_connections,

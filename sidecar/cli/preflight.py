@@ -134,3 +134,9 @@ def check(settings: Settings, workers: int) -> None:
     else:
         check_data_dir(settings.data_dir)
     check_ports(settings, workers)
+    from sidecar.security import http_auth  # aiohttp, Redis: only `serve` needs them
+
+    try:
+        http_auth.check(settings)
+    except http_auth.HttpSecurityMistake as exc:
+        raise Mistake(str(exc)) from None

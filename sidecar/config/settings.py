@@ -127,6 +127,16 @@ class Settings:
     log_cleaner_backoff_ms: int = 15_000
     # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
     http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
+    # Its security (sidecar/security/http_auth.py): the schemes the queue API accepts
+    # (empty: open, every caller User:ANONYMOUS), the paths served without credentials,
+    # whether credentials may come over plain HTTP, and its TLS (PEM files).
+    http_auth: tuple[str, ...] = ()
+    http_open_paths: tuple[str, ...] = ("/healthz", "/readyz", "/metrics", "/v1/openapi.json")
+    http_auth_allow_plaintext: bool = False
+    http_ssl_keystore_location: Path | None = None  # key + certificate chain
+    http_ssl_keystore_certificate_location: Path | None = None  # or the two separately
+    http_ssl_keystore_key_location: Path | None = None
+    http_ssl_key_password: str | None = field(default=None, repr=False)
     # Redis faults (storage/resilience.py): one command's socket timeout, the retry
     # time of one Kafka request (Produce: at most half its timeout_ms), and how long
     # SIGTERM waits for in-flight requests before closing everything.

@@ -7,7 +7,9 @@ json_errors middleware: unknown routes, bad methods and oversized bodies too): 4
 input, 404 unknown group, topic or route, 405 method, 409 record state (per-record
 results say which), 413 body or record batch too large, 503 Redis unavailable.
 Topic names, configs and record sizes are checked by sidecar/validation, as on the
-Kafka path."""
+Kafka path. Each route asks broker.authorizer what Kafka asks for the same action
+(`_may`, docs/security.md "HTTP API"): 403 with Kafka's error name when it says no,
+checked before the group or topic is looked up and before anything changes."""
 
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ from sidecar.queues.core import (
     retention_bytes,
     validate_config,
 )
+from sidecar.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from sidecar.security.http_auth import NotAuthorized, allowed, require
 from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.store import StoreError
 from sidecar.udp_ingest import partition_for_key
@@ -154,6 +158,8 @@ class QueueApi:
                 return await handler(request)
             except BadInput as exc:
                 return error(400, exc.code, exc.message)
+            except NotAuthorized as exc:
+                return error(403, exc.code, exc.message)
             except InvalidTopicName as exc:
                 return error(400, "INVALID_TOPIC_EXCEPTION", str(exc))
             except InvalidBatch as exc:
@@ -211,10 +217,18 @@ class QueueApi:
             raise BadInput(f"{name} must be an integer in {low}..{high}, got {show(value)}")
         return value
 
-    async def _group(self, request: web.Request) -> str:
+    async def _group(self, request: web.Request, operation: Operation = Operation.READ) -> str:
+        """The path's group, once the caller may do `operation` on it (before it is looked
+        up: an unauthorized caller learns nothing of which groups exist)."""
         group = request.match_info["group"]
+        self._may(request, operation, ResourceType.GROUP, group)
         await self.queues.config(group)  # GROUP_NOT_FOUND / INVALID_GROUP_ID
         return group
+
+    def _may(
+        self, request: web.Request, operation: Operation, kind: ResourceType, name: str
+    ) -> None:
+        require(self.broker, request, operation, kind, name)
 
     async def _partitions(self, topic: Any) -> int:
         topic_names.check(topic)
@@ -226,13 +240,21 @@ class QueueApi:
     # -- routes ------------------------------------------------------------------------
 
     async def openapi_doc(self, request: web.Request) -> web.Response:
-        return web.json_response(openapi.DOCUMENT)
+        settings = self.broker.settings
+        return web.json_response(openapi.document(settings.http_auth, settings.http_open_paths))
 
     async def list_groups(self, request: web.Request) -> web.Response:
-        return web.json_response({"groups": await self.queues.groups()})
+        """As Kafka's ListGroups: the groups the caller may DESCRIBE."""
+        groups = [
+            g
+            for g in await self.queues.groups()
+            if allowed(self.broker, request, Operation.DESCRIBE, ResourceType.GROUP, g)
+        ]
+        return web.json_response({"groups": groups})
 
     async def configure(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
+        self._may(request, Operation.ALTER_CONFIGS, ResourceType.GROUP, group)
         if not HTTP_GROUP_ID.match(group):
             raise QueueError(
                 "INVALID_GROUP_ID",
@@ -245,11 +267,19 @@ class QueueApi:
         return web.json_response(cfg.as_dict(), status=200 if existed else 201)
 
     async def describe(self, request: web.Request) -> web.Response:
-        group = await self._group(request)
-        return web.json_response((await self.queues.describe(group)).as_dict())
+        group = await self._group(request, Operation.DESCRIBE)
+        description = await self.queues.describe(group)
+        # As Kafka's DescribeShareGroupOffsets: topics the caller may not DESCRIBE are
+        # left out (and out of the totals).
+        description.partitions = [
+            p
+            for p in description.partitions
+            if allowed(self.broker, request, Operation.DESCRIBE, ResourceType.TOPIC, p.topic)
+        ]
+        return web.json_response(description.as_dict())
 
     async def delete(self, request: web.Request) -> web.Response:
-        group = await self._group(request)
+        group = await self._group(request, Operation.DELETE)
         await self.queues.delete(group)
         return web.json_response({"deleted": group})
 
@@ -264,6 +294,7 @@ class QueueApi:
             raise BadInput("topics must be a list of 1..100 topic names")
         for topic in topics:
             topic_names.check(topic)
+            self._may(request, Operation.READ, ResourceType.TOPIC, topic)
         max_records = self._int(body, "max_records", 100, 1, MAX_RECORDS)
         wait_ms = self._int(body, "wait_ms", 0, 0, MAX_WAIT_MS)
         max_bytes = body.get("max_bytes")
@@ -349,6 +380,7 @@ class QueueApi:
                 self._fields(r, "topic partition offset")
                 topic, partition, offset = r.get("topic"), r.get("partition"), r.get("offset")
                 topic_names.check(topic)
+                self._may(request, Operation.READ, ResourceType.TOPIC, topic)
                 if type(partition) is not int or not 0 <= partition <= INT32_MAX:
                     raise BadInput(f"each record needs topic and partition: {show(r)}")
                 if type(offset) is not int or not 0 <= offset <= INT64_MAX:
@@ -401,6 +433,8 @@ class QueueApi:
         body = await self._body(request)
         self._fields(body, "topic partitions to")
         topic = body.get("topic")
+        topic_names.check(topic)
+        self._may(request, Operation.READ, ResourceType.TOPIC, topic)
         count = await self._partitions(topic)
         partitions = body.get("partitions", list(range(count)))
         if not isinstance(partitions, list) or any(
@@ -426,17 +460,31 @@ class QueueApi:
         if topic is None:
             raise BadInput("the group has no dead_letter_topic: name one in the request")
         topic_names.check(topic)
-        moved, skipped = await redrive.redrive(self.queues, self.broker, group, topic, limit)
+        self._may(request, Operation.READ, ResourceType.TOPIC, topic)
+
+        def may_write(target: str) -> bool:
+            return allowed(self.broker, request, Operation.WRITE, ResourceType.TOPIC, target)
+
+        moved, skipped = await redrive.redrive(
+            self.queues, self.broker, group, topic, limit, may_write
+        )
         return web.json_response({"moved": moved, "skipped": skipped, "dead_letter_topic": topic})
 
     async def produce(self, request: web.Request) -> web.Response:
         topic = topic_names.check(request.match_info["topic"])
+        self._may(request, Operation.WRITE, ResourceType.TOPIC, topic)
         body = await self._body(request)
         self._fields(body, "records")
         records = body.get("records")
         if not isinstance(records, list) or not 1 <= len(records) <= MAX_RECORDS:
             raise BadInput(f"records must be a list of 1..{MAX_RECORDS} records")
-        info = await self.broker.topic_for_produce_or_metadata(topic)
+        # Auto-creation, as Kafka's Metadata: only for a caller who may CREATE it.
+        if allowed(
+            self.broker, request, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME
+        ) or allowed(self.broker, request, Operation.CREATE, ResourceType.TOPIC, topic):
+            info = await self.broker.topic_for_produce_or_metadata(topic)
+        else:
+            info = await self.broker.store.get_topic(topic)
         if info is None:
             raise QueueError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
         log_append = effective_config(info, "message.timestamp.type") == "LogAppendTime"

@@ -307,6 +307,8 @@ def _op(
     responses: dict[str, Any] = {status: {"description": "done", **_json(ok)}}
     for code in ("400", "404", *errors):  # 404 also for a path no route matches
         responses[code] = {"description": "error", **_json("Error")}
+    responses["401"] = {"description": "credentials missing or refused", **_json("Error")}
+    responses["403"] = {"description": "an ACL refuses it (Kafka's error name)", **_json("Error")}
     if body:
         responses["413"] = {"description": "body over 16 MiB", **_json("Error")}
     responses["500"] = {"description": "a bug (logged)", **_json("Error")}
@@ -410,6 +412,45 @@ DOCUMENT: dict[str, Any] = {
     "paths": PATHS,
     "components": {"schemas": SCHEMAS},
 }
+
+# --http-auth's schemes (sidecar/security/http_auth.py), as OpenAPI declares them.
+SECURITY_SCHEMES: dict[str, Any] = {
+    "basic": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "a SASL user: PLAIN users file or SCRAM credential (over TLS)",
+    },
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "a JWT validated as SASL/OAUTHBEARER validates it",
+    },
+}
+
+
+def document(schemes: tuple[str, ...] = (), open_paths: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The document a sidecar serves: with --http-auth, its schemes are required on every
+    path except the open ones (which declare no security)."""
+    if not schemes:
+        return DOCUMENT
+    paths: dict[str, Any] = {}
+    for path, item in PATHS.items():
+        if path in open_paths:
+            item = {k: {**v, "security": []} if k in METHODS else v for k, v in item.items()}
+        paths[path] = item
+    return {
+        **DOCUMENT,
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {s: SECURITY_SCHEMES[s] for s in schemes},
+        },
+        "security": [{s: []} for s in schemes],
+    }
+
+
+METHODS = frozenset({"get", "put", "post", "delete"})
 
 
 def schema(name: str) -> dict[str, Any]:

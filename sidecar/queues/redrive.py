@@ -7,6 +7,7 @@ once even across runs and sidecars; dead letters of other groups are passed over
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL, encode_headers
@@ -21,9 +22,17 @@ def redrive_group(group: str) -> str:
 
 
 async def redrive(
-    queues: QueueStore, broker: Any, group: str, dead_letter_topic: str, limit: int
+    queues: QueueStore,
+    broker: Any,
+    group: str,
+    dead_letter_topic: str,
+    limit: int,
+    may_write: Callable[[str], bool] = lambda topic: True,
 ) -> tuple[int, int]:
-    """Move up to `limit` dead letters of `group`; returns (moved, passed over)."""
+    """Move up to `limit` dead letters of `group`; returns (moved, passed over). Dead
+    letters whose topic the caller may not write (`may_write`, the HTTP caller's ACLs)
+    are passed over and left leased in the redrive group, so they come back (after its
+    lock) for a caller who may."""
     store = broker.store
     info = await store.get_topic(dead_letter_topic)
     if info is None:
@@ -51,6 +60,9 @@ async def redrive(
                 by_target.setdefault(target, []).append(r)
             done = list(others)
             for (topic, target_partition), records in by_target.items():
+                if not may_write(topic):
+                    skipped += len(records)  # not done: a later, allowed redrive moves them
+                    continue
                 target_info = await store.get_topic(topic)
                 if target_info is None or target_partition >= target_info.partitions:
                     skipped += len(records)  # the original topic is gone: leave them be

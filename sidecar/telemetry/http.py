@@ -23,6 +23,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sidecar.config.settings import HostPort
+from sidecar.security.http_auth import HttpSecurity, verifiers_for
 from sidecar.storage import scripts
 from sidecar.telemetry import metrics
 
@@ -86,6 +87,7 @@ class HttpEndpoint:
         self.port = 0
         self._scrape_lock = asyncio.Lock()
         self.liveness: Callable[[], str | None] = lambda: None  # a reason: not alive
+        self.security: HttpSecurity | None = None
 
     async def start(self, listen: HostPort) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)  # queue API batches
@@ -96,9 +98,15 @@ class HttpEndpoint:
         from sidecar.queues.http_api import add_routes
 
         add_routes(app, self.broker)
+        # Credentials and TLS (--http-auth, --http-ssl-*): inside json_errors, so its
+        # refusals and errors are the API's JSON too.
+        security = self.security = HttpSecurity(self.broker.settings, verifiers_for(self.broker))
+        app.middlewares.append(security.middleware)
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, listen.host, listen.port, reuse_address=True)
+        site = web.TCPSite(
+            self.runner, listen.host, listen.port, reuse_address=True, ssl_context=security.tls
+        )
         try:
             await site.start()
         except OSError as exc:
@@ -107,17 +115,21 @@ class HttpEndpoint:
                 f"cannot serve HTTP on {listen}: {exc}. Pick another --http-listen, or "
                 "'none' to turn the HTTP endpoint off."
             ) from exc
+        security.start()
         server = site._server  # aiohttp keeps the asyncio.Server here
         sockets = getattr(server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else listen.port
         log.info(
-            "HTTP endpoint on %s (/healthz, /readyz, /metrics, /v1/queues)",
+            "HTTP endpoint on %s (/healthz, /readyz, /metrics, /v1/queues): %s",
             HostPort(listen.host, self.port),
+            security.describe(),
         )
 
     async def stop(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
+        if self.security is not None:
+            await self.security.stop()
 
     async def healthz(self, request: web.Request) -> web.Response:
         problem = self.liveness()
