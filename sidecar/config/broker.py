@@ -19,6 +19,7 @@ from sidecar.config.admin import CONFIG_TYPES, DEFAULT_CONFIG, STATIC_BROKER_CON
 from sidecar.config.docs import BROKER_DOCS
 from sidecar.config.settings import Settings
 from sidecar.config.topic import KEYS
+from sidecar.telemetry.redact import is_sensitive
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +157,19 @@ def describe_broker(
             synonyms.append(
                 {"name": key.name, "value": key.kafka_default, "source": DEFAULT_CONFIG}
             )
+        # Kafka's ConfigHelper: a PASSWORD config (or one that may hold a secret) is
+        # listed with a null value, in its synonyms too, and is_sensitive=true.
+        sensitive = key.kind == "password" or is_sensitive(key.name)
+        if sensitive:
+            value = None
+            synonyms = [{**synonym, "value": None} for synonym in synonyms]
         out.append(
             {
                 "name": key.name,
                 "value": value,
                 "read_only": True,
                 "config_source": synonyms[0]["source"] if synonyms else DEFAULT_CONFIG,
-                "is_sensitive": False,
+                "is_sensitive": sensitive,
                 "synonyms": synonyms if include_synonyms else [],
                 "config_type": CONFIG_TYPES[key.kind],
                 "documentation": BROKER_DOCS.get(key.name) if include_documentation else None,
