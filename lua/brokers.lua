@@ -6,6 +6,8 @@
 -- ARGV[2] node id (-1 for register: the lowest id no live sidecar holds)
 -- ARGV[3] incarnation token   ARGV[4] host   ARGV[5] port   ARGV[6] ttl ms
 -- ARGV[7] 1: take the node id even from a live registration (embedded Redis only)
+-- ARGV[8] register: JSON of the sidecar's advertised listeners, {NAME: [host, port]}
+--   (kept as a string in field `ls`: older sidecars' entries have none)
 --
 -- Expiry uses Redis TIME, so sidecar clocks never have to agree.
 -- register -> {node id, now} or {-1, ms until the requested id expires}
@@ -24,7 +26,8 @@ end
 
 local function write(id)
   redis.call('HSET', KEYS[1], id, cjson.encode({
-    host = ARGV[4], port = tonumber(ARGV[5]), inc = ARGV[3], exp = now + tonumber(ARGV[6])}))
+    host = ARGV[4], port = tonumber(ARGV[5]), inc = ARGV[3], exp = now + tonumber(ARGV[6]),
+    ls = ARGV[8]}))
 end
 
 if op == 'list' then

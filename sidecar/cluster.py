@@ -18,7 +18,9 @@ import logging
 import secrets
 from collections.abc import Callable, Sequence
 
-from sidecar.config.settings import Settings
+from sidecar.config import listeners as listener_config
+from sidecar.config.listeners import Listener
+from sidecar.config.settings import HostPort, Settings
 from sidecar.storage.registry import BrokerInfo, Registry
 
 log = logging.getLogger("skiff.cluster")
@@ -57,8 +59,21 @@ def assign(topic: str, count: int, node_ids: tuple[int, ...]) -> tuple[int, ...]
 
 
 class Cluster:
-    def __init__(self, settings: Settings, registry: Registry, force_node_id: bool) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: Registry,
+        force_node_id: bool,
+        listeners: tuple[Listener, ...] | None = None,
+    ) -> None:
         self.settings = settings
+        # This sidecar's listeners as bound (port 0 resolved), inter-broker one first:
+        # each is registered with its advertised address.
+        self.listeners = listeners or listener_config.resolve(settings)
+        self.advertised = self.listeners[0].advertised
+        self._endpoints = tuple(
+            (li.name, li.advertised.host, li.advertised.port) for li in self.listeners
+        )
         self.registry = registry
         self.force = force_node_id
         self.node_id = -1
@@ -74,8 +89,8 @@ class Cluster:
 
     @property
     def me(self) -> BrokerInfo:
-        adv = self.settings.advertised
-        return BrokerInfo(self.node_id, adv.host, adv.port, self.incarnation)
+        adv = self.advertised
+        return BrokerInfo(self.node_id, adv.host, adv.port, self.incarnation, self._endpoints)
 
     def on_lost(self, callback: Callable[[], None]) -> None:
         """Called when this sidecar's registration (and so its leases) is lost."""
@@ -115,13 +130,19 @@ class Cluster:
 
     async def _register(self) -> None:
         ttl = self.settings.broker_session_timeout_ms
-        adv = self.settings.advertised
+        adv = self.advertised
         loop = asyncio.get_running_loop()
         while True:
             self.incarnation = secrets.token_hex(8)
             sent = loop.time()
             node_id, wait_ms = await self.registry.register(
-                self.settings.node_id, self.incarnation, adv.host, adv.port, ttl, self.force
+                self.settings.node_id,
+                self.incarnation,
+                adv.host,
+                adv.port,
+                ttl,
+                self.force,
+                self._endpoints,
             )
             if node_id >= 0:
                 break
@@ -135,7 +156,11 @@ class Cluster:
         self.node_id = node_id
         self._valid_until = sent + ttl / 1000
         await self.refresh()
-        log.info("registered as node %d (%s)", node_id, adv)
+        log.info(
+            "registered as node %d (%s)",
+            node_id,
+            ", ".join(f"{name}://{HostPort(h, p)}" for name, h, p in self._endpoints),
+        )
 
     async def refresh(self) -> None:
         self.live = await self.registry.live()
@@ -175,10 +200,15 @@ class Cluster:
 
     # -- what Metadata and FindCoordinator report --------------------------------
 
-    def brokers(self) -> list[BrokerInfo]:
-        if not any(b.node_id == self.node_id for b in self.live):
-            return sorted([*self.live, self.me], key=lambda b: b.node_id)
-        return self.live
+    def brokers(self, listener: str | None = None) -> list[BrokerInfo]:
+        """The live sidecars; with `listener`, at their addresses on that listener (what
+        a client that came in on it is told)."""
+        live = self.live
+        if not any(b.node_id == self.node_id for b in live):
+            live = sorted([*live, self.me], key=lambda b: b.node_id)
+        if listener is None:
+            return live
+        return [b.on(listener) for b in live]
 
     def leaders(self, topic: str, count: int) -> tuple[int, ...]:
         """Leaders of a topic's `count` partitions, spread over the live sidecars (see

@@ -19,6 +19,8 @@ from sidecar import apis, connection_context
 from sidecar.apis import api_versions, unavailable
 from sidecar.append_order import AppendOrder, Ticket
 from sidecar.broker import Broker
+from sidecar.config.listeners import Listener
+from sidecar.config.settings import Settings
 from sidecar.protocol.framing import (
     API_VERSIONS_KEY,
     BadFrame,
@@ -145,6 +147,10 @@ async def _handle(
         # the client hears back well within its request.timeout.ms.
         with resilience.request_deadline(resilience.POLICY.budget_s):
             result = await handler.handle(broker, request)
+    except CloseConnection as exc:
+        if exc.response is not None:  # the answer to send before closing
+            exc.response = response_frame(header.correlation_id, flexible, exc.response)
+        raise
     except Exception as exc:
         reason = resilience.classify(exc)
         if reason is None:
@@ -536,6 +542,8 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 response = await item
             except CloseConnection as exc:
+                if exc.response is not None and self.transport:
+                    self.transport.write(exc.response)  # flushed before the close
                 self._close(str(exc))
                 return
             except asyncio.CancelledError:
@@ -562,34 +570,61 @@ def _client_id(frame: bytes) -> str | None:
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    """One listener (listeners=NAME://HOST:PORT): its socket and its connections, which
+    start with the listener's name and security protocol (ConnectionSecurity). The
+    listeners of a sidecar share one set of connection and memory limits (KafkaServers)."""
+
+    def __init__(
+        self,
+        listener: Listener,
+        limits: ListenerLimits,
+        counts: ConnectionCounts,
+        memory: RequestMemory,
+    ) -> None:
+        self.listener = listener
+        self.broker: Broker | None = None  # set by start()
         self.connections: set[KafkaConnection] = set()
         self.server: asyncio.Server | None = None
-        settings = broker.settings
-        self.limits = ListenerLimits(
-            max_connections=settings.max_connections,
-            max_connections_per_ip=settings.max_connections_per_ip,
-            per_ip_overrides=dict(settings.max_connections_per_ip_overrides),
-            queued_max_request_bytes=settings.queued_max_request_bytes,
-            connections_max_idle_ms=settings.connections_max_idle_ms,
-            partial_frame_timeout_ms=settings.partial_frame_timeout_ms,
-        )
-        self.counts = ConnectionCounts(self.limits)
-        self.memory = RequestMemory(self.limits.queued_max_request_bytes)
+        self.limits = limits
+        self.counts = counts
+        self.memory = memory
         self.sweeper: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
+    async def bind(self) -> Listener:
+        """Bind the listener's address without accepting yet (connections are refused
+        until start); returns the listener with a port 0 resolved to the bound port."""
         loop = asyncio.get_running_loop()
-        listen = self.broker.settings.listen
+        bind = self.listener.bind
         self.server = await loop.create_server(
-            lambda: KafkaConnection(self.broker, self.connections, self.counts, self.memory),
-            host=listen.host,
-            port=listen.port,
+            self._connection,
+            host=bind.host,
+            port=bind.port,
             reuse_address=True,
+            start_serving=False,
         )
-        metrics.QUEUED_REQUEST_BYTES.set_function(lambda: self.memory.used)
-        self.sweeper = _keep(asyncio.create_task(self._sweep(), name="kafka-conn-deadlines"))
+        self.listener = self.listener.bound_to(self.port)
+        return self.listener
+
+    def _connection(self) -> KafkaConnection:
+        assert self.broker is not None
+        return KafkaConnection(
+            self.broker,
+            self.connections,
+            self.counts,
+            self.memory,
+            self.listener.name,
+            self.listener.protocol,
+        )
+
+    async def start(self, broker: Broker) -> None:
+        self.broker = broker
+        if self.server is None:
+            await self.bind()
+        assert self.server is not None
+        await self.server.start_serving()
+        self.sweeper = _keep(
+            asyncio.create_task(self._sweep(), name=f"kafka-conn-deadlines-{self.listener.name}")
+        )
 
     async def _sweep(self) -> None:
         """Close connections past connections.max.idle.ms or the partial-frame deadline,
@@ -641,3 +676,63 @@ class KafkaServer:
         await asyncio.gather(*workers, return_exceptions=True)
         if self.server:
             await self.server.wait_closed()
+
+
+class KafkaServers:
+    """Every listener of the sidecar, one KafkaServer each, sharing Kafka's broker-wide
+    bounds: max.connections, max.connections.per.ip, queued.max.request.bytes."""
+
+    def __init__(self, settings: Settings, listeners: tuple[Listener, ...]) -> None:
+        self.limits = ListenerLimits(
+            max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            per_ip_overrides=dict(settings.max_connections_per_ip_overrides),
+            queued_max_request_bytes=settings.queued_max_request_bytes,
+            connections_max_idle_ms=settings.connections_max_idle_ms,
+            partial_frame_timeout_ms=settings.partial_frame_timeout_ms,
+        )
+        self.counts = ConnectionCounts(self.limits)
+        self.memory = RequestMemory(self.limits.queued_max_request_bytes)
+        self.servers = [
+            KafkaServer(listener, self.limits, self.counts, self.memory) for listener in listeners
+        ]
+
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        """As bound (port 0 resolved), inter-broker listener first."""
+        return tuple(server.listener for server in self.servers)
+
+    @property
+    def connections(self) -> list[KafkaConnection]:
+        return [conn for server in self.servers for conn in server.connections]
+
+    @property
+    def port(self) -> int:
+        """The first (inter-broker) listener's port."""
+        return self.servers[0].port
+
+    async def bind(self) -> tuple[Listener, ...]:
+        """Bind every listener (refusing connections until start): a port 0 is then known
+        before the sidecar registers what it advertises."""
+        try:
+            for server in self.servers:
+                await server.bind()
+        except BaseException:
+            await self.stop()
+            raise
+        return self.listeners
+
+    async def start(self, broker: Broker) -> None:
+        for server in self.servers:
+            await server.start(broker)
+        metrics.QUEUED_REQUEST_BYTES.set_function(lambda: self.memory.used)
+
+    def stop_accepting(self) -> None:
+        for server in self.servers:
+            server.stop_accepting()
+
+    async def stop(self, timeout: float = 0.0) -> None:
+        """Every listener answers what it has read within one shared `timeout`."""
+        for server in self.servers:
+            server.stop_accepting()
+        await asyncio.gather(*(server.stop(timeout) for server in self.servers))

@@ -19,6 +19,9 @@ from sidecar.config.server_properties import ConfigFileError, Property, parse, r
 FLAGS = {  # a build that has helper A's retention flags
     "listen",
     "advertise",
+    "listeners",
+    "advertised-listeners",
+    "listener-security-protocol-map",
     "node-id",
     "num-partitions",
     "message-max-bytes",
@@ -115,8 +118,8 @@ def test_kafka_configs_map_to_flags() -> None:
         "node-id": "3",
         "num-partitions": "6",
         "message-max-bytes": "2000",
-        "listen": "0.0.0.0:9092",
-        "advertise": "kafka.example:9092",
+        "listeners": "PLAINTEXT://:9092",
+        "advertised-listeners": "PLAINTEXT://kafka.example:9092",
     }
     assert got.values["num-partitions"].where == "server.properties:2 num.partitions"
     assert got.ignored == [
@@ -162,15 +165,34 @@ def test_unknown_key_is_an_error_naming_the_line() -> None:
         resolve(props("num.partitions=1\nnum.partition=2\n"), Path("p"), FLAGS)
 
 
+def test_listener_settings_map_to_their_flags() -> None:
+    got = resolve(
+        props(
+            "listeners=INTERNAL://:9092,EXTERNAL://:9093,CONTROLLER://:9094\n"
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,"
+            "CONTROLLER:PLAINTEXT\n"
+            "listener.name.external.ssl.keystore.location=/etc/tls/ext.pem\n"
+            "listener.name.external.scram-sha-512.sasl.jaas.config=x required;\n"
+        ),
+        Path("p"),
+        FLAGS,
+    )
+    assert got.listener_overrides == [
+        ("EXTERNAL", "ssl.keystore.location", "/etc/tls/ext.pem"),
+        ("EXTERNAL", "scram-sha-512.sasl.jaas.config", "x required;"),
+    ]
+    assert got.ignored == []
+    assert {k: v.value for k, v in got.values.items()} == {
+        "listeners": "INTERNAL://:9092,EXTERNAL://:9093",
+        "listener-security-protocol-map": (
+            "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT"
+        ),
+    }
+
+
 def test_listener_errors() -> None:
-    with pytest.raises(ConfigFileError, match="uses SSL; Skiff serves PLAINTEXT only"):
-        resolve(props("listeners=SSL://:9093\n"), Path("p"), FLAGS)
-    with pytest.raises(ConfigFileError, match="uses SASL_SSL"):
-        resolve(
-            props("listeners=EXT://:9093\nlistener.security.protocol.map=EXT:SASL_SSL\n"),
-            Path("p"),
-            FLAGS,
-        )
+    with pytest.raises(ConfigFileError, match="no listener besides controller listeners"):
+        resolve(props("listeners=CONTROLLER://:9093\n"), Path("p"), FLAGS)
     with pytest.raises(ConfigFileError, match="expected NAME://HOST:PORT"):
         resolve(props("listeners=127.0.0.1:9092\n"), Path("p"), FLAGS)
 

@@ -46,7 +46,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
         out["error_code"] = errors.code("UNSUPPORTED_ENDPOINT_TYPE")
         out["error_message"] = f"Unsupported endpoint type {endpoint}"
     else:
-        brokers = broker.cluster.brokers()
+        brokers = broker.cluster.brokers(request.security.listener)
         out["cluster_id"] = broker.cluster_id
         out["controller_id"] = brokers[0].node_id
         out["brokers"] = [

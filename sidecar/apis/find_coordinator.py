@@ -31,7 +31,9 @@ async def coordinator_for(broker: Broker, key: str, key_type: int) -> BrokerInfo
     return cluster.preferred(key)
 
 
-async def _entry(broker: Broker, key: str, key_type: int, ok_message: str) -> dict[str, Any]:
+async def _entry(
+    broker: Broker, key: str, key_type: int, ok_message: str, listener: str
+) -> dict[str, Any]:
     if key_type not in (GROUP, TRANSACTION):
         return {
             "key": key,
@@ -41,7 +43,8 @@ async def _entry(broker: Broker, key: str, key_type: int, ok_message: str) -> di
             "host": "",
             "port": -1,
         }
-    node = await coordinator_for(broker, key, key_type)
+    # At its address on the listener the client came in on.
+    node = (await coordinator_for(broker, key, key_type)).on(listener)
     return {
         "key": key,
         "error_code": errors.NONE,
@@ -56,10 +59,13 @@ async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
     key_type = int(getattr(body, "key_type", GROUP))
+    listener = request.security.listener
     if version >= 4:
-        entries = [await _entry(broker, key, key_type, "") for key in body.coordinator_keys]
+        entries = [
+            await _entry(broker, key, key_type, "", listener) for key in body.coordinator_keys
+        ]
         data: dict[str, Any] = {"throttle_time": 0, "coordinators": entries}
     else:
         # Kafka's error message on success: "NONE" before v4, "" per key from v4.
-        data = {"throttle_time": 0, **await _entry(broker, body.key, key_type, "NONE")}
+        data = {"throttle_time": 0, **await _entry(broker, body.key, key_type, "NONE", listener)}
     return encode_response(API_KEY, version, data)

@@ -93,7 +93,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 if info
                 else _error_entry(name, None, errors.UNKNOWN_TOPIC_OR_PARTITION)
             )
-    brokers = cluster.brokers()
+    brokers = cluster.brokers(request.security.listener)
     return encode_response(
         API_KEY,
         version,

@@ -115,7 +115,7 @@ def _list_offsets(broker: Broker, request: Any) -> bytes:
 
 
 def _metadata(broker: Broker, request: Any) -> bytes:
-    brokers = broker.cluster.brokers()
+    brokers = broker.cluster.brokers(request.security.listener)
     topics = [
         {"error_code": LEADER_NOT_AVAILABLE, "name": t.name, "topic_id": None, "partitions": []}
         for t in request.body.topics or ()

@@ -19,8 +19,17 @@ from sidecar.cli import queues as queues_cli
 from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
 from sidecar.cli.arg_types import at_least, positive
+from sidecar.config import listeners as listener_config
 from sidecar.config import server_properties
-from sidecar.config.settings import HostPort, Settings
+from sidecar.config.settings import (
+    DEFAULT_PROTOCOL_MAP,
+    Endpoint,
+    HostPort,
+    ScramBootstrap,
+    Settings,
+)
+from sidecar.security import sasl_config
+from sidecar.security.scram_config import parse_add_scram
 from sidecar.telemetry import logs
 from sidecar.telemetry.redact import MASK, is_sensitive, redact_text
 from sidecar.validation import topic_names
@@ -92,6 +101,24 @@ def _hostport(text: str) -> HostPort:
         return HostPort.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _endpoints(text: str) -> tuple[Endpoint, ...]:
+    try:
+        return listener_config.parse_endpoints(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _protocol_map(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return listener_config.parse_protocol_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _listener_name(text: str) -> str | None:
+    return text.strip().upper() or None
 
 
 def _optional_hostport(text: str) -> HostPort | None:
@@ -166,6 +193,39 @@ def build_parser() -> argparse.ArgumentParser:
         None,
         "HOST:PORT Metadata gives clients (none: the listen address)",
         type=_hostport,
+    )
+    _flag(
+        serve,
+        "listeners",
+        None,
+        "listeners: NAME://HOST:PORT,... each served with the security protocol "
+        "--listener-security-protocol-map gives its name (port 0: a free port); "
+        "none: one PLAINTEXT listener on --listen",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "advertised-listeners",
+        None,
+        "advertised.listeners: NAME://HOST:PORT,... what Metadata gives a client that came "
+        "in on listener NAME (none: the listener's own address)",
+        type=_endpoints,
+    )
+    _flag(
+        serve,
+        "listener-security-protocol-map",
+        ",".join(f"{n}:{p}" for n, p in DEFAULT_PROTOCOL_MAP),
+        "listener.security.protocol.map: NAME:PROTOCOL,... (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL)",
+        type=_protocol_map,
+    )
+    _flag(
+        serve,
+        "inter-broker-listener-name",
+        None,
+        "inter.broker.listener.name: the listener whose address sidecars register for "
+        "one another (none: PLAINTEXT if listed, else the first)",
+        type=_listener_name,
     )
     _flag(
         serve,
@@ -479,11 +539,73 @@ def build_parser() -> argparse.ArgumentParser:
         "group.share.heartbeat.interval.ms",
         type=at_least(1),
     )
+    _sasl_flags(serve)
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
     storage_cli.add_parser(sub)
     return parser
+
+
+def _sasl_mechanisms(text: str) -> tuple[str, ...]:
+    try:
+        return sasl_config.parse_mechanisms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_scram(text: str) -> tuple[ScramBootstrap, ...]:
+    """--add-scram entries, one per line (SKIFF_ADD_SCRAM holds several)."""
+    try:
+        return tuple(parse_add_scram(line) for line in text.splitlines() if line.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _AppendScram(argparse.Action):
+    """--add-scram is repeatable; the first one given replaces $SKIFF_ADD_SCRAM's."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        given = getattr(namespace, "_add_scram_given", False)
+        previous = getattr(namespace, self.dest) if given else ()
+        setattr(namespace, self.dest, (*previous, *values))
+        namespace._add_scram_given = True
+
+
+def _sasl_flags(serve: argparse.ArgumentParser) -> None:
+    _flag(
+        serve,
+        "sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms: SASL mechanisms of SASL listeners (Kafka's default is "
+        "GSSAPI, which Skiff does not serve)",
+        type=_sasl_mechanisms,
+    )
+    _flag(
+        serve,
+        "connections-max-reauth-ms",
+        "0",
+        "connections.max.reauth.ms: a SASL session lasts this long, then the client must "
+        "re-authenticate (KIP-368; 0: forever)",
+        type=at_least(0),
+    )
+    _flag(
+        serve,
+        "sasl-plain-users-file",
+        None,
+        "file of user:password lines PLAIN logins are checked against (re-read on change)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "add-scram",
+        "",
+        "MECHANISM=[name=USER,password=PASSWORD]: create this SCRAM credential at start if the "
+        "user has none for the mechanism (Kafka's kafka-storage --add-scram; repeatable, "
+        "newline-separated in the variable)",
+        type=_add_scram,
+        action=_AppendScram,
+    )
 
 
 def _serve_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -510,6 +632,19 @@ def _load_config(argv: list[str]) -> server_properties.ServerProperties | None:
     server_properties.check(loaded.values, actions)
     _FILE_VALUES.update({flag: v.value for flag, v in loaded.values.items()})
     return loaded
+
+
+def _listen_beats_file_listeners(argv: list[str]) -> bool:
+    """--listen given (flag or $SKIFF_LISTEN) while `listeners` comes only from the
+    --config file: the more explicit source wins, as a flag beats the file."""
+
+    def given(flag: str) -> bool:
+        env = "SKIFF_" + flag.upper().replace("-", "_")
+        return env in os.environ or any(
+            a == f"--{flag}" or a.startswith(f"--{flag}=") for a in argv
+        )
+
+    return given("listen") and not given("listeners")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -545,6 +680,11 @@ def _run(argv: list[str]) -> int:
     settings = Settings(
         listen=args.listen,
         advertise=args.advertise,
+        listeners=() if _listen_beats_file_listeners(argv) else args.listeners or (),
+        advertised_listeners=args.advertised_listeners or (),
+        listener_security_protocol_map=args.listener_security_protocol_map,
+        inter_broker_listener_name=args.inter_broker_listener_name,
+        listener_overrides=tuple(config.listener_overrides) if config else (),
         redis_url=args.redis_url,
         redis_connect_timeout=args.redis_connect_timeout,
         data_dir=args.data_dir,
@@ -590,9 +730,37 @@ def _run(argv: list[str]) -> int:
         shutdown_timeout_ms=args.shutdown_timeout_ms,
         group_share_session_timeout_ms=args.group_share_session_timeout_ms,
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
+        sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
+        connections_max_reauth_ms=args.connections_max_reauth_ms,
+        sasl_plain_users_file=args.sasl_plain_users_file,
+        add_scram=args.add_scram,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")
+    if settings.listeners and args.advertise is not None:
+        parser.error("--advertise goes with --listen; with --listeners use --advertised-listeners")
+    if args.workers > 1 and any(e.address.port == 0 for e in settings.listeners):
+        parser.error("--workers needs fixed --listeners ports (worker i listens on port + i)")
+    try:
+        for listener in listener_config.resolve(settings):
+            if listener.protocol.endswith("SSL"):
+                raise listener_config.ListenerError(
+                    f"listener {listener.name} is {listener.protocol}: TLS listeners are not "
+                    "served yet (use PLAINTEXT or SASL_PLAINTEXT)"
+                )
+    except listener_config.ListenerError as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
+    try:
+        sasl_listeners = [
+            listener.name
+            for listener in listener_config.resolve(settings)
+            if listener.protocol.startswith("SASL_")
+        ]
+        sasl_config.check(settings, sasl_listeners)
+    except ValueError as exc:
+        print(f"skiff serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISTAKE
     if args.workers > 1 and args.listen.port == 0:
         parser.error("--workers needs a fixed --listen port (worker i listens on port + i)")
     try:

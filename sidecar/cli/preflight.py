@@ -110,8 +110,9 @@ def check_ports(settings: Settings, workers: int) -> None:
     """Every address the sidecar (each worker: the ports + i) will listen on is free."""
     for index in range(workers):
         suffix = f" (worker {index}: the port + {index})" if workers > 1 else ""
+        kafka = [(f"--listeners {e.name}", e.address) for e in settings.listeners]
         for flag, hp, kind in (
-            ("--listen", settings.listen, socket.SOCK_STREAM),
+            *((f, a, socket.SOCK_STREAM) for f, a in kafka or [("--listen", settings.listen)]),
             ("--http-listen", settings.http_listen, socket.SOCK_STREAM),
             ("--udp-listen", settings.udp_listen if index == 0 else None, socket.SOCK_DGRAM),
         ):

@@ -17,6 +17,7 @@ from typing import Any
 
 from sidecar.config.admin import CONFIG_TYPES, DEFAULT_CONFIG, STATIC_BROKER_CONFIG
 from sidecar.config.docs import BROKER_DOCS
+from sidecar.config.listeners import resolve
 from sidecar.config.settings import Settings
 from sidecar.config.topic import KEYS
 from sidecar.telemetry.redact import is_sensitive
@@ -64,11 +65,11 @@ def _node_id(settings: Settings, node_id: int, topic_defaults: dict[str, Any]) -
 
 
 def _listeners(settings: Settings, node_id: int, topic_defaults: dict[str, Any]) -> str:
-    return f"PLAINTEXT://{settings.listen}"
+    return ",".join(f"{li.name}://{li.bind}" for li in resolve(settings))
 
 
 def _advertised(settings: Settings, node_id: int, topic_defaults: dict[str, Any]) -> str:
-    return f"PLAINTEXT://{settings.advertised}"
+    return ",".join(f"{li.name}://{li.advertised}" for li in resolve(settings))
 
 
 def _fixed(text: str) -> Callable[[Settings, int, dict[str, Any]], str]:

@@ -193,10 +193,28 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
+    "sasl.enabled.mechanisms": FlagMapping("sasl-enabled-mechanisms"),
+    "connections.max.reauth.ms": FlagMapping("connections-max-reauth-ms"),
+    "listener.security.protocol.map": FlagMapping("listener-security-protocol-map"),
+    "inter.broker.listener.name": FlagMapping("inter-broker-listener-name"),
 }
-LISTENER_KEYS = {"listeners": "listen", "advertised.listeners": "advertise"}
+LISTENER_KEYS = {"listeners": "listeners", "advertised.listeners": "advertised-listeners"}
 # Read by the listener mapping, not settings of their own.
-LISTENER_CONTEXT = ("listener.security.protocol.map", "controller.listener.names")
+LISTENER_CONTEXT = ("controller.listener.names",)
+# listener.name.<listener>.<setting>: Kafka's per-listener form of a setting. These are
+# kept (ServerProperties.listener_overrides) for the listener's security set-up; other
+# per-listener settings are noted and ignored.
+_PER_LISTENER = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
+
+
+def per_listener_setting(setting: str) -> bool:
+    """Whether Skiff reads this setting per listener: the TLS (`ssl.*`) and SASL
+    (`sasl.*`, `<mechanism>.sasl.jaas.config`, `connections.max.reauth.ms`) ones."""
+    return (
+        setting.startswith(("ssl.", "sasl."))
+        or ".sasl." in setting
+        or setting == "connections.max.reauth.ms"
+    )
 NOT_IN_FILE = frozenset({"config"})  # flags the file itself cannot set
 
 
@@ -213,6 +231,8 @@ class ServerProperties:
     ignored: list[str] = field(default_factory=list)  # Kafka configs without use here
     unsupported: list[str] = field(default_factory=list)  # mapped to flags this build lacks
     notes: list[str] = field(default_factory=list)
+    # (LISTENER, setting, value) of listener.name.<listener>.<setting> keys, in file order.
+    listener_overrides: list[tuple[str, str, str]] = field(default_factory=list)
 
     def log_lines(self) -> list[tuple[int, str]]:
         """(logging level, text) to log once at start-up."""
@@ -229,24 +249,15 @@ class ServerProperties:
         return lines
 
 
-def _listener(
-    key: str, prop: Property, props: Mapping[str, Property], where: str
-) -> tuple[str, str | None]:
-    """(HOST:PORT of the PLAINTEXT listener, a note or None). Skiff serves one plaintext
-    listener: controller listeners are skipped, other security protocols refused."""
-    protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT"}
-    protocols["SASL_SSL"] = "SASL_SSL"
-    if "listener.security.protocol.map" in props:
-        for pair in props["listener.security.protocol.map"].value.split(","):
-            name, _, proto = pair.strip().partition(":")
-            if name:
-                protocols[name.strip().upper()] = proto.strip().upper()
+def _listener(key: str, prop: Property, props: Mapping[str, Property], where: str) -> str:
+    """`listeners` / `advertised.listeners` without the controller listeners (a KRaft
+    broker's file names them in controller.listener.names; Skiff has no controller)."""
     controllers = {"CONTROLLER"}
     if "controller.listener.names" in props:
         controllers = {
             n.strip().upper() for n in props["controller.listener.names"].value.split(",")
         }
-    chosen: list[tuple[str, str]] = []
+    chosen: list[str] = []
     for entry in prop.value.split(","):
         entry = entry.strip()
         if not entry:
@@ -254,24 +265,11 @@ def _listener(
         name, sep, address = entry.partition("://")
         if not sep:
             raise ConfigFileError(f"{where}: expected NAME://HOST:PORT, got {entry!r}")
-        name = name.upper()
-        if name in controllers:
-            continue
-        if protocols.get(name, name) != "PLAINTEXT":
-            raise ConfigFileError(
-                f"{where}: listener {entry!r} uses {protocols.get(name, name)}; Skiff serves "
-                "PLAINTEXT only (terminate TLS/SASL in front of it)"
-            )
-        host, colon, port = address.rpartition(":")
-        if not colon or not port.isdigit():
-            raise ConfigFileError(f"{where}: expected NAME://HOST:PORT, got {entry!r}")
-        chosen.append((name, f"{host or '0.0.0.0'}:{port}"))
+        if name.strip().upper() not in controllers:
+            chosen.append(entry)
     if not chosen:
-        raise ConfigFileError(f"{where}: {key} has no PLAINTEXT listener for Skiff to use")
-    note = None
-    if len(chosen) > 1:
-        note = f"{where}: Skiff has one listener; using {chosen[0][1]}, ignoring the others"
-    return chosen[0][1], note
+        raise ConfigFileError(f"{where}: {key} has no listener besides controller listeners")
+    return ",".join(chosen)
 
 
 def resolve(
@@ -290,15 +288,19 @@ def resolve(
     kafka: dict[str, tuple[int, FlagValue]] = {}  # set through a Kafka config, with its rank
     for key, prop in sorted(by_key.items(), key=lambda kv: kv[1].line):
         where = f"{path}:{prop.line}"
-        if key in flags and key not in NOT_IN_FILE:
+        if key in LISTENER_KEYS:  # before flag names: `listeners` is both
+            value = _listener(key, prop, by_key, where)
+            if LISTENER_KEYS[key] not in flags:
+                out.unsupported.append(
+                    f"line {prop.line}: {key} maps to --{LISTENER_KEYS[key]}, which this skiff "
+                    "does not have yet: ignored"
+                )
+                continue
+            kafka[LISTENER_KEYS[key]] = (0, FlagValue(value, f"{where} {key}"))
+        elif key in flags and key not in NOT_IN_FILE:
             own[key] = FlagValue(prop.value.strip(), f"{where} {key}")
         elif key in NOT_IN_FILE:
             raise ConfigFileError(f"{where}: {key!r} cannot be set in the config file itself")
-        elif key in LISTENER_KEYS:
-            value, note = _listener(key, prop, by_key, where)
-            if note:
-                out.notes.append(note)
-            kafka[LISTENER_KEYS[key]] = (0, FlagValue(value, f"{where} {key}"))
         elif key in KAFKA_TO_FLAG:
             mapping = KAFKA_TO_FLAG[key]
             try:
@@ -314,6 +316,8 @@ def resolve(
             previous = kafka.get(mapping.flag)
             if previous is None or mapping.rank < previous[0]:
                 kafka[mapping.flag] = (mapping.rank, FlagValue(value, f"{where} {key}"))
+        elif (match := _PER_LISTENER.match(key)) and per_listener_setting(match[2]):
+            out.listener_overrides.append((match[1].upper(), match[2], prop.value.strip()))
         elif key in KAFKA_BROKER_CONFIGS or key.startswith("listener.name."):
             if key not in LISTENER_CONTEXT:
                 out.ignored.append(key)

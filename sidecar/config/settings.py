@@ -24,10 +24,53 @@ class HostPort:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
+# The SASL mechanisms Skiff serves (sasl.enabled.mechanisms may name these).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+@dataclass(frozen=True, slots=True)
+class ScramBootstrap:
+    """One --add-scram: a SCRAM credential to create at start (sidecar/security/scram_config.py)."""
+
+    mechanism: str
+    name: str
+    password: str = field(repr=False)
+    iterations: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One entry of Kafka's `listeners` / `advertised.listeners`: NAME://HOST:PORT."""
+
+    name: str
+    address: HostPort
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.address}"
+
+
+# Kafka's default listener.security.protocol.map: each protocol's name is a listener name.
+DEFAULT_PROTOCOL_MAP = (
+    ("PLAINTEXT", "PLAINTEXT"),
+    ("SSL", "SSL"),
+    ("SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+    ("SASL_SSL", "SASL_SSL"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     listen: HostPort = HostPort("127.0.0.1", 9092)
     advertise: HostPort | None = None
+    # Kafka's listeners (sidecar/config/listeners.py resolves them): empty, one PLAINTEXT
+    # listener on `listen` advertised as `advertised`.
+    listeners: tuple[Endpoint, ...] = ()
+    advertised_listeners: tuple[Endpoint, ...] = ()  # empty: as `listeners`
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = DEFAULT_PROTOCOL_MAP
+    inter_broker_listener_name: str | None = None  # None: PLAINTEXT if listed, else the first
+    # listener.name.<LISTENER>.<setting>=value from --config (server_properties.py):
+    # (LISTENER, setting, value); see listeners.setting_for.
+    listener_overrides: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
     redis_url: str | None = field(default=None, repr=False)  # may hold a password
     redis_connect_timeout: float = 30.0
     data_dir: Path = Path("skiff-data")
@@ -97,6 +140,16 @@ class Settings:
     connections_max_idle_ms: int = 600_000
     partial_frame_timeout_ms: int = 30_000
     auto_create_topics_per_minute: int = 100
+    # SASL (sidecar/security/sasl/), with Kafka's names: sasl.enabled.mechanisms (Kafka's
+    # default is GSSAPI, which Skiff does not serve; listener.name.<l>.sasl.enabled.mechanisms
+    # in --config overrides it per listener), connections.max.reauth.ms (KIP-368; 0:
+    # sessions never expire). PLAIN users from a `user:password` file (and, per listener,
+    # from listener.name.<l>.plain.sasl.jaas.config in --config). SCRAM credentials
+    # created at start where the user has none (Kafka's `kafka-storage format --add-scram`).
+    sasl_enabled_mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    connections_max_reauth_ms: int = 0
+    sasl_plain_users_file: Path | None = None
+    add_scram: tuple[ScramBootstrap, ...] = field(default=(), repr=False)
 
     @property
     def advertised(self) -> HostPort:

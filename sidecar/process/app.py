@@ -14,6 +14,7 @@ from redis.exceptions import BusyLoadingError, ConnectionError
 from sidecar import share
 from sidecar.broker import Broker
 from sidecar.cluster import Cluster
+from sidecar.config import listeners as listener_config
 from sidecar.config import topic as topic_config
 from sidecar.config.settings import Settings
 from sidecar.groups.coordinator import GroupCoordinator
@@ -23,12 +24,14 @@ from sidecar.maintenance.retention import RetentionSweeper
 from sidecar.process.data_dir_lock import DataDirInUse
 from sidecar.process.embedded_redis import EmbeddedRedis
 from sidecar.process.redis_supervisor import RedisSupervisor
-from sidecar.server import KafkaServer
+from sidecar.security import scram_config
+from sidecar.server import KafkaServers
 from sidecar.storage import resilience
 from sidecar.storage.connection import redact
 from sidecar.storage.group_store import GroupStore
 from sidecar.storage.registry import Registry
 from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.scram_store import ScramStore
 from sidecar.storage.store import RedisStore
 from sidecar.telemetry.runtime import Telemetry
 from sidecar.udp_ingest import UdpIngest
@@ -97,8 +100,15 @@ async def serve(
         if embedded is not None and settings.node_id < 0:
             # The embedded Redis is private: any registration in it is a dead run's.
             settings = dataclasses.replace(settings, node_id=0)
+        # Bound (not yet accepting) before registering: a port 0 is advertised as bound.
+        server = KafkaServers(settings, listener_config.resolve(settings))
+        listeners = await server.bind()
+        started.push_async_callback(server.stop)
         cluster = Cluster(
-            settings, Registry(store.redis), force_node_id=embedded is not None or private_redis
+            settings,
+            Registry(store.redis),
+            force_node_id=embedded is not None or private_redis,
+            listeners=listeners,
         )
         await cluster.start()
         started.push_async_callback(cluster.stop)
@@ -111,18 +121,18 @@ async def serve(
         compactor = Compactor(store, cluster, settings.log_cleaner_backoff_ms)
         await compactor.start()
         started.push_async_callback(compactor.stop)
+        for line in await scram_config.bootstrap(ScramStore(store.redis), settings.add_scram):
+            log.info("%s", line)
         broker = Broker(settings, store, wakeups, await store.cluster_id(), cluster, groups)
         # An operator's `skiff storage reset --fresh` gives clients a new cluster id.
         store.identity.on_reset(lambda cluster_id: setattr(broker, "cluster_id", cluster_id))
         await store.identity.start()
         started.push_async_callback(store.identity.stop)
-        server = KafkaServer(broker)
         telemetry = await Telemetry.start(settings, broker, server)
         started.push_async_callback(telemetry.stop)
         if telemetry.http is not None and redis_problem is not None:
             telemetry.http.liveness = redis_problem
-        await server.start()
-        started.push_async_callback(server.stop)
+        await server.start(broker)
         udp = None
         if settings.udp_listen is not None and settings.udp_topic is not None:
             udp = UdpIngest(
@@ -131,13 +141,17 @@ async def serve(
             await udp.start()
             started.push_async_callback(udp.stop)
         log.info(
-            "Skiff node %d listening on %s (advertised as %s), Redis %s: %s",
+            "Skiff node %d listening on %s, Redis %s: %s",
             cluster.node_id,
-            settings.listen,
-            settings.advertised,
+            ", ".join(map(str, listeners)),
             store.redis_version,
             description,
         )
+        if not listener_config.secured(listeners):
+            log.info(
+                "no security configured: every listener is PLAINTEXT, clients are not "
+                "authenticated (docs/security.md)"
+            )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -166,7 +180,7 @@ async def serve(
 
 async def _shut_down(
     settings: Settings,
-    server: KafkaServer,
+    server: KafkaServers,
     wakeups: Wakeups,
     groups: GroupCoordinator,
     cluster: Cluster,

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sidecar.config.settings import HostPort, Settings
+from sidecar.config.settings import Endpoint, HostPort, Settings
 from sidecar.process.data_dir_lock import DataDirInUse
 from sidecar.process.embedded_redis import EmbeddedRedis, _die_with_parent
 from sidecar.process.redis_supervisor import RedisSupervisor
@@ -43,6 +43,12 @@ def _shift(hp: HostPort | None, index: int) -> HostPort | None:
     return None if hp is None else HostPort(hp.host, hp.port + index)
 
 
+def _shift_all(endpoints: tuple[Endpoint, ...], index: int) -> tuple[Endpoint, ...]:
+    return tuple(
+        Endpoint(e.name, HostPort(e.address.host, e.address.port + index)) for e in endpoints
+    )
+
+
 def worker_settings(settings: Settings, index: int, redis_url: str, private: bool) -> Settings:
     """Worker `index`'s settings: its own ports and node id; UDP ingest only in worker 0
     (one socket per address)."""
@@ -54,6 +60,8 @@ def worker_settings(settings: Settings, index: int, redis_url: str, private: boo
         settings,
         listen=_shift(settings.listen, index),
         advertise=_shift(settings.advertise, index),
+        listeners=_shift_all(settings.listeners, index),
+        advertised_listeners=_shift_all(settings.advertised_listeners, index),
         http_listen=_shift(settings.http_listen, index),
         redis_url=redis_url,
         node_id=node_id,

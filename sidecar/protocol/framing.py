@@ -16,7 +16,13 @@ class BadFrame(Exception):
 
 
 class CloseConnection(Exception):
-    """Raised by a handler or the dispatcher: log the reason and close the connection."""
+    """Raised by a handler or the dispatcher: log the reason and close the connection.
+    `response` (a handler's response body; the dispatcher frames it) is sent first, as
+    Kafka answers a failed SASL authentication before closing."""
+
+    def __init__(self, reason: str, response: bytes | None = None) -> None:
+        super().__init__(reason)
+        self.response = response
 
 
 @dataclass(slots=True)

@@ -18,11 +18,25 @@ class BrokerInfo:
     host: str
     port: int
     incarnation: str
+    # Advertised address per listener name; (): a registration from before listeners,
+    # whose one address serves every listener.
+    listeners: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def token(self) -> str:
         """What a group lease held by this registration contains."""
         return f"{self.node_id}:{self.incarnation}"
+
+    def on(self, listener: str | None) -> BrokerInfo:
+        """This sidecar as a client of `listener` must reach it: that listener's
+        advertised address. A sidecar without a listener of that name is given at its
+        inter-broker address (Kafka would leave it out, and its partitions leaderless)."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                if (host, port) == (self.host, self.port):
+                    return self
+                return BrokerInfo(self.node_id, host, port, self.incarnation, self.listeners)
+        return self
 
 
 class Registry:
@@ -33,11 +47,21 @@ class Registry:
         return await scripts.BROKERS(self.redis, [keys.BROKERS], [str(a) for a in args])
 
     async def register(
-        self, node_id: int, incarnation: str, host: str, port: int, ttl_ms: int, force: bool
+        self,
+        node_id: int,
+        incarnation: str,
+        host: str,
+        port: int,
+        ttl_ms: int,
+        force: bool,
+        listeners: tuple[tuple[str, str, int], ...] = (),
     ) -> tuple[int, int]:
-        """(node id, 0), or (-1, ms until a live holder of the requested id expires)."""
+        """(node id, 0), or (-1, ms until a live holder of the requested id expires).
+        `host`/`port`: the inter-broker listener's advertised address; `listeners`: every
+        listener's (name, host, port)."""
+        advertised = json.dumps({name: [h, p] for name, h, p in listeners})
         got, extra = await self._call(
-            "register", node_id, incarnation, host, port, ttl_ms, int(force)
+            "register", node_id, incarnation, host, port, ttl_ms, int(force), advertised
         )
         return int(got), (0 if int(got) >= 0 else int(extra))
 
@@ -53,5 +77,11 @@ class Registry:
         out = []
         for i in range(1, len(reply), 2):
             doc = json.loads(reply[i + 1])  # type: ignore[arg-type]
-            out.append(BrokerInfo(int(reply[i]), doc["host"], int(doc["port"]), doc["inc"]))  # type: ignore[call-overload]
+            listeners = tuple(
+                (str(name), str(hp[0]), int(hp[1]))
+                for name, hp in json.loads(doc.get("ls") or "{}").items()
+            )
+            out.append(
+                BrokerInfo(int(reply[i]), doc["host"], int(doc["port"]), doc["inc"], listeners)
+            )
         return sorted(out, key=lambda b: b.node_id)

@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 const usage = `usage: franzclient <command> [--name value ...]
@@ -41,7 +43,8 @@ commands:
 
 every command also accepts repeated --property key=value (extra client config; the keys
 known here: client.id, linger.ms, batch.size, max.partition.fetch.bytes, fetch.max.bytes,
-request.timeout.ms) and --log-level none|error|warn|info|debug (default warn, to stderr)
+request.timeout.ms, security.protocol=SASL_PLAINTEXT with sasl.mechanism, sasl.username and
+sasl.password) and --log-level none|error|warn|info|debug (default warn, to stderr)
 `
 
 // usageError is a bad command line: exit status 2 with the usage text.
@@ -669,6 +672,7 @@ func (a *args) clientOpts() []kgo.Opt {
 // applyProperties maps the few Java-style client configs franzclient knows to kgo options
 // (appended last, so they override the tool's own choices).
 func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
+	sasl := map[string]string{}
 	for _, kv := range a.properties {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -676,6 +680,10 @@ func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
 		}
 		if k == "client.id" {
 			opts = append(opts, kgo.ClientID(v))
+			continue
+		}
+		if k == "security.protocol" || strings.HasPrefix(k, "sasl.") {
+			sasl[k] = v
 			continue
 		}
 		n, err := strconv.Atoi(v)
@@ -697,5 +705,27 @@ func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
 			return nil, usagef("--property %s is not one franzclient knows", k)
 		}
 	}
-	return opts, nil
+	return withSasl(opts, sasl)
+}
+
+// withSasl maps security.protocol=SASL_PLAINTEXT with sasl.mechanism (PLAIN,
+// SCRAM-SHA-256, SCRAM-SHA-512), sasl.username and sasl.password to kgo.SASL.
+func withSasl(opts []kgo.Opt, conf map[string]string) ([]kgo.Opt, error) {
+	protocol := conf["security.protocol"]
+	if protocol == "" || protocol == "PLAINTEXT" {
+		return opts, nil
+	}
+	if protocol != "SASL_PLAINTEXT" {
+		return nil, usagef("--property security.protocol=%s is not one franzclient knows", protocol)
+	}
+	user, pass := conf["sasl.username"], conf["sasl.password"]
+	switch conf["sasl.mechanism"] {
+	case "PLAIN":
+		return append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())), nil
+	case "SCRAM-SHA-256":
+		return append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())), nil
+	case "SCRAM-SHA-512":
+		return append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())), nil
+	}
+	return nil, usagef("--property sasl.mechanism=%s is not one franzclient knows", conf["sasl.mechanism"])
 }

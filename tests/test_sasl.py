@@ -1,0 +1,517 @@
+"""SASL on a SASL_PLAINTEXT listener: PLAIN (users file) and SCRAM-SHA-256/512 (credentials
+in Redis, from --add-scram or kafka-configs) with every client the project tests,
+Kafka's answers to wrong passwords and protocol mistakes, credentials shared by the
+sidecars of one Redis, the SCRAM admin APIs' validations and KIP-368 re-authentication.
+Every sidecar here runs on a Redis of its own: its listeners are not the shared ones."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clients import aiokafka_client, confluent_client, kafka_python_client
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+from conftest import RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
+from rawkafka import RawKafka
+from scramp import ScramClient
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
+DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
+SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 58, 34, 33
+PASSWORDS = {"alice": "alice-secret-1", "bob": "bob-secret-2"}
+# (mechanism, user): alice is in the PLAIN users file, bob has SCRAM credentials (which
+# PLAIN logins are also checked against).
+LOGINS = {"PLAIN": "alice", "SCRAM-SHA-256": "bob", "SCRAM-SHA-512": "bob"}
+
+
+@dataclass
+class SaslSidecar:
+    skiff: Skiff
+    plain_port: int  # a PLAINTEXT listener
+    sasl_port: int  # the SASL_PLAINTEXT listener
+    redis: RedisServer
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
+
+
+def _wait_for(log: Path, pattern: str, timeout: float = 30.0) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    while (found := re.search(pattern, log.read_text(errors="replace"))) is None:
+        assert time.monotonic() < deadline, f"no {pattern!r} in:\n" + log.read_text()
+        time.sleep(0.05)
+    return found
+
+
+def start_sasl_sidecar(tmp: Path, redis: RedisServer, name: str, *args: str) -> SaslSidecar:
+    users = tmp / "plain-users"
+    users.write_text(f"# PLAIN users\nalice:{PASSWORDS['alice']}\n")
+    plain = free_port()
+    log = tmp / f"{name}.log"
+    skiff = start_skiff(
+        log,
+        "--redis-url",
+        redis.url,
+        "--listeners",
+        f"PLAINTEXT://127.0.0.1:{plain},SECURE://127.0.0.1:0",
+        "--listener-security-protocol-map",
+        "PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT",
+        "--sasl-plain-users-file",
+        str(users),
+        "--add-scram",
+        f"SCRAM-SHA-256=[name=bob,password={PASSWORDS['bob']}]",
+        "--add-scram",
+        f"SCRAM-SHA-512=[name=bob,password={PASSWORDS['bob']},iterations=8192]",
+        *args,
+        port=plain,
+    )
+    line = _wait_for(log, r"listening on .*SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)")
+    return SaslSidecar(skiff, plain, int(line[1]), redis)
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSidecar]:
+    tmp = tmp_path_factory.mktemp("sasl")
+    redis = start_redis(tmp / "redis")
+    server = start_sasl_sidecar(tmp, redis, "skiff")
+    yield server
+    stop_process(server.skiff.proc)
+    stop_process(redis.proc)
+
+
+# -- every client, every mechanism ----------------------------------------------------------
+
+
+def _client_config(client: str, mechanism: str, user: str, password: str) -> dict[str, Any]:
+    if client == "confluent":
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+        }
+    if client in ("kafka-python", "aiokafka"):
+        return {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": user,
+            "sasl_plain_password": password,
+        }
+    properties = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism}
+    if client == "franz":
+        properties |= {"sasl.username": user, "sasl.password": password}
+    else:  # the Java client
+        module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+        properties["sasl.jaas.config"] = (
+            f"org.apache.kafka.common.security.{module} required "
+            f'username="{user}" password="{password}";'
+        )
+    return {"properties": properties}
+
+
+def _clients() -> dict[str, Any]:
+    clients: dict[str, Any] = {
+        "confluent": confluent_client,
+        "kafka-python": kafka_python_client,
+        "aiokafka": aiokafka_client,
+    }
+    if shutil.which("mvn"):
+        clients["java"] = importlib.import_module("clients.java_client")
+    if shutil.which("go"):
+        clients["franz"] = importlib.import_module("clients.franz_client")
+    return clients
+
+
+CLIENTS = _clients()
+
+
+@pytest.mark.parametrize("mechanism", list(LOGINS))
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_client_produces_and_consumes_over_sasl(
+    sidecar: SaslSidecar, client: str, mechanism: str
+) -> None:
+    user = LOGINS[mechanism]
+    config = _client_config(client, mechanism, user, PASSWORDS[user])
+    module = CLIENTS[client]
+    topic = f"sasl-{uuid.uuid4().hex[:10]}"
+    value = f"{client} {mechanism}".encode()
+    meta = module.produce(sidecar.bootstrap, topic, [{"key": b"k", "value": value}], **config)
+    assert meta[0]["offset"] == 0
+    got = module.consume(sidecar.bootstrap, topic, 0, 0, 1, **config)
+    assert [(r["key"], r["value"], r["offset"]) for r in got] == [(b"k", value, 0)]
+
+
+# -- refusals -----------------------------------------------------------------------------
+
+
+def _handshake(kafka: RawKafka, mechanism: str) -> Any:
+    return kafka.request(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+
+
+def _authenticate(kafka: RawKafka, auth_bytes: bytes, version: int = 2) -> Any:
+    return kafka.request(SASL_AUTHENTICATE, version, {"auth_bytes": auth_bytes})
+
+
+def _plain_login(kafka: RawKafka, user: str, password: str, version: int = 2) -> Any:
+    assert _handshake(kafka, "PLAIN").error_code == 0
+    return _authenticate(kafka, f"\0{user}\0{password}".encode(), version)
+
+
+def _scram_login(kafka: RawKafka, mechanism: str, user: str, password: str) -> Any:
+    assert _handshake(kafka, mechanism).error_code == 0
+    client = ScramClient([mechanism], user, password)
+    first = _authenticate(kafka, client.get_client_first().encode())
+    if first.error_code != 0:  # an unknown user is refused at once
+        return first
+    client.set_server_first(first.auth_bytes.decode())
+    final = _authenticate(kafka, client.get_client_final().encode())
+    if final.error_code == 0:
+        client.set_server_final(final.auth_bytes.decode())  # the server proved its key
+    return final
+
+
+def _metadata_ok(kafka: RawKafka) -> None:
+    meta = kafka.request(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+    assert meta.brokers, meta
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_wrong_password_is_refused_and_closed_other_connections_unaffected(
+    sidecar: SaslSidecar, mechanism: str
+) -> None:
+    user = LOGINS[mechanism]
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as good:
+        if mechanism == "PLAIN":
+            assert _plain_login(good, user, PASSWORDS[user]).error_code == 0
+        else:
+            assert _scram_login(good, mechanism, user, PASSWORDS[user]).error_code == 0
+        with RawKafka("127.0.0.1", sidecar.sasl_port) as bad:
+            if mechanism == "PLAIN":
+                refused = _plain_login(bad, user, "wrong-password")
+                assert (
+                    refused.error_message == "Authentication failed: Invalid username or password"
+                )
+            else:
+                refused = _scram_login(bad, mechanism, user, "wrong-password")
+                assert refused.error_message == (
+                    "Authentication failed during authentication due to invalid credentials "
+                    f"with SASL mechanism {mechanism}"
+                )
+            assert refused.error_code == SASL_AUTHENTICATION_FAILED
+            assert "wrong-password" not in refused.error_message
+            assert bad.closed()
+        _metadata_ok(good)  # the authenticated connection goes on
+    log = _wait_for(sidecar.skiff.log_path, rf"SASL {mechanism} authentication failed on listener")
+    assert log is not None
+    assert "wrong-password" not in sidecar.skiff.log()
+
+
+def test_librdkafka_reports_the_authentication_error(sidecar: SaslSidecar) -> None:
+    errors: list[KafkaError] = []
+    admin = AdminClient(
+        {
+            "bootstrap.servers": sidecar.bootstrap,
+            **_client_config("confluent", "SCRAM-SHA-512", "bob", "not-bobs-password"),
+            "error_cb": errors.append,
+        }
+    )
+    deadline = time.monotonic() + 30
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        assert time.monotonic() < deadline, errors
+        admin.poll(0.2)
+    auth = next(e for e in errors if e.code() == KafkaError._AUTHENTICATION)
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in auth.str()
+
+
+def test_unknown_user_is_refused_like_a_wrong_password(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        refused = _scram_login(kafka, "SCRAM-SHA-256", "nobody", "x")
+        assert refused.error_code == SASL_AUTHENTICATION_FAILED
+        assert kafka.closed()
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        refused = _plain_login(kafka, "nobody", "x")
+        assert refused.error_code == SASL_AUTHENTICATION_FAILED
+        assert kafka.closed()
+
+
+def test_unsupported_mechanism_gets_the_enabled_list_and_a_close(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        answer = _handshake(kafka, "GSSAPI")
+        assert answer.error_code == UNSUPPORTED_SASL_MECHANISM
+        assert list(answer.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert kafka.closed()
+
+
+def test_authenticate_before_handshake_is_illegal_state_and_closes(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        answer = _authenticate(kafka, b"\0alice\0" + PASSWORDS["alice"].encode())
+        assert answer.error_code == ILLEGAL_SASL_STATE
+        assert kafka.closed()
+
+
+def test_request_before_authentication_closes_the_connection(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        assert _handshake(kafka, "PLAIN").error_code == 0  # handshake done, not authenticated
+        kafka.send(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+        assert kafka.closed()
+
+
+def test_malformed_sasl_bytes_are_refused_not_crashed(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        assert _handshake(kafka, "SCRAM-SHA-512").error_code == 0
+        answer = _authenticate(kafka, b"\xff\x00garbage")
+        assert answer.error_code == SASL_AUTHENTICATION_FAILED
+        assert kafka.closed()
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        assert _handshake(kafka, "PLAIN").error_code == 0
+        assert _authenticate(kafka, b"only-one-token").error_code == SASL_AUTHENTICATION_FAILED
+        assert kafka.closed()
+    assert sidecar.skiff.alive()
+    assert "Traceback" not in sidecar.skiff.log()
+
+
+def test_sasl_on_a_plaintext_listener_is_illegal_state(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.plain_port) as kafka:
+        assert _handshake(kafka, "PLAIN").error_code == ILLEGAL_SASL_STATE
+        _metadata_ok(kafka)  # as Kafka: an answer, not a close
+
+
+def test_api_versions_lists_the_sasl_apis_as_kafka_4(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        versions = kafka.request(
+            API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+        )
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+    assert ranges[SASL_HANDSHAKE] == (1, 1)
+    assert ranges[SASL_AUTHENTICATE] == (0, 2)
+    assert ranges[DESCRIBE_SCRAM] == (0, 0)
+    assert ranges[ALTER_SCRAM] == (0, 0)
+
+
+# -- the SCRAM admin APIs -----------------------------------------------------------------
+
+
+def _alter(kafka: RawKafka, deletions: list[dict], upsertions: list[dict]) -> dict[str, Any]:
+    answer = kafka.request(ALTER_SCRAM, 0, {"deletions": deletions, "upsertions": upsertions})
+    return {r.user: (r.error_code, r.error_message) for r in answer.results}
+
+
+def _upsert(name: str, mechanism: int = 2, iterations: int = 4096) -> dict[str, Any]:
+    return {
+        "name": name,
+        "mechanism": mechanism,
+        "iterations": iterations,
+        "salt": b"salt-" + name.encode(),
+        "salted_password": b"x" * 64,
+    }
+
+
+def test_alter_user_scram_credentials_validates_as_kafka(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        assert _scram_login(kafka, "SCRAM-SHA-512", "bob", PASSWORDS["bob"]).error_code == 0
+        got = _alter(
+            kafka,
+            [{"name": "nobody", "mechanism": 1}],
+            [
+                _upsert("few", iterations=4095),
+                _upsert("many", iterations=16385),
+                _upsert(""),
+                _upsert("odd", mechanism=3),
+                _upsert("ok", iterations=16384),
+            ],
+        )
+        assert got == {
+            "nobody": (91, "Attempt to delete a user credential that does not exist"),
+            "few": (93, "Too few iterations"),
+            "many": (93, "Too many iterations"),
+            "": (93, "Username must not be empty"),
+            "odd": (UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
+            "ok": (0, None),
+        }
+        twice = _alter(kafka, [{"name": "ok", "mechanism": 2}], [_upsert("ok")])
+        assert twice == {
+            "ok": (92, "A user credential cannot be altered twice in the same request")
+        }
+        described = kafka.request(DESCRIBE_SCRAM, 0, {"users": [{"name": "ok"}, {"name": "few"}]})
+        by_user = {r.user: r for r in described.results}
+        assert by_user["ok"].error_code == 0
+        assert [(c.mechanism, c.iterations) for c in by_user["ok"].credential_infos] == [(2, 16384)]
+        assert by_user["few"].error_code == 91
+        assert _alter(kafka, [{"name": "ok", "mechanism": 2}], []) == {"ok": (0, None)}
+
+
+# -- credentials shared by sidecars ---------------------------------------------------------
+
+
+def test_kafka_configs_credentials_work_at_once_on_a_second_sidecar(
+    sidecar: SaslSidecar, tmp_path: Path
+) -> None:
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        pytest.skip("java and mvn are needed for Kafka's kafka-configs")
+    from test_kafka_cli import kafka_cli
+
+    admin = tmp_path / "admin.properties"
+    admin.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="bob" password="{PASSWORDS["bob"]}";\n'
+    )
+    second = start_sasl_sidecar(tmp_path, sidecar.redis, "second")
+    try:
+        common = ["--bootstrap-server", sidecar.bootstrap, "--command-config", str(admin)]
+        altered = kafka_cli(
+            "kafka-configs",
+            *common,
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-512=[password=carol-pw-9],SCRAM-SHA-256=[iterations=8192,password=carol-pw-9]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "carol",
+        )
+        assert altered.returncode == 0, altered.stderr
+        assert "Completed updating config for user carol." in altered.stdout
+        described = kafka_cli(
+            "kafka-configs",
+            *common,
+            "--describe",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "carol",
+        )
+        assert described.returncode == 0, described.stderr
+        assert (
+            "SCRAM credential configs for user-principal 'carol' are "
+            "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096"
+        ) in described.stdout
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            with RawKafka("127.0.0.1", second.sasl_port) as kafka:
+                assert _scram_login(kafka, mechanism, "carol", "carol-pw-9").error_code == 0
+                _metadata_ok(kafka)
+        with RawKafka("127.0.0.1", second.sasl_port) as kafka:  # PLAIN against SCRAM's keys
+            assert _plain_login(kafka, "carol", "carol-pw-9").error_code == 0
+        deleted = kafka_cli(
+            "kafka-configs",
+            *common,
+            "--alter",
+            "--delete-config",
+            "SCRAM-SHA-512",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "carol",
+        )
+        assert deleted.returncode == 0, deleted.stderr
+        with RawKafka("127.0.0.1", second.sasl_port) as kafka:
+            refused = _scram_login(kafka, "SCRAM-SHA-512", "carol", "carol-pw-9")
+            assert refused.error_code == SASL_AUTHENTICATION_FAILED
+    finally:
+        stop_process(second.skiff.proc)
+
+
+def test_add_scram_keeps_an_existing_credential(sidecar: SaslSidecar, tmp_path: Path) -> None:
+    """A restart with the same --add-scram (or another password) changes nothing: the
+    credential may have been rotated with kafka-configs since."""
+    again = start_sasl_sidecar(
+        tmp_path, sidecar.redis, "again", "--add-scram", "SCRAM-SHA-512=[name=bob,password=other]"
+    )
+    try:
+        _wait_for(again.skiff.log_path, r"SCRAM-SHA-512 credential of user bob already exists")
+        with RawKafka("127.0.0.1", again.sasl_port) as kafka:
+            assert _scram_login(kafka, "SCRAM-SHA-512", "bob", PASSWORDS["bob"]).error_code == 0
+        assert "other" not in again.skiff.log().replace("another", "")
+    finally:
+        stop_process(again.skiff.proc)
+
+
+# -- KIP-368 re-authentication --------------------------------------------------------------
+
+REAUTH_MS = 4000  # connections.max.reauth.ms of the sidecar below
+
+
+@pytest.fixture(scope="module")
+def reauth_sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSidecar]:
+    tmp = tmp_path_factory.mktemp("reauth")
+    redis = start_redis(tmp / "redis")
+    server = start_sasl_sidecar(
+        tmp, redis, "skiff", "--connections-max-reauth-ms", str(REAUTH_MS), "--log-level", "DEBUG"
+    )
+    yield server
+    stop_process(server.skiff.proc)
+    stop_process(redis.proc)
+
+
+def test_session_lifetime_is_answered_and_enforced(reauth_sidecar: SaslSidecar) -> None:
+    lifetime = REAUTH_MS / 1000
+    with RawKafka("127.0.0.1", reauth_sidecar.sasl_port) as kafka:
+        done = _plain_login(kafka, "alice", PASSWORDS["alice"], version=1)
+        first_ends = time.monotonic() + lifetime  # at the latest
+        assert done.error_code == 0
+        assert done.session_lifetime.total_seconds() == lifetime
+        _metadata_ok(kafka)
+        time.sleep(lifetime / 2)
+        # Re-authentication on the live connection starts a new session.
+        second_starts = time.monotonic()
+        again = _plain_login(kafka, "alice", PASSWORDS["alice"], version=1)
+        assert again.error_code == 0 and again.session_lifetime.total_seconds() == lifetime
+        time.sleep(max(first_ends + 0.2 - time.monotonic(), 0))
+        if time.monotonic() < second_starts + lifetime - 0.5:  # else the machine stalled
+            _metadata_ok(kafka)  # past the first session, within the second
+        time.sleep(max(second_starts + lifetime + 0.2 - time.monotonic(), 0))
+        kafka.send(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+        assert kafka.closed()  # a request after the session closes the connection
+    _wait_for(reauth_sidecar.skiff.log_path, r"SASL session of User:alice expired")
+
+
+def test_reauthentication_cannot_change_the_principal(reauth_sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", reauth_sidecar.sasl_port) as kafka:
+        assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        refused = _plain_login(kafka, "bob", PASSWORDS["bob"])
+        assert refused.error_code == SASL_AUTHENTICATION_FAILED
+        assert "Cannot change principals during re-authentication" in refused.error_message
+        assert kafka.closed()
+    with RawKafka("127.0.0.1", reauth_sidecar.sasl_port) as kafka:
+        assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        answer = _handshake(kafka, "SCRAM-SHA-256")  # another mechanism than the session's
+        assert answer.error_code == UNSUPPORTED_SASL_MECHANISM
+        assert list(answer.mechanisms) == ["PLAIN"]
+        assert kafka.closed()
+
+
+def test_librdkafka_reauthenticates_a_long_lived_consumer(reauth_sidecar: SaslSidecar) -> None:
+    topic = f"reauth-{uuid.uuid4().hex[:10]}"
+    config = _client_config("confluent", "SCRAM-SHA-256", "bob", PASSWORDS["bob"])
+    confluent_client.produce(reauth_sidecar.bootstrap, topic, [{"value": b"first"}], **config)
+    consumer = Consumer(
+        {"bootstrap.servers": reauth_sidecar.bootstrap, "group.id": topic, **config}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        first = consumer.poll(30)
+        assert first is not None and first.value() == b"first"
+        log = reauth_sidecar.skiff.log_path
+        # Sessions last REAUTH_MS: the client must re-authenticate on its connections.
+        deadline = time.monotonic() + 30
+        while "re-authenticated User:bob with SCRAM-SHA-256" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            consumer.poll(0.2)
+        confluent_client.produce(reauth_sidecar.bootstrap, topic, [{"value": b"second"}], **config)
+        deadline = time.monotonic() + 30
+        while (msg := consumer.poll(0.5)) is None or msg.error():
+            assert time.monotonic() < deadline
+        assert msg.value() == b"second" and msg.offset() == 1
+    finally:
+        consumer.close()
+    assert "SASL session of User:bob expired" not in reauth_sidecar.skiff.log()
