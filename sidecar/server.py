@@ -38,6 +38,7 @@ from sidecar.protocol.kio_codec import (
 )
 from sidecar.protocol.primitives import unpack_i32
 from sidecar.security.session import ConnectionSecurity
+from sidecar.security.tls import ServerTls, TlsAcceptor, listener_tls
 from sidecar.server_limits import ConnectionCounts, ListenerLimits, RequestMemory
 from sidecar.storage import resilience
 from sidecar.telemetry import metrics, requests
@@ -580,6 +581,7 @@ class KafkaServer:
         limits: ListenerLimits,
         counts: ConnectionCounts,
         memory: RequestMemory,
+        tls: ServerTls | None = None,
     ) -> None:
         self.listener = listener
         self.broker: Broker | None = None  # set by start()
@@ -589,6 +591,12 @@ class KafkaServer:
         self.counts = counts
         self.memory = memory
         self.sweeper: asyncio.Task[None] | None = None
+        # SSL and SASL_SSL: the listener's certificate, and the connections in their TLS
+        # handshake (bounded like a partial frame: partial.frame.timeout.ms).
+        self.tls = tls
+        self.handshakes: set[asyncio.Task[None]] = set()
+        partial_ms = limits.partial_frame_timeout_ms
+        self.handshake_timeout = partial_ms / 1000 if partial_ms > 0 else 60.0
 
     async def bind(self) -> Listener:
         """Bind the listener's address without accepting yet (connections are refused
@@ -596,7 +604,7 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         bind = self.listener.bind
         self.server = await loop.create_server(
-            self._connection,
+            self._connection if self.tls is None else self._tls_connection,
             host=bind.host,
             port=bind.port,
             reuse_address=True,
@@ -616,11 +624,23 @@ class KafkaServer:
             self.listener.protocol,
         )
 
+    def _tls_connection(self) -> TlsAcceptor:
+        assert self.tls is not None
+        return TlsAcceptor(
+            self.tls,
+            self._connection,
+            self.listener.protocol,
+            self.handshake_timeout,
+            self.handshakes,
+        )
+
     async def start(self, broker: Broker) -> None:
         self.broker = broker
         if self.server is None:
             await self.bind()
         assert self.server is not None
+        if self.tls is not None:
+            self.tls.start()
         await self.server.start_serving()
         self.sweeper = _keep(
             asyncio.create_task(self._sweep(), name=f"kafka-conn-deadlines-{self.listener.name}")
@@ -673,7 +693,12 @@ class KafkaServer:
             if conn.worker and not conn.worker.done():
                 conn.worker.cancel()
                 workers.append(conn.worker)
+        for task in list(self.handshakes):
+            task.cancel()
+            workers.append(task)
         await asyncio.gather(*workers, return_exceptions=True)
+        if self.tls is not None:
+            await self.tls.stop()
         if self.server:
             await self.server.wait_closed()
 
@@ -694,7 +719,14 @@ class KafkaServers:
         self.counts = ConnectionCounts(self.limits)
         self.memory = RequestMemory(self.limits.queued_max_request_bytes)
         self.servers = [
-            KafkaServer(listener, self.limits, self.counts, self.memory) for listener in listeners
+            KafkaServer(
+                listener,
+                self.limits,
+                self.counts,
+                self.memory,
+                ServerTls(listener_tls(settings, listener)) if listener.tls else None,
+            )
+            for listener in listeners
         ]
 
     @property

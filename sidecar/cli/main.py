@@ -28,7 +28,7 @@ from sidecar.config.settings import (
     ScramBootstrap,
     Settings,
 )
-from sidecar.security import sasl_config
+from sidecar.security import sasl_config, tls
 from sidecar.security.scram_config import parse_add_scram
 from sidecar.telemetry import logs
 from sidecar.telemetry.redact import MASK, is_sensitive, redact_text
@@ -226,6 +226,72 @@ def build_parser() -> argparse.ArgumentParser:
         "inter.broker.listener.name: the listener whose address sidecars register for "
         "one another (none: PLAINTEXT if listed, else the first)",
         type=_listener_name,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-location",
+        None,
+        "ssl.keystore.location: PEM file with the private key and the certificate chain "
+        "of SSL and SASL_SSL listeners (reloaded when it changes)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-type",
+        "PEM",
+        "ssl.keystore.type: PEM only (Skiff reads no JKS or PKCS12)",
+        choices=["PEM"],
+        type=str.upper,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-certificate-location",
+        None,
+        "the certificate chain (PEM) when the key is in a file of its own, e.g. "
+        "cert-manager's tls.crt; goes with --ssl-keystore-key-location",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-keystore-key-location",
+        None,
+        "the private key (PEM), e.g. cert-manager's tls.key",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-key-password",
+        None,
+        "ssl.key.password: the password of an encrypted private key",
+    )
+    _flag(
+        serve,
+        "ssl-truststore-location",
+        None,
+        "ssl.truststore.location: PEM CA bundle that client certificates are verified "
+        "against (none: the system's CAs)",
+        type=Path,
+    )
+    _flag(
+        serve,
+        "ssl-client-auth",
+        "none",
+        "ssl.client.auth: whether SSL clients must present a certificate",
+        choices=["none", "requested", "required"],
+        type=str.lower,
+    )
+    _flag(
+        serve,
+        "ssl-enabled-protocols",
+        "TLSv1.2,TLSv1.3",
+        "ssl.enabled.protocols: TLSv1.2 and/or TLSv1.3",
+    )
+    _flag(
+        serve,
+        "ssl-principal-mapping-rules",
+        "DEFAULT",
+        "ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT: a client "
+        "certificate's subject DN to the principal name",
     )
     _flag(
         serve,
@@ -685,6 +751,15 @@ def _run(argv: list[str]) -> int:
         listener_security_protocol_map=args.listener_security_protocol_map,
         inter_broker_listener_name=args.inter_broker_listener_name,
         listener_overrides=tuple(config.listener_overrides) if config else (),
+        ssl_keystore_location=args.ssl_keystore_location,
+        ssl_keystore_type=args.ssl_keystore_type,
+        ssl_keystore_certificate_location=args.ssl_keystore_certificate_location,
+        ssl_keystore_key_location=args.ssl_keystore_key_location,
+        ssl_key_password=args.ssl_key_password,
+        ssl_truststore_location=args.ssl_truststore_location,
+        ssl_client_auth=args.ssl_client_auth,
+        ssl_enabled_protocols=args.ssl_enabled_protocols,
+        ssl_principal_mapping_rules=args.ssl_principal_mapping_rules,
         redis_url=args.redis_url,
         redis_connect_timeout=args.redis_connect_timeout,
         data_dir=args.data_dir,
@@ -743,12 +818,9 @@ def _run(argv: list[str]) -> int:
         parser.error("--workers needs fixed --listeners ports (worker i listens on port + i)")
     try:
         for listener in listener_config.resolve(settings):
-            if listener.protocol.endswith("SSL"):
-                raise listener_config.ListenerError(
-                    f"listener {listener.name} is {listener.protocol}: TLS listeners are not "
-                    "served yet (use PLAINTEXT or SASL_PLAINTEXT)"
-                )
-    except listener_config.ListenerError as exc:
+            if listener.protocol.endswith("SSL"):  # certificate files readable, key usable
+                tls.build_context(tls.listener_tls(settings, listener))
+    except (listener_config.ListenerError, tls.TlsConfigError) as exc:
         print(f"skiff serve: error: {exc}", file=sys.stderr)
         return EXIT_MISTAKE
     try:

@@ -32,6 +32,11 @@ class Listener:
     bind: HostPort  # where the sidecar listens (port 0: a free port)
     advertised: HostPort  # what Metadata gives clients that came in on this listener
 
+    @property
+    def tls(self) -> bool:
+        """SSL and SASL_SSL listeners encrypt (sidecar/security/tls.py)."""
+        return self.protocol in ("SSL", "SASL_SSL")
+
     def bound_to(self, port: int) -> Listener:
         """The listener once bound: port 0 becomes the port the OS picked, also in what
         is advertised when the advertised port is 0 too."""

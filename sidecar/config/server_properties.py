@@ -197,6 +197,15 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "connections.max.reauth.ms": FlagMapping("connections-max-reauth-ms"),
     "listener.security.protocol.map": FlagMapping("listener-security-protocol-map"),
     "inter.broker.listener.name": FlagMapping("inter-broker-listener-name"),
+    "ssl.keystore.location": FlagMapping("ssl-keystore-location"),
+    "ssl.keystore.type": FlagMapping("ssl-keystore-type"),
+    "ssl.keystore.certificate.location": FlagMapping("ssl-keystore-certificate-location"),
+    "ssl.keystore.key.location": FlagMapping("ssl-keystore-key-location"),
+    "ssl.key.password": FlagMapping("ssl-key-password"),
+    "ssl.truststore.location": FlagMapping("ssl-truststore-location"),
+    "ssl.client.auth": FlagMapping("ssl-client-auth"),
+    "ssl.enabled.protocols": FlagMapping("ssl-enabled-protocols"),
+    "ssl.principal.mapping.rules": FlagMapping("ssl-principal-mapping-rules"),
 }
 LISTENER_KEYS = {"listeners": "listeners", "advertised.listeners": "advertised-listeners"}
 # Read by the listener mapping, not settings of their own.

@@ -71,6 +71,18 @@ class Settings:
     # listener.name.<LISTENER>.<setting>=value from --config (server_properties.py):
     # (LISTENER, setting, value); see listeners.setting_for.
     listener_overrides: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
+    # TLS of SSL and SASL_SSL listeners (sidecar/security/tls.py), Kafka's ssl.* names;
+    # PEM files only. ssl.keystore.certificate.location + .key.location are Skiff's, for
+    # cert-manager's separate tls.crt and tls.key.
+    ssl_keystore_location: Path | None = None
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_certificate_location: Path | None = None
+    ssl_keystore_key_location: Path | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_truststore_location: Path | None = None
+    ssl_client_auth: str = "none"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    ssl_principal_mapping_rules: str = "DEFAULT"
     redis_url: str | None = field(default=None, repr=False)  # may hold a password
     redis_connect_timeout: float = 30.0
     data_dir: Path = Path("skiff-data")

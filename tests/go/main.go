@@ -7,6 +7,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -43,8 +45,9 @@ commands:
 
 every command also accepts repeated --property key=value (extra client config; the keys
 known here: client.id, linger.ms, batch.size, max.partition.fetch.bytes, fetch.max.bytes,
-request.timeout.ms, security.protocol=SASL_PLAINTEXT with sasl.mechanism, sasl.username and
-sasl.password) and --log-level none|error|warn|info|debug (default warn, to stderr)
+request.timeout.ms, security.protocol PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL with
+ssl.truststore.location (PEM) for TLS and sasl.mechanism, sasl.username and sasl.password
+for SASL) and --log-level none|error|warn|info|debug (default warn, to stderr)
 `
 
 // usageError is a bad command line: exit status 2 with the usage text.
@@ -669,10 +672,46 @@ func (a *args) clientOpts() []kgo.Opt {
 	}
 }
 
+// tlsOpts: security.protocol=SSL dials TLS, trusting the PEM CA bundle at
+// ssl.truststore.location (ssl.truststore.type PEM), as the Java client's configs say.
+func (a *args) tlsOpts() ([]kgo.Opt, error) {
+	props := map[string]string{}
+	for _, kv := range a.properties {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			props[k] = v
+		}
+	}
+	switch props["security.protocol"] {
+	case "", "PLAINTEXT", "SASL_PLAINTEXT":
+		return nil, nil
+	case "SSL", "SASL_SSL":
+	default:
+		return nil, usagef("--property security.protocol %s: franzclient knows PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL", props["security.protocol"])
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if path := props["ssl.truststore.location"]; path != "" {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef("no PEM certificate in %s", path)
+		}
+		config.RootCAs = pool
+	}
+	return []kgo.Opt{kgo.DialTLSConfig(config)}, nil
+}
+
 // applyProperties maps the few Java-style client configs franzclient knows to kgo options
 // (appended last, so they override the tool's own choices).
 func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
 	sasl := map[string]string{}
+	tlsOpts, err := a.tlsOpts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, tlsOpts...)
 	for _, kv := range a.properties {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -685,6 +724,9 @@ func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
 		if k == "security.protocol" || strings.HasPrefix(k, "sasl.") {
 			sasl[k] = v
 			continue
+		}
+		if k == "ssl.truststore.location" || k == "ssl.truststore.type" {
+			continue // tlsOpts
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -708,14 +750,14 @@ func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
 	return withSasl(opts, sasl)
 }
 
-// withSasl maps security.protocol=SASL_PLAINTEXT with sasl.mechanism (PLAIN,
+// withSasl maps security.protocol=SASL_PLAINTEXT or SASL_SSL with sasl.mechanism (PLAIN,
 // SCRAM-SHA-256, SCRAM-SHA-512), sasl.username and sasl.password to kgo.SASL.
 func withSasl(opts []kgo.Opt, conf map[string]string) ([]kgo.Opt, error) {
 	protocol := conf["security.protocol"]
-	if protocol == "" || protocol == "PLAINTEXT" {
+	if protocol == "" || protocol == "PLAINTEXT" || protocol == "SSL" {
 		return opts, nil
 	}
-	if protocol != "SASL_PLAINTEXT" {
+	if protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
 		return nil, usagef("--property security.protocol=%s is not one franzclient knows", protocol)
 	}
 	user, pass := conf["sasl.username"], conf["sasl.password"]
