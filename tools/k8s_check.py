@@ -618,6 +618,10 @@ def _skiff_errors(
     config = _config_file(args, env)
     file_values, props = ({}, {}) if config is None else _server_properties(
         obj, c, config, configmaps, actions, where, errors)
+    # A Secret's value is not in the manifests (secret_errors checks it exists).
+    from_secrets = {v["name"] for v in c.get("env") or []
+                    if "secretKeyRef" in (v.get("valueFrom") or {})}
+    env = {k: v for k, v in env.items() if k not in from_secrets or not k.startswith("SKIFF_")}
     stderr = io.StringIO()
     with _environ(env), contextlib.redirect_stderr(stderr):
         cli._FILE_VALUES.update(file_values)
