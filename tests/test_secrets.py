@@ -8,10 +8,13 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
-from conftest import ROOT, free_port
+from conftest import ROOT, RedisServer, free_port, start_skiff, stop_process, wait_for_port
 
 from sidecar.config import broker as broker_configs
 from sidecar.config import server_properties
@@ -114,7 +117,7 @@ def test_a_bad_secret_in_server_properties_is_reported_without_its_value() -> No
     with pytest.raises(server_properties.ConfigFileError, match="num.partitions=six"):
         server_properties.check(plain, _actions())  # other values are still shown
 
-    text = f"sasl.jaas.config=x required password=\"{SECRET}\\uZZZZ\";\n"
+    text = f'sasl.jaas.config=x required password="{SECRET}\\uZZZZ";\n'
     with pytest.raises(server_properties.ConfigFileError) as err:
         server_properties.parse(text, "s.properties")
     assert SECRET[:4] not in str(err.value) and "ZZZZ" not in str(err.value)
@@ -138,3 +141,164 @@ def test_a_bad_secret_flag_is_reported_without_its_value(
     with pytest.raises(SystemExit):
         parser.parse_args(["--num-partitions", "six"])
     assert "'six'" in capsys.readouterr().err
+
+
+# -- a sidecar with every kind of secret, driven, then searched -------------------------
+
+REDIS_PW = "Redis-Pw-7f3a91"
+PLAIN_PW = "Plain-Pw-2b8c44"
+JAAS_PW = "Jaas-Pw-9d1e07"
+ADMIN_PW = "Admin-Scram-Pw-5a6b"
+USER_PW = "User-Scram-Pw-c3d2"
+WRONG_PW = "Wrong-Pw-e8f1aa"
+BAD_CONFIG_PW = "Bad-Config-Pw-41f0"
+# A JWT (header.payload.signature), sent where a password goes: it must not be echoed.
+JWT = (
+    "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjYXJvbCIsImV4cCI6NDEwMjQ0NDgwMH0."
+    "c2lnbmF0dXJlLW5vdC12YWxpZC1idXQtc2VjcmV0LTc3MjE"
+)
+SECRETS = [REDIS_PW, PLAIN_PW, JAAS_PW, ADMIN_PW, USER_PW, WRONG_PW, BAD_CONFIG_PW, JWT]
+
+
+def _sasl(port: int, mechanism: str, user: str, password: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def _produce_one(client: dict[str, Any], topic: str) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({**client, "acks": "all"})
+    producer.produce(topic, b"v")
+    assert producer.flush(30) == 0
+
+
+def _refused(client: dict[str, Any]) -> None:
+    """The client's authentication is refused: librdkafka reports _AUTHENTICATION."""
+    from confluent_kafka import KafkaError, Producer
+
+    seen: list[Any] = []
+    producer = Producer({**client, "error_cb": seen.append})
+    deadline = time.monotonic() + 20
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in seen):
+        assert time.monotonic() < deadline, seen
+        producer.poll(0.2)
+
+
+def _serve_mistake(*args: str, env: dict[str, str] | None = None) -> str:
+    import os
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "sidecar.cli.main", "serve", "--listen",
+         f"127.0.0.1:{free_port()}", "--http-listen", "off", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("SKIFF_")},
+             **(env or {})},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_no_secret_in_logs_metrics_spans_or_answers(
+    own_redis: RedisServer, tmp_path: Path, topic: str
+) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        ConfigResource,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+    from otlp_receiver import OtlpReceiver
+    from telemetry_helpers import get
+
+    own_redis.client().config_set("requirepass", REDIS_PW)
+    users = tmp_path / "plain-users"
+    users.write_text(f"alice:{PLAIN_PW}\n")
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'user_bob="{JAAS_PW}";\n'
+    )
+    receiver = OtlpReceiver()
+    plain_port, sasl_port = free_port(), free_port()
+    env = {
+        "SKIFF_ADD_SCRAM": f"SCRAM-SHA-512=[name=admin,password={ADMIN_PW}]",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    skiff = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url", f"redis://:{REDIS_PW}@127.0.0.1:{own_redis.port}/0",
+        "--listeners",
+        f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "--sasl-plain-users-file", str(users),
+        "--config", str(properties),
+        "--log-level", "DEBUG",
+        port=plain_port, env=env,
+    )  # fmt: skip
+    try:
+        wait_for_port(sasl_port, skiff.proc)
+        alice = _sasl(sasl_port, "PLAIN", "alice", PLAIN_PW)
+        _produce_one(alice, topic)
+        _produce_one(_sasl(sasl_port, "PLAIN", "bob", JAAS_PW), topic)
+        admin_client = _sasl(sasl_port, "SCRAM-SHA-512", "admin", ADMIN_PW)
+        admin = AdminClient(admin_client)
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        upsert = UserScramCredentialUpsertion("dave", info, USER_PW.encode())
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=30)
+        admin.describe_user_scram_credentials(["dave"])["dave"].result(timeout=30)
+        _produce_one(_sasl(sasl_port, "SCRAM-SHA-512", "dave", USER_PW), topic)
+        broker = ConfigResource(ConfigResource.Type.BROKER, "0")
+        described = admin.describe_configs([broker])
+        answers = repr([(c.name, c.value) for f in described.values()
+                        for c in f.result(timeout=30).values()])  # fmt: skip
+
+        _refused(_sasl(sasl_port, "PLAIN", "alice", WRONG_PW))
+        _refused(_sasl(sasl_port, "SCRAM-SHA-512", "admin", WRONG_PW))
+        _refused(_sasl(sasl_port, "SCRAM-SHA-256", "dave", USER_PW))  # no such credential
+        _refused(_sasl(sasl_port, "PLAIN", "carol", JWT))
+
+        status, metrics, _ = get(skiff.http_port, "/metrics")
+        assert status == 200
+        receiver.wait_for(lambda s: s.name.startswith("produce"), timeout=15)
+        time.sleep(0.5)  # one more export interval (100 ms) for the last spans
+    finally:
+        stop_process(skiff.proc)
+        receiver.close()
+    log = skiff.log()
+    # The failed logins were logged, without what was sent.
+    assert log.count("authentication failed") >= 4, log
+    exported = b"".join(receiver.bodies)
+    assert exported, "no spans exported"
+
+    mistakes = [
+        _serve_mistake("--add-scram", f"SCRAM-SHA-512=[name=x,password={BAD_CONFIG_PW},x=1]"),
+        _serve_mistake(env={"SKIFF_ADD_SCRAM": f"SCRAM-SHA-9=[name=x,password={BAD_CONFIG_PW}]"}),
+        _serve_mistake("--redis-url", f"redis://:{BAD_CONFIG_PW}/@127.0.0.1:{own_redis.port}/0"),
+    ]
+    bad_properties = tmp_path / "bad.properties"
+    bad_properties.write_text(f'sasl.jaas.config=x required password="{BAD_CONFIG_PW}\\uZZ";\n')
+    mistakes.append(_serve_mistake("--config", str(bad_properties)))
+
+    for secret in SECRETS:
+        for where, text in (
+            ("log", log),
+            ("/metrics", metrics.decode()),
+            ("DescribeConfigs", answers),
+            *(("start-up error", m) for m in mistakes),
+        ):
+            assert secret not in text, f"{secret!r} in {where}:\n{text}"
+            assert quote(secret, safe="") not in text, f"{secret!r} in {where}"
+        assert secret.encode() not in exported, f"{secret!r} in exported spans"
