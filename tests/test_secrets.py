@@ -190,15 +190,18 @@ def _refused(client: dict[str, Any]) -> None:
         producer.poll(0.2)
 
 
-def _serve_mistake(*args: str, env: dict[str, str] | None = None) -> str:
+def _clean_environ() -> dict[str, str]:
     import os
 
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SKIFF_", "OTEL_"))}
+
+
+def _serve_mistake(*args: str, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "sidecar.cli.main", "serve", "--listen",
          f"127.0.0.1:{free_port()}", "--http-listen", "off", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("SKIFF_")},
-             **(env or {})},
+        env={**_clean_environ(), **(env or {})},
     )  # fmt: skip
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -302,3 +305,51 @@ def test_no_secret_in_logs_metrics_spans_or_answers(
             assert secret not in text, f"{secret!r} in {where}:\n{text}"
             assert quote(secret, safe="") not in text, f"{secret!r} in {where}"
         assert secret.encode() not in exported, f"{secret!r} in exported spans"
+
+
+KEY_PW = "Key-Pw-6e5d4c3b"
+
+
+def test_an_encrypted_tls_key_and_its_password_stay_out_of_the_output(tmp_path: Path) -> None:
+    """ssl.key.password (SKIFF_SSL_KEY_PASSWORD): a wrong one stops `skiff serve` with one
+    line and exit status 2, a right one serves TLS; neither the password nor the key's
+    PEM body is printed."""
+    import trustme
+    from cryptography.hazmat.primitives import serialization
+
+    issued = trustme.CA().issue_cert("127.0.0.1")
+    key = serialization.load_pem_private_key(issued.private_key_pem.bytes(), password=None)
+    encrypted = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(KEY_PW.encode()),
+    )
+    (tmp_path / "tls.key").write_bytes(encrypted)
+    issued.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    key_body = encrypted.decode().splitlines()[1]
+    tls_args = [
+        "--listeners", f"SSL://127.0.0.1:{free_port()}",
+        "--ssl-keystore-certificate-location", str(tmp_path / "tls.crt"),
+        "--ssl-keystore-key-location", str(tmp_path / "tls.key"),
+    ]  # fmt: skip
+    wrong = _serve_mistake(*tls_args, env={"SKIFF_SSL_KEY_PASSWORD": KEY_PW + "x"})
+    flag = _serve_mistake(*tls_args, "--ssl-key-password", KEY_PW + "x")
+    for out in (wrong, flag):
+        assert KEY_PW not in out and key_body not in out, out
+        assert "ssl.key.password" in out, out
+
+    port = free_port()
+    tls_args[1] = f"SSL://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sidecar.cli.main", "serve", "--http-listen", "off", *tls_args,
+         "--log-level", "DEBUG"],
+        cwd=ROOT, env={**_clean_environ(), "SKIFF_SSL_KEY_PASSWORD": KEY_PW},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, proc)
+    finally:
+        stop_process(proc)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert "listening on SSL://" in out, out
+    assert KEY_PW not in out and key_body not in out, out
