@@ -157,7 +157,8 @@ JWT = (
     "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjYXJvbCIsImV4cCI6NDEwMjQ0NDgwMH0."
     "c2lnbmF0dXJlLW5vdC12YWxpZC1idXQtc2VjcmV0LTc3MjE"
 )
-SECRETS = [REDIS_PW, PLAIN_PW, JAAS_PW, ADMIN_PW, USER_PW, WRONG_PW, BAD_CONFIG_PW, JWT]
+KEY_PW = "Key-Pw-6e5d4c3b"
+SECRETS = [REDIS_PW, PLAIN_PW, JAAS_PW, ADMIN_PW, USER_PW, WRONG_PW, BAD_CONFIG_PW, JWT, KEY_PW]
 
 
 def _sasl(port: int, mechanism: str, user: str, password: str) -> dict[str, Any]:
@@ -234,6 +235,7 @@ def test_no_secret_in_logs_metrics_spans_or_answers(
     plain_port, sasl_port = free_port(), free_port()
     env = {
         "SKIFF_ADD_SCRAM": f"SCRAM-SHA-512=[name=admin,password={ADMIN_PW}]",
+        "SKIFF_SSL_KEY_PASSWORD": KEY_PW,  # listed by DescribeConfigs, never shown
         "OTEL_TRACES_EXPORTER": "otlp",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
@@ -265,8 +267,11 @@ def test_no_secret_in_logs_metrics_spans_or_answers(
         _produce_one(_sasl(sasl_port, "SCRAM-SHA-512", "dave", USER_PW), topic)
         broker = ConfigResource(ConfigResource.Type.BROKER, "0")
         described = admin.describe_configs([broker])
-        answers = repr([(c.name, c.value) for f in described.values()
-                        for c in f.result(timeout=30).values()])  # fmt: skip
+        entries = {c.name: c for f in described.values() for c in f.result(timeout=30).values()}
+        answers = repr([(c.name, c.value) for c in entries.values()])
+        key_password = entries["ssl.key.password"]
+        assert (key_password.value, key_password.is_sensitive) == (None, True)
+        assert entries["sasl.enabled.mechanisms"].value == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 
         _refused(_sasl(sasl_port, "PLAIN", "alice", WRONG_PW))
         _refused(_sasl(sasl_port, "SCRAM-SHA-512", "admin", WRONG_PW))
@@ -305,9 +310,6 @@ def test_no_secret_in_logs_metrics_spans_or_answers(
             assert secret not in text, f"{secret!r} in {where}:\n{text}"
             assert quote(secret, safe="") not in text, f"{secret!r} in {where}"
         assert secret.encode() not in exported, f"{secret!r} in exported spans"
-
-
-KEY_PW = "Key-Pw-6e5d4c3b"
 
 
 def test_an_encrypted_tls_key_and_its_password_stay_out_of_the_output(tmp_path: Path) -> None:
