@@ -37,6 +37,7 @@ from sidecar.protocol.kio_codec import (
     oversized_string,
 )
 from sidecar.protocol.primitives import unpack_i32
+from sidecar.security.sasl_config import SASL_SERVER_MAX_RECEIVE_SIZE
 from sidecar.security.session import ConnectionSecurity
 from sidecar.security.tls import ServerTls, TlsAcceptor, listener_tls
 from sidecar.server_limits import ConnectionCounts, ListenerLimits, RequestMemory
@@ -337,7 +338,10 @@ class KafkaConnection(asyncio.Protocol):
         reserves its size in queued.max.request.bytes; without room, reading pauses
         here until _room_made."""
         buf = self.buffer
-        limit = self.broker.settings.max_request_bytes
+        limit, setting = self.broker.settings.max_request_bytes, "--max-request-bytes"
+        if not self.security.authenticated and limit > SASL_SERVER_MAX_RECEIVE_SIZE:
+            # Kafka's sasl.server.max.receive.size: small frames until authenticated.
+            limit, setting = SASL_SERVER_MAX_RECEIVE_SIZE, "before SASL authentication"
         split = False
         while len(buf) >= 4:
             (size,) = unpack_i32(buf, 0)
@@ -346,7 +350,8 @@ class KafkaConnection(asyncio.Protocol):
                 # one request at a time, would reach the bad frame only after them).
                 metrics.REQUEST_FRAMES_REFUSED.labels("socket.request.max.bytes").inc()
                 self.frames.append(
-                    f"request size {size} is outside 0..{limit} (--max-request-bytes)"
+                    f"request size {size} is outside 0..{limit} ({setting})"
+                    + (" (a TLS client on a plaintext listener?)" if buf[:2] == b"\x16\x03" else "")
                 )
                 buf.clear()
                 self.closing = True

@@ -83,6 +83,11 @@ ADVERTISED = {
     79: (1, 2),  # ShareAcknowledge
     90: (0, 1),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
+    17: (1, 1),  # SaslHandshake (v0, the unframed exchange, is not served)
+    36: (0, 2),  # SaslAuthenticate
+    48: (0, 1),  # DescribeClientQuotas
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.

@@ -7,8 +7,13 @@ Every sidecar here runs on a Redis of its own: its listeners are not the shared 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import shutil
+import struct
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,8 +25,8 @@ import pytest
 from clients import aiokafka_client, confluent_client, kafka_python_client
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
-from conftest import RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
-from rawkafka import RawKafka
+from conftest import ROOT, RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
+from rawkafka import ConnectionClosed, RawKafka
 from scramp import ScramClient
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
@@ -53,7 +58,13 @@ def _wait_for(log: Path, pattern: str, timeout: float = 30.0) -> re.Match[str]:
     return found
 
 
-def start_sasl_sidecar(tmp: Path, redis: RedisServer, name: str, *args: str) -> SaslSidecar:
+def start_sasl_sidecar(
+    tmp: Path,
+    redis: RedisServer,
+    name: str,
+    *args: str,
+    pattern: str = r"SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)",
+) -> SaslSidecar:
     users = tmp / "plain-users"
     users.write_text(f"# PLAIN users\nalice:{PASSWORDS['alice']}\n")
     plain = free_port()
@@ -75,7 +86,7 @@ def start_sasl_sidecar(tmp: Path, redis: RedisServer, name: str, *args: str) -> 
         *args,
         port=plain,
     )
-    line = _wait_for(log, r"listening on .*SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)")
+    line = _wait_for(log, r"listening on .*" + pattern)
     return SaslSidecar(skiff, plain, int(line[1]), redis)
 
 
@@ -278,6 +289,22 @@ def test_malformed_sasl_bytes_are_refused_not_crashed(sidecar: SaslSidecar) -> N
         assert kafka.closed()
     assert sidecar.skiff.alive()
     assert "Traceback" not in sidecar.skiff.log()
+
+
+def test_a_large_frame_before_authentication_closes_the_connection(sidecar: SaslSidecar) -> None:
+    """Kafka's sasl.server.max.receive.size (512 KiB): an unauthenticated client cannot
+    make the sidecar buffer a large frame."""
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        kafka.send_raw(struct.pack(">i", 524_289) + b"\0" * 1024)
+        assert kafka.closed()
+    _wait_for(
+        sidecar.skiff.log_path,
+        r"request size 524289 is outside 0\.\.524288 \(before SASL authentication\)",
+    )
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:  # the limit is the SASL one only
+        assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        kafka.send_raw(struct.pack(">i", 524_289) + b"\0" * 1024)
+        assert not kafka.closed(timeout=1)
 
 
 def test_sasl_on_a_plaintext_listener_is_illegal_state(sidecar: SaslSidecar) -> None:
@@ -515,3 +542,231 @@ def test_librdkafka_reauthenticates_a_long_lived_consumer(reauth_sidecar: SaslSi
     finally:
         consumer.close()
     assert "SASL session of User:bob expired" not in reauth_sidecar.skiff.log()
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+def _skiff(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sidecar.cli.main", *args],
+        cwd=ROOT,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_skiff_users_manages_credentials_a_sidecar_accepts(sidecar: SaslSidecar) -> None:
+    redis = ["--redis-url", sidecar.redis.url]
+    made = _skiff(
+        "users",
+        "set-scram",
+        "frank",
+        "--iterations",
+        "8192",
+        "--password-stdin",
+        *redis,
+        stdin="frank-pw-3\n",
+    )
+    assert made.returncode == 0, made.stderr
+    assert "frank-pw-3" not in made.stdout + made.stderr
+    listed = _skiff("users", "list", "--json", *redis)
+    assert json.loads(listed.stdout)["frank"] == {"SCRAM-SHA-256": 8192, "SCRAM-SHA-512": 8192}
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        assert _scram_login(kafka, "SCRAM-SHA-512", "frank", "frank-pw-3").error_code == 0
+    deleted = _skiff("users", "delete-scram", "frank", "--mechanism", "SCRAM-SHA-512", *redis)
+    assert deleted.returncode == 0, deleted.stderr
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        refused = _scram_login(kafka, "SCRAM-SHA-512", "frank", "frank-pw-3")
+        assert refused.error_code == SASL_AUTHENTICATION_FAILED
+    again = _skiff("users", "delete-scram", "frank", "--mechanism", "SCRAM-SHA-512", *redis)
+    assert again.returncode == 2
+    assert again.stderr == "skiff users: error: user frank has no SCRAM-SHA-512 credential\n"
+    no_tty = _skiff("users", "set-scram", "frank", *redis)
+    assert no_tty.returncode == 2
+    assert len(no_tty.stderr.splitlines()) == 1 and "--password-stdin" in no_tty.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--sasl-enabled-mechanisms", "GSSAPI"], "Skiff does not serve GSSAPI"),
+        (["--sasl-enabled-mechanisms", "PLAIN,MD5"], "unknown SASL mechanism 'MD5'"),
+        (["--add-scram", "SCRAM-SHA-1=[name=a,password=s3cr3t]"], "unknown SCRAM mechanism"),
+        (["--add-scram", "SCRAM-SHA-512=[name=a,password=s3cr3t,iterations=10]"], "4096..16384"),
+        (["--add-scram", "SCRAM-SHA-512=[password=s3cr3t]"], "name= is missing"),
+        (["--add-scram", "admin:s3cr3t"], "expected MECHANISM=[name=USER,password=PASSWORD]"),
+    ],
+)
+def test_bad_sasl_settings_are_one_line_and_status_2(args: list[str], says: str) -> None:
+    result = _skiff("serve", "--redis-url", "redis://127.0.0.1:1", *args)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert says in result.stderr
+    assert "s3cr3t" not in result.stderr
+
+
+def test_gssapi_in_a_listener_override_is_refused_at_start(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "listeners=SECURE://127.0.0.1:0\n"
+        "listener.security.protocol.map=SECURE:SASL_PLAINTEXT\n"
+        "listener.name.secure.sasl.enabled.mechanisms=GSSAPI\n"
+    )
+    result = _skiff("serve", "--config", str(config), "--redis-url", "redis://127.0.0.1:1")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "skiff serve: error: listener.name.secure.sasl.enabled.mechanisms: Skiff does not "
+        "serve GSSAPI (Kerberos); use SCRAM-SHA-512 or PLAIN"
+    )
+
+
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="the Java client needs mvn")
+def test_java_client_reauthenticates_and_keeps_consuming(reauth_sidecar: SaslSidecar) -> None:
+    java = CLIENTS["java"]
+    topic = f"reauth-java-{uuid.uuid4().hex[:8]}"
+    config = _client_config("java", "SCRAM-SHA-512", "bob", PASSWORDS["bob"])
+    bootstrap = reauth_sidecar.bootstrap
+    confluent = _client_config("confluent", "SCRAM-SHA-512", "bob", PASSWORDS["bob"])
+    confluent_client.produce(bootstrap, topic, [{"value": b"one"}], **confluent)
+    got: list[Any] = []
+    failed: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            got.extend(java.consume(bootstrap, topic, 0, 0, 2, timeout_ms=90_000, **config))
+        except BaseException as exc:  # reported by the test thread
+            failed.append(exc)
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    log = reauth_sidecar.skiff.log_path
+    deadline = time.monotonic() + 90
+    # The Java consumer re-authenticates its connections before each session ends.
+    while "re-authenticated User:bob with SCRAM-SHA-512" not in log.read_text():
+        assert time.monotonic() < deadline and reader.is_alive(), failed
+        time.sleep(0.2)
+    confluent_client.produce(bootstrap, topic, [{"value": b"two"}], **confluent)
+    reader.join(120)
+    assert not failed, failed
+    assert [r["value"] for r in got] == [b"one", b"two"]
+    assert "SASL session of User:bob expired" not in reauth_sidecar.skiff.log()
+
+
+def test_listener_settings_from_server_properties_and_add_scram_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    """Kafka's per-listener keys: the listener's mechanisms and its PLAIN JAAS users; the
+    SCRAM bootstrap from SKIFF_ADD_SCRAM, one credential per line (a Kubernetes Secret)."""
+    redis = start_redis(tmp_path / "redis")
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT\n"
+        "listener.name.secure.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
+        "listener.name.secure.plain.sasl.jaas.config="
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-pw" user_gina="gina-pw" '
+        'user_hal="hal \\\\"quoted\\\\" pw";\n'
+    )
+    plain = free_port()
+    log = tmp_path / "skiff.log"
+    skiff = start_skiff(
+        log,
+        "--config",
+        str(config),
+        "--redis-url",
+        redis.url,
+        "--listeners",
+        f"PLAINTEXT://127.0.0.1:{plain},SECURE://127.0.0.1:0",
+        port=plain,
+        env={
+            "SKIFF_ADD_SCRAM": "SCRAM-SHA-256=[name=ida,password=ida-pw]\n"
+            "SCRAM-SHA-256=[name=jo,password=jo-pw,iterations=4096]\n"
+        },
+    )
+    try:
+        port = int(_wait_for(log, r"SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)")[1])
+        with RawKafka("127.0.0.1", port) as kafka:
+            answer = _handshake(kafka, "SCRAM-SHA-512")
+            assert answer.error_code == UNSUPPORTED_SASL_MECHANISM
+            assert list(answer.mechanisms) == ["PLAIN", "SCRAM-SHA-256"]
+        for user, password in (("gina", "gina-pw"), ("hal", 'hal "quoted" pw')):
+            with RawKafka("127.0.0.1", port) as kafka:
+                assert _plain_login(kafka, user, password).error_code == 0, user
+                _metadata_ok(kafka)
+        with RawKafka("127.0.0.1", port) as kafka:  # the broker's own login is no user
+            assert _plain_login(kafka, "admin", "admin-pw").error_code == SASL_AUTHENTICATION_FAILED
+        for user in ("ida", "jo"):
+            with RawKafka("127.0.0.1", port) as kafka:
+                assert _scram_login(kafka, "SCRAM-SHA-256", user, f"{user}-pw").error_code == 0
+        assert "-pw" not in skiff.log()
+    finally:
+        stop_process(skiff.proc)
+        stop_process(redis.proc)
+
+
+def test_redis_down_closes_a_scram_login_instead_of_refusing_it(tmp_path: Path) -> None:
+    """A refusal would tell the client its password is wrong (clients give up on it);
+    a close during authentication is what clients retry after."""
+    redis = start_redis(tmp_path / "redis")
+    server = start_sasl_sidecar(tmp_path, redis, "skiff", "--redis-retry-ms", "600")
+    try:
+        stop_process(redis.proc)
+        with RawKafka("127.0.0.1", server.sasl_port) as kafka:
+            assert _handshake(kafka, "SCRAM-SHA-512").error_code == 0
+            client = ScramClient(["SCRAM-SHA-512"], "bob", PASSWORDS["bob"])
+            kafka.send(SASL_AUTHENTICATE, 2, {"auth_bytes": client.get_client_first().encode()})
+            assert kafka.closed(timeout=30)
+            with pytest.raises(ConnectionClosed):  # closed without an answer
+                kafka.recv_raw(timeout=1)
+        with RawKafka("127.0.0.1", server.sasl_port) as kafka:  # file users need no Redis
+            assert _plain_login(kafka, "alice", PASSWORDS["alice"]).error_code == 0
+        _wait_for(
+            server.skiff.log_path, r"Redis is unavailable: SASL credentials cannot be checked"
+        )
+    finally:
+        stop_process(server.skiff.proc)
+
+
+def test_sasl_ssl_with_every_mechanism(tmp_path: Path) -> None:
+    """SASL over TLS (listener protocol SASL_SSL): librdkafka and franz-go log in with
+    each mechanism and produce and consume."""
+    from tls_certs import TestCerts
+
+    certs = TestCerts(tmp_path / "certs")
+    redis = start_redis(tmp_path / "redis")
+    server = start_sasl_sidecar(
+        tmp_path,
+        redis,
+        "skiff",
+        "--listener-security-protocol-map",
+        "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL",
+        "--ssl-keystore-location",
+        str(certs.server_pem),
+        pattern=r"SECURE://127\.0\.0\.1:(\d+) \(SASL_SSL\)",
+    )
+    try:
+        for client in [c for c in ("confluent", "franz") if c in CLIENTS]:
+            for mechanism, user in LOGINS.items():
+                config = _client_config(client, mechanism, user, PASSWORDS[user])
+                if client == "confluent":
+                    config |= {
+                        "security.protocol": "SASL_SSL",
+                        "ssl.ca.location": str(certs.ca_pem),
+                    }
+                else:
+                    config["properties"] |= {
+                        "security.protocol": "SASL_SSL",
+                        "ssl.truststore.location": str(certs.ca_pem),
+                    }
+                topic = f"sasl-ssl-{uuid.uuid4().hex[:8]}"
+                module = CLIENTS[client]
+                module.produce(server.bootstrap, topic, [{"value": mechanism.encode()}], **config)
+                got = module.consume(server.bootstrap, topic, 0, 0, 1, **config)
+                assert [r["value"] for r in got] == [mechanism.encode()], (client, mechanism)
+    finally:
+        stop_process(server.skiff.proc)
+        stop_process(redis.proc)

@@ -10,6 +10,7 @@ import re
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +24,9 @@ from clients import (
     java_client,
     kafka_python_client,
 )
-from conftest import RedisServer, Skiff, free_port, start_skiff, stop_process
+from conftest import ROOT, RedisServer, Skiff, free_port, start_skiff, stop_process
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from rawkafka import ConnectionClosed, RawKafka
 from tls_certs import TestCerts, serial_of
 
@@ -305,7 +308,8 @@ def test_bad_peers_get_a_closed_connection_and_a_log_line(
                     certs.client_context().wrap_socket(raw, server_hostname="127.0.0.1")
             _wait_for(
                 skiff.log_path,
-                rf"closing connection {re.escape(peer)}: request size \d+ is outside",
+                rf"closing connection {re.escape(peer)}: request size \d+ is outside .*"
+                r"\(a TLS client on a plaintext listener\?\)",
             )
             assert _api_versions_ok(survivor)  # untouched by all of the above
         assert "Traceback" not in skiff.log()
@@ -346,6 +350,138 @@ def test_certificate_rotation_reaches_new_connections_only(
         _wait_for(skiff.log_path, r"listener SSL: reloaded its TLS certificate and key")
     finally:
         stop_process(skiff.proc)
+
+
+def _split_encrypted_pair(certs: TestCerts, password: bytes) -> tuple[Path, Path, int]:
+    """cert-manager's layout: tls.crt (chain) and tls.key (here encrypted) apart."""
+    leaf = certs.ca.issue_cert("127.0.0.1", "localhost", common_name="skiff-secure")
+    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), password=None)
+    crt, key_path = certs.dir / "tls.crt", certs.dir / "tls.key"
+    crt.write_bytes(b"".join(p.bytes() for p in leaf.cert_chain_pems))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(password),
+        )
+    )
+    serial = x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes()).serial_number
+    return crt, key_path, serial
+
+
+def test_per_listener_tls_settings_and_a_sasl_ssl_listener(
+    own_redis: RedisServer, tmp_path: Path, certs: TestCerts
+) -> None:
+    crt, key, secure_serial = _split_encrypted_pair(certs, b"s3cret")
+    conf = tmp_path / "server.properties"
+    conf.write_text(
+        f"ssl.keystore.location={certs.server_pem}\n"
+        f"listener.name.secure.ssl.keystore.certificate.location={crt}\n"
+        f"listener.name.secure.ssl.keystore.key.location={key}\n"
+        "listener.name.secure.ssl.key.password=s3cret\n"
+        "listener.name.secure.ssl.enabled.protocols=TLSv1.3\n"
+    )
+    port = free_port()
+    log = tmp_path / "skiff.log"
+    skiff = start_skiff(
+        log,
+        "--config",
+        str(conf),
+        "--redis-url",
+        own_redis.url,
+        "--listeners",
+        f"INTERNAL://127.0.0.1:{port},SECURE://127.0.0.1:0",
+        "--listener-security-protocol-map",
+        "INTERNAL:SSL,SECURE:SASL_SSL",
+        port=port,
+    )
+    try:
+        secure = int(_wait_for(log, r"SECURE://127\.0\.0\.1:(\d+) \(SASL_SSL\)")[1])
+        assert "s3cret" not in skiff.log()
+        context = certs.client_context()
+        with _tls_kafka(port, context) as kafka:  # INTERNAL: the broker-wide keystore
+            assert serial_of(kafka.sock) == certs.server_serial  # type: ignore[arg-type]
+            assert _api_versions_ok(kafka)
+        with _tls_kafka(secure, context) as kafka:  # SECURE: its own pair, key decrypted
+            assert serial_of(kafka.sock) == secure_serial  # type: ignore[arg-type]
+            assert kafka.sock.version() == "TLSv1.3"  # type: ignore[attr-defined]
+            assert _api_versions_ok(kafka)  # SASL_SSL: served before authentication
+            kafka.send(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+            assert kafka.closed()  # anything else is not
+        tls12 = certs.client_context()
+        tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+        assert _refused(secure, tls12) is not None  # listener.name.secure.ssl.enabled.protocols
+        with _tls_kafka(port, tls12) as kafka:  # INTERNAL still takes TLS 1.2
+            assert _api_versions_ok(kafka)
+    finally:
+        stop_process(skiff.proc)
+
+
+def test_tls_mistakes_are_one_line_and_exit_status_2(tmp_path: Path, certs: TestCerts) -> None:
+    crt, key, _ = _split_encrypted_pair(certs, b"right")
+    ssl_listener = ["--listeners", "SSL://127.0.0.1:0"]
+    for args, says in (
+        (ssl_listener, "listener SSL (SSL) needs a server certificate: ssl.keystore.location"),
+        (
+            [
+                *ssl_listener,
+                "--ssl-keystore-certificate-location",
+                str(crt),
+                "--ssl-keystore-key-location",
+                str(key),
+                "--ssl-key-password",
+                "Hunter2x",
+            ],
+            "cannot use the key and certificate",
+        ),
+        (
+            [
+                *ssl_listener,
+                "--ssl-keystore-certificate-location",
+                str(crt),
+                "--ssl-keystore-key-location",
+                str(key),
+            ],
+            "is encrypted: set ssl.key.password",  # not a prompt on the terminal
+        ),
+        (
+            [*ssl_listener, "--ssl-keystore-location", str(tmp_path / "missing.pem")],
+            "cannot read",
+        ),
+        (
+            [
+                *ssl_listener,
+                "--ssl-keystore-location",
+                str(certs.server_pem),
+                "--ssl-enabled-protocols",
+                "TLSv1.1,TLSv1.2",
+            ],
+            "Skiff serves TLSv1.2 and TLSv1.3 only",
+        ),
+        (
+            [
+                *ssl_listener,
+                "--ssl-keystore-location",
+                str(certs.server_pem),
+                "--ssl-principal-mapping-rules",
+                "RULE:^CN=(.*)$/$1/X",
+            ],
+            "invalid ssl.principal.mapping.rules rule",
+        ),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli.main", "serve", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert says in lines[0], lines[0]
+        assert "Hunter2x" not in lines[0]  # no password in the message
 
 
 # -- in-process: the principal on the connection's ConnectionSecurity -----------------------

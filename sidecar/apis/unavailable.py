@@ -32,11 +32,13 @@ from typing import Any
 from sidecar.apis import (
     api_versions,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_log_dirs,
     fetch,
     produce,
+    sasl_handshake,
 )
 from sidecar.broker import Broker
 from sidecar.protocol import errors
@@ -53,7 +55,14 @@ KAFKA_STORAGE_ERROR = errors.code("KAFKA_STORAGE_ERROR")
 UNAVAILABLE = "Redis is unavailable"
 
 # APIs answered from memory alone, so never with the errors here.
-NEEDS_NO_REDIS = frozenset({api_versions.API_KEY, describe_cluster.API_KEY})
+NEEDS_NO_REDIS = frozenset(
+    {
+        api_versions.API_KEY,
+        describe_cluster.API_KEY,
+        sasl_handshake.API_KEY,
+        describe_client_quotas.API_KEY,
+    }
+)
 
 
 def _produce(broker: Broker, request: Any, reason: str = "timeout") -> bytes | None:
@@ -352,6 +361,35 @@ def _create_partitions(broker: Broker, request: Any) -> bytes:
     return encode_response(37, request.header.api_version, {"throttle_time": 0, "results": results})
 
 
+def _sasl_authenticate(broker: Broker, request: Any) -> bytes:
+    # A refusal would tell the client its credentials are wrong; a close during
+    # authentication is what clients reconnect and retry after.
+    raise CloseConnection(f"{UNAVAILABLE}: SASL credentials cannot be checked")
+
+
+def _describe_user_scram_credentials(broker: Broker, request: Any) -> bytes:
+    users = [u.name for u in request.body.users or ()]
+    body = {
+        "throttle_time": 0,
+        "error_code": REQUEST_TIMED_OUT,
+        "error_message": UNAVAILABLE,
+        "results": [
+            {"user": u, "error_code": REQUEST_TIMED_OUT, "error_message": UNAVAILABLE}
+            for u in dict.fromkeys(users)
+        ],
+    }
+    return encode_response(50, request.header.api_version, body)
+
+
+def _alter_user_scram_credentials(broker: Broker, request: Any) -> bytes:
+    body = request.body
+    names = dict.fromkeys(e.name for e in (*body.deletions, *body.upsertions))
+    results = [
+        {"user": n, "error_code": REQUEST_TIMED_OUT, "error_message": UNAVAILABLE} for n in names
+    ]
+    return encode_response(51, request.header.api_version, {"throttle_time": 0, "results": results})
+
+
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     0: _produce,  # called with the reason by response()
     1: _fetch,
@@ -377,6 +415,9 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     42: _delete_groups,
     44: _alter_configs(44),
     47: _top_level(47, topics=[]),
+    36: _sasl_authenticate,
+    50: _describe_user_scram_credentials,
+    51: _alter_user_scram_credentials,
     **share_unavailable.BUILDERS,  # 76-79, 90, 91: sidecar/share/unavailable.py
 }
 

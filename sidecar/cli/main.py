@@ -18,6 +18,7 @@ from sidecar.cli import preflight
 from sidecar.cli import queues as queues_cli
 from sidecar.cli import storage as storage_cli
 from sidecar.cli import topics as topics_cli
+from sidecar.cli import users as users_cli
 from sidecar.cli.arg_types import at_least, positive
 from sidecar.config import listeners as listener_config
 from sidecar.config import server_properties
@@ -610,6 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics_cli.add_parser(sub)
     queues_cli.add_parser(sub)
     storage_cli.add_parser(sub)
+    users_cli.add_parser(sub)
     return parser
 
 
@@ -741,6 +743,8 @@ def _run(argv: list[str]) -> int:
         return queues_cli.run(args)
     if args.command == "storage":
         return storage_cli.run(args)
+    if args.command == "users":
+        return users_cli.run(args)
     if args.command != "serve":
         return 2
     settings = Settings(

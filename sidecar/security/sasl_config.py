@@ -6,6 +6,10 @@ from __future__ import annotations
 from sidecar.config.listeners import setting_for
 from sidecar.config.settings import SASL_MECHANISMS, Settings
 
+# Kafka's sasl.server.max.receive.size default: the largest frame a SASL listener reads
+# before the client has authenticated.
+SASL_SERVER_MAX_RECEIVE_SIZE = 524_288
+
 
 def parse_mechanisms(text: str) -> tuple[str, ...]:
     """sasl.enabled.mechanisms: a comma-separated list; ValueError for one Skiff lacks."""

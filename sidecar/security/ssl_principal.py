@@ -7,21 +7,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.x509.oid import NameOID
+if TYPE_CHECKING:
+    from cryptography import x509
 
-# Java's RFC 2253 keywords; any other attribute type prints as OID=#<hex of its DER value>.
+# Java's RFC 2253 keywords by OID; any other attribute type prints as OID=#<hex of its
+# DER value>.
 _KEYWORDS = {
-    NameOID.COMMON_NAME: "CN",
-    NameOID.COUNTRY_NAME: "C",
-    NameOID.LOCALITY_NAME: "L",
-    NameOID.STATE_OR_PROVINCE_NAME: "ST",
-    NameOID.ORGANIZATION_NAME: "O",
-    NameOID.ORGANIZATIONAL_UNIT_NAME: "OU",
-    NameOID.STREET_ADDRESS: "STREET",
-    NameOID.DOMAIN_COMPONENT: "DC",
-    NameOID.USER_ID: "UID",
+    "2.5.4.3": "CN",
+    "2.5.4.6": "C",
+    "2.5.4.7": "L",
+    "2.5.4.8": "ST",
+    "2.5.4.10": "O",
+    "2.5.4.11": "OU",
+    "2.5.4.9": "STREET",
+    "0.9.2342.19200300.100.1.25": "DC",
+    "0.9.2342.19200300.100.1.1": "UID",
 }
 _UTF8_STRING = 12
 _WIDE = {30: "utf-16-be", 28: "utf-32-be"}  # BMPString, UniversalString
@@ -64,12 +66,14 @@ def _hex_value(attribute: x509.NameAttribute) -> str:
 def distinguished_name(certificate_der: bytes) -> str:
     """The certificate's subject as Kafka sees it: RDNs most specific first, `,` between
     them, `+` inside a multi-valued one, keywords as Java names them."""
+    from cryptography import x509  # only once a client presents a certificate
+
     subject = x509.load_der_x509_certificate(certificate_der).subject
     rdns = []
     for rdn in reversed(subject.rdns):
         parts = []
         for attribute in rdn:
-            keyword = _KEYWORDS.get(attribute.oid)
+            keyword = _KEYWORDS.get(attribute.oid.dotted_string)
             if keyword is None:
                 parts.append(f"{attribute.oid.dotted_string}={_hex_value(attribute)}")
             else:

@@ -65,6 +65,15 @@ def listener_tls(settings: Settings, listener: Listener) -> TlsSettings:
         return Path(value) if value else None
 
     where = f"listener {listener.name} ({listener.protocol})"
+    # A listener that names its own key material uses only that, not the broker-wide one.
+    own = {key for name, key, _ in settings.listener_overrides if name == listener.name}
+    keystore_keys = {
+        "ssl.keystore.location": settings.ssl_keystore_location,
+        "ssl.keystore.certificate.location": settings.ssl_keystore_certificate_location,
+        "ssl.keystore.key.location": settings.ssl_keystore_key_location,
+    }
+    if own & keystore_keys.keys():
+        keystore_keys = dict.fromkeys(keystore_keys)
     keystore_type = (get("ssl.keystore.type", settings.ssl_keystore_type) or "PEM").upper()
     if keystore_type != "PEM":
         raise TlsConfigError(
@@ -73,11 +82,12 @@ def listener_tls(settings: Settings, listener: Listener) -> TlsSettings:
         )
     tls = TlsSettings(
         listener=listener.name,
-        keystore=path("ssl.keystore.location", settings.ssl_keystore_location),
+        keystore=path("ssl.keystore.location", keystore_keys["ssl.keystore.location"]),
         certificate=path(
-            "ssl.keystore.certificate.location", settings.ssl_keystore_certificate_location
+            "ssl.keystore.certificate.location",
+            keystore_keys["ssl.keystore.certificate.location"],
         ),
-        key=path("ssl.keystore.key.location", settings.ssl_keystore_key_location),
+        key=path("ssl.keystore.key.location", keystore_keys["ssl.keystore.key.location"]),
         key_password=get("ssl.key.password", settings.ssl_key_password),
         truststore=path("ssl.truststore.location", settings.ssl_truststore_location),
         client_auth=(get("ssl.client.auth", settings.ssl_client_auth) or "none").lower(),
@@ -125,12 +135,21 @@ def build_context(tls: TlsSettings) -> ssl.SSLContext:
     context.maximum_version = versions[-1]
     certificate = tls.keystore or tls.certificate
     assert certificate is not None
+    key_file = tls.key or certificate
+
+    def no_password() -> str:
+        # Without this OpenSSL would prompt on the terminal for an encrypted key.
+        raise TlsConfigError(
+            f"listener {tls.listener}: the private key in {key_file} is encrypted: set "
+            "ssl.key.password"
+        )
+
     try:
-        context.load_cert_chain(certificate, tls.key, password=tls.key_password)
+        context.load_cert_chain(certificate, tls.key, password=tls.key_password or no_password)
     except ssl.SSLError as exc:
         raise TlsConfigError(
             f"listener {tls.listener}: cannot use the key and certificate in "
-            f"{', '.join(str(p) for p in (certificate, tls.key) if p)}: {exc.reason or exc} "
+            f"{', '.join(str(p) for p in (certificate, tls.key) if p)}: {_ssl_text(exc)} "
             "(a wrong ssl.key.password, or a key that does not match the certificate?)"
         ) from None
     except OSError as exc:
@@ -148,7 +167,7 @@ def build_context(tls: TlsSettings) -> ssl.SSLContext:
         except (ssl.SSLError, OSError) as exc:
             raise TlsConfigError(
                 f"listener {tls.listener}: cannot use ssl.truststore.location "
-                f"{tls.truststore}: {exc}"
+                f"{tls.truststore}: {_ssl_text(exc)}"
             ) from None
     return context
 
@@ -292,7 +311,10 @@ class TlsAcceptor(asyncio.Protocol):
             raise
         except Exception as exc:  # ssl.SSLError, ConnectionError, TimeoutError, ...
             raw.abort()
-            log.warning(
+            # A client that just hangs up (a TCP health check) is no fault: INFO.
+            level = logging.INFO if isinstance(exc, ConnectionError) else logging.WARNING
+            log.log(
+                level,
                 "TLS handshake with %s on listener %s failed: %s",
                 self.peer,
                 self.tls.tls.listener,
@@ -343,7 +365,7 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "no complete handshake in time"
     if isinstance(exc, ssl.SSLError):
-        reason = re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(exc))
+        reason = _ssl_text(exc)
         if exc.reason in _NOT_TLS:
             reason += " (not TLS: a plaintext client on a TLS port?)"
         return reason
@@ -353,3 +375,8 @@ def _reason(exc: BaseException) -> str:
 
 
 _NOT_TLS = {"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"}
+
+
+def _ssl_text(exc: BaseException) -> str:
+    """An OpenSSL error without CPython's source location."""
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(exc))

@@ -45,9 +45,9 @@ commands:
 
 every command also accepts repeated --property key=value (extra client config; the keys
 known here: client.id, linger.ms, batch.size, max.partition.fetch.bytes, fetch.max.bytes,
-request.timeout.ms, security.protocol PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL with
-ssl.truststore.location (PEM) for TLS and sasl.mechanism, sasl.username and sasl.password
-for SASL) and --log-level none|error|warn|info|debug (default warn, to stderr)
+request.timeout.ms, security.protocol PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL, ssl.truststore.location
+(PEM), sasl.mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512, sasl.username, sasl.password) and
+--log-level none|error|warn|info|debug (default warn, to stderr)
 `
 
 // usageError is a bad command line: exit status 2 with the usage text.
@@ -706,12 +706,12 @@ func (a *args) tlsOpts() ([]kgo.Opt, error) {
 // applyProperties maps the few Java-style client configs franzclient knows to kgo options
 // (appended last, so they override the tool's own choices).
 func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
-	sasl := map[string]string{}
 	tlsOpts, err := a.tlsOpts()
 	if err != nil {
 		return nil, err
 	}
 	opts = append(opts, tlsOpts...)
+	sasl := map[string]string{}
 	for _, kv := range a.properties {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -754,11 +754,8 @@ func (a *args) applyProperties(opts []kgo.Opt) ([]kgo.Opt, error) {
 // SCRAM-SHA-256, SCRAM-SHA-512), sasl.username and sasl.password to kgo.SASL.
 func withSasl(opts []kgo.Opt, conf map[string]string) ([]kgo.Opt, error) {
 	protocol := conf["security.protocol"]
-	if protocol == "" || protocol == "PLAINTEXT" || protocol == "SSL" {
-		return opts, nil
-	}
 	if protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
-		return nil, usagef("--property security.protocol=%s is not one franzclient knows", protocol)
+		return opts, nil // tlsOpts checked the protocol
 	}
 	user, pass := conf["sasl.username"], conf["sasl.password"]
 	switch conf["sasl.mechanism"] {
