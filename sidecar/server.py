@@ -637,6 +637,7 @@ class KafkaServer:
             self.listener.protocol,
             self.handshake_timeout,
             self.handshakes,
+            self.limits.max_connections,
         )
 
     async def start(self, broker: Broker) -> None:

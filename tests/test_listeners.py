@@ -262,3 +262,19 @@ def test_serve_refuses_listener_mistakes_with_one_line(args: list[str], says: st
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert says in lines[0], lines[0]
+
+
+def test_worker_i_serves_every_listener_on_its_port_plus_i() -> None:
+    from sidecar.process.workers import worker_settings
+
+    settings = Settings(
+        listeners=parse_endpoints("INTERNAL://:9092,EXTERNAL://:9192"),
+        advertised_listeners=parse_endpoints("EXTERNAL://kafka.example:9192"),
+        listener_security_protocol_map=parse_protocol_map("INTERNAL:PLAINTEXT,EXTERNAL:SSL"),
+    )
+    worker = worker_settings(settings, 2, "redis://r:6379/0", private=False)
+    got = listener_config.resolve(worker)
+    assert [(li.name, li.bind.port, str(li.advertised)) for li in got] == [
+        ("INTERNAL", 9094, "127.0.0.1:9094"),
+        ("EXTERNAL", 9194, "kafka.example:9194"),
+    ]

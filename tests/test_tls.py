@@ -159,6 +159,65 @@ def test_clients_produce_and_consume_over_ssl(
         stop_process(skiff.proc)
 
 
+def test_kafka_topics_over_ssl_with_a_client_certificate(
+    own_redis: RedisServer, tmp_path: Path, certs: TestCerts
+) -> None:
+    """Kafka's own kafka-topics with a Kafka client config file (PEM trust and key)."""
+    from kafka_tools import ToolsUnavailable, kafka_topics
+
+    skiff, _ = _start_ssl(
+        tmp_path,
+        own_redis,
+        certs,
+        "--ssl-client-auth",
+        "required",
+        "--ssl-truststore-location",
+        str(certs.ca_pem),
+    )
+    try:
+        cert, key = certs.client("admin", unit="ops")
+        config = tmp_path / "client.properties"
+        config.write_text(
+            "security.protocol=SSL\n"
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={certs.ca_pem}\n"
+            "ssl.keystore.type=PEM\n"
+            # Java's PEM keystore: the key and chain inline, one line each (\n escaped).
+            "ssl.keystore.key=" + _pkcs8(key).replace("\n", "\\n") + "\n"
+            "ssl.keystore.certificate.chain=" + cert.read_text().replace("\n", "\\n") + "\n"
+        )
+        topic = f"cli-{uuid.uuid4().hex[:8]}"
+        try:
+            made = kafka_topics(
+                skiff.bootstrap,
+                "--command-config",
+                str(config),
+                "--create",
+                "--topic",
+                topic,
+                "--partitions",
+                "3",
+            )
+        except ToolsUnavailable as exc:
+            pytest.skip(f"Kafka's tools are not available: {exc}")
+        assert made.returncode == 0, made.stderr
+        listed = kafka_topics(skiff.bootstrap, "--command-config", str(config), "--list")
+        assert topic in listed.stdout.split(), listed.stderr
+        _wait_for(skiff.log_path, r"on listener SSL: TLSv1\.\d, principal User:CN=admin,OU=ops")
+    finally:
+        stop_process(skiff.proc)
+
+
+def _pkcs8(key: Path) -> str:
+    """The key as PKCS#8 PEM, the form Kafka's PEM keystore reads."""
+    loaded = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    return loaded.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
 def aiokafka_client_context(cafile: str) -> ssl.SSLContext:
     from aiokafka.helpers import create_ssl_context
 
@@ -317,14 +376,50 @@ def test_bad_peers_get_a_closed_connection_and_a_log_line(
         stop_process(skiff.proc)
 
 
+def test_connections_stuck_in_the_handshake_are_bounded_by_max_connections(
+    own_redis: RedisServer, tmp_path: Path, certs: TestCerts
+) -> None:
+    skiff, _ = _start_ssl(tmp_path, own_redis, certs, "--max-connections", "2")
+    try:
+        # start_skiff's readiness probe connected and hung up: its handshake is over.
+        _wait_for(skiff.log_path, r"TLS handshake with .* failed: the client closed")
+        idle = [socket.create_connection(("127.0.0.1", skiff.port)) for _ in range(2)]
+        try:
+            with socket.create_connection(("127.0.0.1", skiff.port)) as third:
+                third.settimeout(10)
+                assert _closed(third)
+                peer = f"127.0.0.1:{third.getsockname()[1]}"
+            _wait_for(
+                skiff.log_path,
+                rf"closing connection {re.escape(peer)} on listener SSL: 2 TLS handshakes in "
+                r"progress \(max.connections\)",
+            )
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 30  # the two idle ones' handshakes fail and end
+        while True:
+            try:
+                with _tls_kafka(skiff.port, certs.client_context()) as kafka:
+                    assert _api_versions_ok(kafka)
+                break
+            except (ssl.SSLError, ConnectionError, ConnectionClosed):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        stop_process(skiff.proc)
+
+
 def _closed(sock: socket.socket, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             if sock.recv(4096) == b"":
                 return True
-        except (ConnectionError, TimeoutError):
+        except ConnectionError:
             return True
+        except TimeoutError:
+            return False
     return False
 
 

@@ -21,8 +21,10 @@ from sidecar.config.listeners import Listener, setting_for
 from sidecar.config.settings import Settings
 from sidecar.security.principal import ANONYMOUS, KafkaPrincipal
 from sidecar.security.ssl_principal import NoMatchingRule, PrincipalMapper, distinguished_name
+from sidecar.telemetry.logs import RateLimitedLog
 
 log = logging.getLogger("skiff.tls")
+_refusals = RateLimitedLog(log)
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -277,7 +279,9 @@ class TlsAcceptor(asyncio.Protocol):
         protocol: str,
         handshake_timeout: float,
         tasks: set[asyncio.Task[None]],
+        max_handshakes: int = 2**31 - 1,
     ) -> None:
+        self.max_handshakes = max_handshakes
         self.tls = tls
         self.app = app
         self.protocol = protocol
@@ -291,6 +295,18 @@ class TlsAcceptor(asyncio.Protocol):
         transport.pause_reading()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if len(self.tasks) >= self.max_handshakes:
+            # max.connections counts connections once their handshake is done; this
+            # bounds the ones still shaking hands (each holds an SSL object and a task).
+            transport.abort()
+            _refusals.warning(
+                "closing connection %s on listener %s: %d TLS handshakes in progress "
+                "(max.connections)",
+                self.peer,
+                self.tls.tls.listener,
+                len(self.tasks),
+            )
+            return
         task = asyncio.create_task(self._handshake(transport), name=f"tls-{self.peer}")
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -312,7 +328,10 @@ class TlsAcceptor(asyncio.Protocol):
         except Exception as exc:  # ssl.SSLError, ConnectionError, TimeoutError, ...
             raw.abort()
             # A client that just hangs up (a TCP health check) is no fault: INFO.
-            level = logging.INFO if isinstance(exc, ConnectionError) else logging.WARNING
+            hung_up = isinstance(exc, ConnectionError) and not isinstance(
+                exc, ConnectionAbortedError
+            )
+            level = logging.INFO if hung_up else logging.WARNING
             log.log(
                 level,
                 "TLS handshake with %s on listener %s failed: %s",
@@ -369,6 +388,8 @@ def _reason(exc: BaseException) -> str:
         if exc.reason in _NOT_TLS:
             reason += " (not TLS: a plaintext client on a TLS port?)"
         return reason
+    if isinstance(exc, ConnectionAbortedError) and str(exc):
+        return str(exc)  # asyncio's handshake timeout
     if isinstance(exc, ConnectionError):
         return f"the client closed the connection ({exc.__class__.__name__})"
     return str(exc) or exc.__class__.__name__
