@@ -49,6 +49,7 @@ class Span:
 class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[Span] = []
+        self.bodies: list[bytes] = []  # every request body, decompressed
         self.lock = threading.Lock()
         receiver = self
 
@@ -57,6 +58,8 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                with receiver.lock:
+                    receiver.bodies.append(body)  # as exported, for greps (test_secrets)
                 if self.path == "/v1/traces":
                     receiver._add(ExportTraceServiceRequest.FromString(body))
                 reply = ExportTraceServiceResponse().SerializeToString()

@@ -20,7 +20,7 @@ import pytest
 import redis
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
-from conftest import ROOT, RedisServer, free_port, stop_process, wait_for_port
+from conftest import ROOT, RedisServer, free_port, start_redis, stop_process, wait_for_port
 from redis_cluster_harness import cluster_ports
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -153,6 +153,36 @@ BROKEN = [
      "matches no resource"),
     ("in-pod", "in-pod/add-skiff-container.yaml", "name: skiff-env", "name: skiff-environment",
      "envFrom ConfigMap skiff-environment does not exist"),
+    # k8s/secure (tools/k8s_secure.py)
+    ("secure", "secure/skiff-deployment-patch.yaml", "name: skiff-redis", "name: skiff-rediss",
+     "Secret skiff-rediss is neither in the manifests"),
+    ("secure", "secure/redis-statefulset-patch.yaml", "key: password\n    - name: REDISCLI",
+     "key: pasword\n    - name: REDISCLI", "Secret skiff-redis has no key pasword"),
+    ("secure", "secure/skiff-deployment-patch.yaml", "secretName: skiff-tls",
+     "secretName: skiff-tlss", "Secret skiff-tlss is neither"),
+    ("secure", "secure/certificates.yaml", "    name: skiff-ca\n    kind: Issuer",
+     "    name: skiff-ca2\n    kind: Issuer", "issuerRef Issuer skiff-ca2 is not here"),
+    ("secure", "secure/certificates.yaml", "  duration: 2160h", "  duration: 90d",
+     "duration '90d' is not a Go duration"),
+    ("secure", "secure/certificates.yaml", '    - "*.skiff-headless.skiff.svc"\n',
+     "", "does not cover skiff-5d8f9c7b6-x2x7k.skiff-headless.skiff.svc"),
+    ("secure", "secure/certificates.yaml", "    - skiff.skiff.svc\n", "",
+     "does not cover skiff.skiff.svc"),
+    ("secure", "secure/server-properties.yaml", "/etc/skiff/tls/tls.key",
+     "/etc/skiff/tls/tls.pem", "Secret skiff-tls has no key tls.pem"),
+    ("secure", "secure/server-properties.yaml", "SASL_SSL://0.0.0.0:9093",
+     "SASL_SSL://127.0.0.1:9093", "is not reachable from other pods"),
+    ("secure", "secure/network-policies.yaml", "          port: redis", "          port: redis2",
+     "port 'redis2' is no port of StatefulSet/redis"),
+    ("secure", "secure/network-policies.yaml", "              app.kubernetes.io/component: broker\n"
+     "      ports", "              app.kubernetes.io/component: brokr\n      ports",
+     "selects no pod"),
+    ("secure", "secure/redis-statefulset-patch.yaml", "    readOnlyRootFilesystem: true",
+     "    readOnlyRootFilesystem: false", "StatefulSet/redis container redis: readOnlyRoot"),
+    ("secure", "secure/redis-statefulset-patch.yaml", "    runAsNonRoot: true",
+     "    runAsNonRoot: false", "StatefulSet/redis container redis: runAsNonRoot is not true"),
+    ("secure", "secure/kustomization.yaml", "skiff-admin: add-scram", "skiff-admin: scram",
+     "Secret skiff-admin has no key add-scram"),
 ]
 
 
@@ -310,3 +340,202 @@ def test_skiff_container_runs_as_rendered(
         assert proc.wait(timeout=15) == 0
     finally:
         stop_process(proc)
+
+
+def test_secure_overlay_has_what_docs_security_promises() -> None:
+    """k8s/secure (docs/security.md, Kubernetes): TLS from cert-manager's Secret layout,
+    one SASL_SSL listener, SCRAM admin and Redis password from Secrets the operator
+    creates, ACLs on, Redis reachable only from the sidecars, pods restricted."""
+    import k8s_secure
+
+    objs = k8s_check.render(ROOT / "k8s" / "secure")
+    assert {o["metadata"].get("namespace") for o in objs if o["kind"] != "Namespace"} == {
+        "skiff"
+    }
+    namespace = _by_kind(objs, "Namespace", "skiff")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    # Secrets: none shipped; the operator's two are declared, cert-manager writes skiff-tls.
+    assert not [o for o in objs if o["kind"] == "Secret"]
+    assert k8s_check.external_secrets(ROOT / "k8s" / "secure") == {
+        "skiff-redis": {"password"}, "skiff-admin": {"add-scram"}
+    }
+    cert = _by_kind(objs, "Certificate", "skiff-tls")
+    assert cert["spec"]["secretName"] == "skiff-tls"
+    assert cert["spec"]["issuerRef"] == {"name": "skiff-ca", "kind": "Issuer"}
+    assert _by_kind(objs, "Issuer", "skiff-ca")["spec"] == {"ca": {"secretName": "skiff-ca"}}
+
+    deployment = _by_kind(objs, "Deployment", "skiff")
+    pod = deployment["spec"]["template"]["spec"]
+    (skiff,) = pod["containers"]
+    env = {v["name"]: v for v in skiff["env"]}
+    assert env["SKIFF_REDIS_URL"]["value"] == "redis://:$(REDIS_PASSWORD)@redis:6379/0"
+    assert env["SKIFF_ADD_SCRAM"]["valueFrom"]["secretKeyRef"] == {
+        "name": "skiff-admin", "key": "add-scram"
+    }
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "skiff-tls"
+    assert not any(m.get("subPath") for m in skiff["volumeMounts"])  # renewals reach the pod
+    properties = _by_kind(objs, "ConfigMap", "skiff-server-properties")["data"]
+    lines = set(properties["server.properties"].splitlines())
+    assert {
+        "listeners=SASL_SSL://0.0.0.0:9093",
+        "ssl.keystore.certificate.location=/etc/skiff/tls/tls.crt",
+        "ssl.keystore.key.location=/etc/skiff/tls/tls.key",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:admin",
+        "allow.everyone.if.no.acl.found=false",
+    } <= lines
+    assert [p["port"] for p in _by_kind(objs, "Service", "skiff")["spec"]["ports"]] == [9093, 8080]
+
+    redis_set = _by_kind(objs, "StatefulSet", "redis")
+    redis_pod = redis_set["spec"]["template"]["spec"]
+    assert redis_pod["securityContext"]["runAsUser"] == 999
+    redis_env = {
+        v["name"]: v["valueFrom"]["secretKeyRef"] for v in redis_pod["containers"][0]["env"]
+    }
+    assert redis_env == {
+        "REDIS_PASSWORD": {"name": "skiff-redis", "key": "password"},
+        "REDISCLI_AUTH": {"name": "skiff-redis", "key": "password"},
+    }
+    # NetworkPolicies, evaluated: sidecars reach Redis, nothing else does; anyone reaches
+    # the sidecars' Kafka and HTTP ports.
+    sidecar_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert k8s_secure.allows(objs, sidecar_labels, redis_set, "redis")
+    assert not k8s_secure.allows(objs, {"app.kubernetes.io/name": "client"}, redis_set, "redis")
+    assert not k8s_secure.allows(objs, {}, redis_set, "redis")
+    for port in ("kafka", "http"):
+        assert k8s_secure.allows(objs, {"app.kubernetes.io/name": "client"}, deployment, port)
+    assert k8s_check.check(ROOT / "k8s" / "secure") == []
+
+
+def _secure_redis_command(objs: list[dict]) -> str:
+    redis_pod = _by_kind(objs, "StatefulSet", "redis")["spec"]["template"]["spec"]
+    args = redis_pod["containers"][0]["args"]
+    assert args[:2] == ["sh", "-c"]
+    return args[2]
+
+
+def test_secure_redis_starts_with_the_password_from_the_secret(tmp_path: Path) -> None:
+    """The secured Redis container's start command, run as rendered (paths moved to the
+    test's): the config it writes is private, Redis refuses clients without the password,
+    and redis-cli with REDISCLI_AUTH (the readiness probe) gets PONG."""
+    objs = k8s_check.render(ROOT / "k8s" / "secure")
+    conf = _by_kind(objs, "ConfigMap", "redis-config")["data"]["redis.conf"]
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    etc.mkdir()
+    run.mkdir()
+    port = free_port()
+    lines = [ln for ln in conf.splitlines() if ln.split(" ", 1)[0] not in ("port", "dir", "bind")]
+    (etc / "redis.conf").write_text(
+        "\n".join([*lines, f"port {port}", "bind 127.0.0.1", f"dir {tmp_path}"]) + "\n"
+    )
+    command = (_secure_redis_command(objs).replace("/etc/redis/", f"{etc}/")
+               .replace("/run/redis/", f"{run}/"))  # fmt: skip
+    password = "0123456789abcdef0123456789abcdef"
+    proc = subprocess.Popen(["sh", "-c", command], env={**os.environ, "REDIS_PASSWORD": password},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        wait_for_port(port, proc, timeout=20)
+        assert (run / "redis.conf").stat().st_mode & 0o077 == 0
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()
+        assert redis.Redis(port=port, password=password).ping()
+        probe = subprocess.run(["sh", "-c", "redis-cli -p $PORT ping | grep -q PONG"],
+                               env={**os.environ, "REDISCLI_AUTH": password, "PORT": str(port)},
+                               timeout=10)  # fmt: skip
+        assert probe.returncode == 0
+        assert password not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                              text=True).stdout  # fmt: skip
+    finally:
+        stop_process(proc)
+
+
+def test_secure_skiff_container_runs_as_rendered(tmp_path: Path) -> None:
+    """The secured Skiff container, started with exactly its rendered args, environment
+    and server.properties, with cert-manager's Secret layout (tls.crt, tls.key, ca.crt)
+    made by trustme for the Certificate's names, a Redis with a password and the admin
+    from SKIFF_ADD_SCRAM; only file paths, the pod's name and the ports are the test's.
+    A client that verifies the broker's host name produces and consumes as admin over
+    SASL_SSL through the advertised pod name; a wrong password and a plaintext client
+    are refused; no password reaches the log."""
+    import trustme
+
+    objs = k8s_check.render(ROOT / "k8s" / "secure")
+    ((_, env, args),) = k8s_check.skiff_containers(objs, pod_ip="127.0.0.1")
+    cert_spec = _by_kind(objs, "Certificate", "skiff-tls")["spec"]
+    tls, config = tmp_path / "tls", tmp_path / "config"
+    tls.mkdir()
+    config.mkdir()
+    ca = trustme.CA()
+    # The advertised pod name resolves to 127.0.0.1 in the test (it is "localhost").
+    names = ["localhost", *(n for n in cert_spec["dnsNames"] if "*" not in n)]
+    issued = ca.issue_cert(*names)
+    issued.cert_chain_pems[0].write_to_path(str(tls / "tls.crt"))
+    for blob in issued.cert_chain_pems[1:]:
+        blob.write_to_path(str(tls / "tls.crt"), append=True)
+    issued.private_key_pem.write_to_path(str(tls / "tls.key"))
+    ca.cert_pem.write_to_path(str(tls / "ca.crt"))
+    kafka_port, http_port = free_port(), free_port()
+    text = _by_kind(objs, "ConfigMap", "skiff-server-properties")["data"]["server.properties"]
+    (config / "server.properties").write_text(
+        text.replace("/etc/skiff/tls/", f"{tls}/").replace(":9093", f":{kafka_port}")
+    )
+    redis_password, admin_password = "9f8e7d6c5b4a39281706f5e4d3c2b1a0", "c0ffee00d15ea5e0"
+    own = start_redis(tmp_path / "redis")
+    own.client().config_set("requirepass", redis_password)
+    env = {
+        **env,
+        "SKIFF_CONFIG": str(config / "server.properties"),
+        "SKIFF_REDIS_URL": env["SKIFF_REDIS_URL"].replace("<REDIS_PASSWORD>", redis_password)
+        .replace("@redis:6379", f"@127.0.0.1:{own.port}"),
+        "SKIFF_ADD_SCRAM": f"SCRAM-SHA-512=[name=admin,password={admin_password}]",
+    }  # fmt: skip
+    pod_host = f"{k8s_check.EXAMPLE_POD_NAME}.skiff-headless.skiff.svc"
+    args = [a.replace(pod_host, "localhost").replace(":9093", f":{kafka_port}")
+            .replace(":8080", f":{http_port}") for a in args]  # fmt: skip
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SKIFF_", "OTEL_"))}
+    log_path = tmp_path / "skiff.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli.main", *args], cwd=ROOT,
+                                env={**base, **env}, stdout=log, stderr=subprocess.STDOUT)
+    client = {
+        "bootstrap.servers": f"localhost:{kafka_port}",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "admin",
+        "sasl.password": admin_password,
+        "ssl.ca.location": str(tls / "ca.crt"),
+        "ssl.endpoint.identification.algorithm": "https",
+        "broker.address.family": "v4",
+    }
+    try:
+        wait_for_port(kafka_port, proc)
+        brokers = AdminClient(client).list_topics(timeout=20).brokers
+        assert [(b.host, b.port) for b in brokers.values()] == [("localhost", kafka_port)]
+        producer = Producer({**client, "acks": "all"})
+        producer.produce("k8s-secure", b"over SASL_SSL")
+        assert producer.flush(30) == 0
+        consumer = Consumer({**client, "group.id": "k8s-secure", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["k8s-secure"])
+        msg = None
+        deadline = time.monotonic() + 30
+        while msg is None and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+        consumer.close()
+        assert msg is not None and msg.error() is None and msg.value() == b"over SASL_SSL"
+
+        refused = AdminClient({**client, "sasl.password": "wrong", "error_cb": lambda e: None})
+        with pytest.raises(Exception):  # noqa: B017 - librdkafka's KafkaException
+            refused.list_topics(timeout=5)
+        plaintext = AdminClient({"bootstrap.servers": f"localhost:{kafka_port}",
+                                 "error_cb": lambda e: None})  # fmt: skip
+        with pytest.raises(Exception):  # noqa: B017
+            plaintext.list_topics(timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        stop_process(proc)
+        stop_process(own.proc)
+    out = log_path.read_text()
+    assert redis_password not in out and admin_password not in out, out

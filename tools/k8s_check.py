@@ -6,8 +6,8 @@
 
 kustomize itself is not needed: `render` implements the subset of it that k8s/ uses —
 `resources` (files, and directories with a kustomization), `patches` with a JSON patch
-(RFC 6902) and a target, and `images` — and refuses anything else, so a kustomization
-cannot silently mean something different here than under `kubectl apply -k`.
+(RFC 6902) and a target, `images` and `namespace` — and refuses anything else, so a
+kustomization cannot silently mean something different here than under `kubectl apply -k`.
 
 `check` validates every rendered object against the Kubernetes OpenAPI schemas bundled
 with kubernetes-validate (strict: unknown fields are errors) and then the references
@@ -15,6 +15,16 @@ between objects that a schema cannot see: Service and PodDisruptionBudget select
 select pods, probe and Service target ports exist, ConfigMaps and keys referenced
 exist, $(VAR) references are defined, the HPA's target exists, and a Skiff container's
 settings parse with `skiff serve`'s own parser and fit its probes and grace period.
+
+For the secured variant (k8s/secure, docs/security.md) it also checks: Secrets referenced
+exist (rendered, written by a cert-manager Certificate, or declared as created by the
+operator in the kustomization's `skiff.dev/external-secrets` annotation) with the keys
+used; cert-manager Issuers and Certificates refer to each other correctly (their CRD
+schemas are not bundled, so structurally); NetworkPolicies select pods and name ports
+those pods have; in a namespace that enforces Pod Security "restricted" every pod meets
+it and has a read-only root filesystem; and a `skiff serve --config` server.properties
+from a ConfigMap resolves with Skiff's own reader, its TLS files mounted from a Secret
+that holds them.
 """
 
 from __future__ import annotations
@@ -30,14 +40,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import k8s_secure
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "k8s"
 KUBERNETES_VERSIONS = ("1.27.0", "1.37.0")  # oldest and newest schemas checked
-KUSTOMIZATION_KEYS = {"apiVersion", "kind", "resources", "patches", "images"}
+KUSTOMIZATION_KEYS = {
+    "apiVersion", "kind", "metadata", "namespace", "resources", "patches", "images"
+}  # fmt: skip
+CLUSTER_SCOPED = {"Namespace", "ClusterIssuer", "ClusterRole", "ClusterRoleBinding"}
+CERT_MANAGER = "cert-manager.io"
+EXTERNAL_SECRETS = "skiff.dev/external-secrets"
+CERT_MANAGER_KEYS = ("tls.crt", "tls.key", "ca.crt")  # what a Certificate's Secret holds
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 EXAMPLE_POD_IP = "10.1.2.3"
+EXAMPLE_POD_NAME = "skiff-5d8f9c7b6-x2x7k"
 
 Obj = dict[str, Any]
 
@@ -99,7 +117,28 @@ def render(directory: Path) -> list[Obj]:
         _apply_patch(directory, path, patch, objs)
     for image in spec.get("images") or []:
         _set_image(objs, image)
+    if spec.get("namespace"):
+        for obj in objs:
+            if obj["kind"] not in CLUSTER_SCOPED:
+                obj["metadata"]["namespace"] = spec["namespace"]
     return objs
+
+
+def external_secrets(directory: Path) -> dict[str, set[str]]:
+    """Secret name -> keys, declared in the kustomization's (and the kustomizations it
+    includes') `skiff.dev/external-secrets` annotation: "name: key, key; name: key"."""
+    directory = directory.resolve()
+    spec = yaml.safe_load((directory / "kustomization.yaml").read_text()) or {}
+    found: dict[str, set[str]] = {}
+    for entry in spec.get("resources") or []:
+        if (directory / entry).is_dir():
+            for name, keys in external_secrets(directory / entry).items():
+                found.setdefault(name, set()).update(keys)
+    declared = ((spec.get("metadata") or {}).get("annotations") or {}).get(EXTERNAL_SECRETS, "")
+    for item in filter(None, (i.strip() for i in declared.split(";"))):
+        name, _, keys = item.partition(":")
+        found.setdefault(name.strip(), set()).update(k.strip() for k in keys.split(",") if k)
+    return found
 
 
 def _matches(target: dict[str, Any], obj: Obj) -> bool:
@@ -241,6 +280,8 @@ def schema_errors(objs: list[Obj], versions: tuple[str, ...] = KUBERNETES_VERSIO
 
     errors = []
     for obj in objs:
+        if obj.get("apiVersion", "").startswith(CERT_MANAGER + "/"):
+            continue  # no bundled CRD schema: k8s_secure.cert_manager_errors checks these
         for version in versions:
             try:
                 kubernetes_validate.validate(obj, version, strict=True)
@@ -264,7 +305,7 @@ def reference_errors(objs: list[Obj]) -> list[str]:
     workloads = [o for o in objs if o["kind"] in WORKLOADS]
 
     for obj in workloads:
-        errors += _workload_errors(obj, configmaps, services)
+        errors += _workload_errors(obj, configmaps, services, objs)
 
     for svc in services.values():
         selector = svc["spec"].get("selector")
@@ -320,7 +361,7 @@ def _probe_ports(container: Obj) -> Iterator[tuple[str, Any]]:
 
 
 def _workload_errors(obj: Obj, configmaps: dict[str, dict[str, str]],
-                     services: dict[str, Obj]) -> list[str]:
+                     services: dict[str, Obj], objs: list[Obj]) -> list[str]:
     errors: list[str] = []
     spec = obj["spec"]
     labels = _pod_labels(obj)
@@ -360,7 +401,7 @@ def _workload_errors(obj: Obj, configmaps: dict[str, dict[str, str]],
                 errors.append(f"{where}: {probe} port {port!r} is no port of the container")
         env, args = _container_env(c, configmaps, where, errors)
         if _is_skiff(c):
-            errors += _skiff_errors(obj, c, env, args, where)
+            errors += _skiff_errors(obj, c, env, args, where, objs)
     return errors
 
 
@@ -409,6 +450,8 @@ def _container_env(c: Obj, configmaps: dict[str, dict[str, str]], where: str,
             env[var["name"]] = str(data[ref["key"]])
         elif (source.get("fieldRef") or {}).get("fieldPath") == "status.podIP":
             env[var["name"]] = pod_ip
+        elif (source.get("fieldRef") or {}).get("fieldPath") == "metadata.name":
+            env[var["name"]] = EXAMPLE_POD_NAME
         else:
             env[var["name"]] = f"<{var['name']}>"
     for a in c.get("command") or []:
@@ -432,10 +475,132 @@ def _environ(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _skiff_errors(
-    obj: Obj, c: Obj, env: dict[str, str], args: list[str], where: str
+def _config_file(args: list[str], env: dict[str, str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--config" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--config="):
+            return arg.partition("=")[2]
+    return env.get("SKIFF_CONFIG")
+
+
+def _server_properties(
+    obj: Obj, c: Obj, path: str, configmaps: dict[str, dict[str, str]], actions: Any,
+    where: str, errors: list[str],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(flag values, properties) of the container's `--config` file, read from the
+    ConfigMap mounted there and resolved by Skiff's own reader."""
+    from sidecar.config import server_properties
+
+    source = k8s_secure.mounted_file(_pod_spec(obj) or {}, c, path)
+    if source is None or source[0] != "ConfigMap":
+        errors.append(f"{where}: --config {path} is not a file of a mounted ConfigMap")
+        return {}, {}
+    text = configmaps.get(source[1], {}).get(source[2])
+    if text is None:
+        errors.append(f"{where}: --config {path}: ConfigMap {source[1]} has no key {source[2]}")
+        return {}, {}
+    try:
+        props = server_properties.parse(text, path)
+        loaded = server_properties.resolve(props, Path(path), actions)
+        server_properties.check(loaded.values, actions)
+    except server_properties.ConfigFileError as exc:
+        errors.append(f"{where}: skiff serve refuses its config file: {exc}")
+        return {}, {}
+    errors += [f"{where}: {path}: {text}" for text in loaded.unsupported]
+    return {f: v.value for f, v in loaded.values.items()}, {p.key: p.value for p in props}
+
+
+def _file_errors(
+    obj: Obj, c: Obj, props: dict[str, str], objs: list[Obj], where: str
 ) -> list[str]:
-    """The container's `skiff serve` settings, parsed by Skiff's own CLI parser."""
+    """Files server.properties names (`*.location`) are in a mounted Secret or ConfigMap
+    that holds them."""
+    errors: list[str] = []
+    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in objs
+                  if o["kind"] == "ConfigMap"}
+    secrets = k8s_secure.secret_keys(objs, {})
+    for key, value in props.items():
+        if not key.endswith(".location") or not value.strip():
+            continue
+        source = k8s_secure.mounted_file(_pod_spec(obj) or {}, c, value.strip())
+        if source is None:
+            errors.append(f"{where}: {key}={value}: no Secret or ConfigMap is mounted there")
+            continue
+        kind, name, file = source
+        held = configmaps.get(name, {}) if kind == "ConfigMap" else secrets.get(name)
+        if held is not None and file not in held:  # None: an external Secret
+            errors.append(f"{where}: {key}={value}: {kind} {name} has no key {file}")
+    return errors
+
+
+def _listener_errors(
+    obj: Obj, c: Obj, parsed: Any, props: dict[str, str], objs: list[Obj], where: str
+) -> list[str]:
+    """Every listener binds all interfaces on a container port and advertises the pod's
+    IP or DNS name; a TLS listener's certificate (a cert-manager Certificate's Secret)
+    covers the advertised host and the Services clients bootstrap through."""
+    errors: list[str] = []
+    endpoints = getattr(parsed, "listeners", None) or ()
+    if not endpoints:  # one PLAINTEXT listener: --listen / --advertise
+        if parsed.listen.host != "0.0.0.0":
+            errors.append(f"{where}: --listen {parsed.listen} is not reachable from other pods")
+        advertised = parsed.advertise
+        if advertised is None or advertised.host != EXAMPLE_POD_IP:
+            errors.append(f"{where}: --advertise {advertised} is not the pod's IP: clients "
+                          "could not reach the broker Metadata names")
+        if not any(p.get("containerPort") == parsed.listen.port for p in c.get("ports") or []):
+            errors.append(f"{where}: no containerPort for --listen port {parsed.listen.port}")
+        return errors
+    protocols = dict(getattr(parsed, "listener_security_protocol_map", ()) or ())
+    advertised = {e.name: e.address for e in getattr(parsed, "advertised_listeners", ()) or ()}
+    for endpoint in endpoints:
+        name, bound = endpoint.name, endpoint.address
+        if bound.host not in ("0.0.0.0", "::", ""):
+            errors.append(f"{where}: listener {endpoint} is not reachable from other pods")
+        port = next((p for p in c.get("ports") or [] if p.get("containerPort") == bound.port),
+                    None)
+        if port is None:
+            errors.append(f"{where}: no containerPort for listener {endpoint}")
+        host = advertised.get(name, bound).host
+        if host != EXAMPLE_POD_IP and not host.startswith(EXAMPLE_POD_NAME + "."):
+            errors.append(f"{where}: listener {name} advertises {host}, not the pod's IP or "
+                          "name: clients could not reach the broker Metadata names")
+        if protocols.get(name, name) not in ("SSL", "SASL_SSL"):
+            continue
+        prefix = f"listener.name.{name.lower()}."
+        cert_path = next((props[k] for k in (
+            prefix + "ssl.keystore.certificate.location", "ssl.keystore.certificate.location",
+            prefix + "ssl.keystore.location", "ssl.keystore.location") if k in props), None)
+        source = k8s_secure.mounted_file(_pod_spec(obj) or {}, c, cert_path or "")
+        cert = k8s_secure.certificates(objs).get((_ns(obj), source[1])) if source else None
+        if cert is None:
+            continue  # a certificate from elsewhere: its names cannot be checked here
+        names = cert["spec"].get("dnsNames") or []
+        wanted = [host] if host != EXAMPLE_POD_IP else []
+        for svc in (o for o in objs if o["kind"] == "Service" and _ns(o) == _ns(obj)):
+            selector = svc["spec"].get("selector")
+            headless = svc["spec"].get("clusterIP") == "None"
+            targets = {str(p.get("targetPort", p["port"])) for p in svc["spec"].get("ports") or []}
+            if (not headless and _selects(selector, _pod_labels(obj)) and port is not None
+                    and targets & {str(port.get("name")), str(bound.port)}):
+                wanted.append(f"{svc['metadata']['name']}.{_ns(obj) or 'default'}.svc")
+        for want in wanted:
+            if not k8s_secure.host_covered(want, names):
+                errors.append(f"{where}: listener {name}'s certificate ({_name(cert)}) does "
+                              f"not cover {want}: clients verifying the host name would fail")
+    return errors
+
+
+def _ns(obj: Obj) -> str:
+    return (obj.get("metadata") or {}).get("namespace", "")
+
+
+def _skiff_errors(
+    obj: Obj, c: Obj, env: dict[str, str], args: list[str], where: str, objs: list[Obj]
+) -> list[str]:
+    """The container's `skiff serve` settings (its --config file included), parsed by
+    Skiff's own CLI parser."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from sidecar.cli import main as cli
@@ -443,17 +608,30 @@ def _skiff_errors(
     errors: list[str] = []
     if c.get("command") or not args or args[0] != "serve":
         return [f"{where}: expected the image's entrypoint with args `serve ...`"]
-    flags = {"SKIFF_" + f.upper().replace("-", "_") for f in cli._serve_actions(cli.build_parser())}
+    actions = cli._serve_actions(cli.build_parser())
+    flags = {"SKIFF_" + f.upper().replace("-", "_") for f in actions}
     for name in env:
         if name.startswith("SKIFF_") and name not in flags:
             errors.append(f"{where}: {name} is no `skiff serve` setting")
+    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in objs
+                  if o["kind"] == "ConfigMap"}
+    config = _config_file(args, env)
+    file_values, props = ({}, {}) if config is None else _server_properties(
+        obj, c, config, configmaps, actions, where, errors)
+    # A Secret's value is not in the manifests (secret_errors checks it exists).
+    from_secrets = {v["name"] for v in c.get("env") or []
+                    if "secretKeyRef" in (v.get("valueFrom") or {})}
+    env = {k: v for k, v in env.items() if k not in from_secrets or not k.startswith("SKIFF_")}
     stderr = io.StringIO()
     with _environ(env), contextlib.redirect_stderr(stderr):
+        cli._FILE_VALUES.update(file_values)
         try:
             parsed = cli.build_parser().parse_args(args)
         except SystemExit:
             return errors + [f"{where}: skiff serve refuses its settings: "
                              f"{stderr.getvalue().strip().splitlines()[-1]}"]
+        finally:
+            cli._FILE_VALUES.clear()
     if parsed.redis_url is None:
         errors.append(f"{where}: no --redis-url (SKIFF_REDIS_URL): it would start an "
                       "embedded redis-server, which the image does not have")
@@ -461,15 +639,9 @@ def _skiff_errors(
     if http is None or http.host != "0.0.0.0":
         errors.append(f"{where}: --http-listen {http} is not reachable by the kubelet's "
                       "probes (use 0.0.0.0:PORT)")
-    if parsed.listen.host != "0.0.0.0":
-        errors.append(f"{where}: --listen {parsed.listen} is not reachable from other pods")
-    advertised = parsed.advertise
-    if advertised is None or advertised.host != EXAMPLE_POD_IP:
-        errors.append(f"{where}: --advertise {advertised} is not the pod's IP: clients could "
-                      "not reach the broker Metadata names")
+    errors += _listener_errors(obj, c, parsed, props, objs, where)
+    errors += _file_errors(obj, c, props, objs, where)
     named = {p.get("name"): p["containerPort"] for p in c.get("ports") or []}
-    if parsed.listen.port not in named.values():
-        errors.append(f"{where}: no containerPort for --listen port {parsed.listen.port}")
     for probe, port in _probe_ports(c):
         number = named.get(port, port)
         if http is not None and number != http.port:
@@ -515,7 +687,14 @@ def check(directory: Path) -> list[str]:
         objs = render(directory)
     except RenderError as exc:
         return [f"render: {exc}"]
-    return schema_errors(objs) + reference_errors(objs)
+    return (
+        schema_errors(objs)
+        + reference_errors(objs)
+        + k8s_secure.secret_errors(objs, external_secrets(directory))
+        + k8s_secure.cert_manager_errors(objs)
+        + k8s_secure.network_policy_errors(objs)
+        + k8s_secure.restricted_errors(objs)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,7 @@ from sidecar.security import sasl_config, tls
 from sidecar.security.sasl import oauthbearer
 from sidecar.security.scram_config import parse_add_scram
 from sidecar.telemetry import logs
+from sidecar.telemetry.redact import MASK, is_sensitive, redact_text
 from sidecar.validation import topic_names
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -41,12 +42,33 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXIT_MISTAKE, EXIT_INTERRUPTED = 2, 130
 
 
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def _raw_values(flag: str) -> list[str]:
+    """What the command line, $SKIFF_* and the config file gave --flag, line by line."""
+    found = [
+        os.environ.get("SKIFF_" + flag.upper().replace("-", "_"), ""),
+        _FILE_VALUES.get(flag, ""),
+    ]
+    argv = sys.argv
+    for i, arg in enumerate(argv):
+        if arg == f"--{flag}" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith(f"--{flag}="):
+            found.append(arg.partition("=")[2])
+    lines = [line.strip() for value in found for line in value.splitlines()]
+    return sorted({v for v in found + lines if v}, key=len, reverse=True)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a mistake is one line on stderr (with where to get help), not the
     usage text, which for `serve` is 60 lines that hide the error."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         flag = re.match(r"argument --([\w-]+)", message)
+        if flag and is_sensitive(flag[1]):  # a secret's value is not echoed
+            message = _QUOTED.sub(MASK, redact_text(message, _raw_values(flag[1])))
         env = "SKIFF_" + flag[1].upper().replace("-", "_") if flag else ""
         if flag and env in os.environ:  # the value may have come from the environment
             message += f" (set by --{flag[1]} or ${env})"

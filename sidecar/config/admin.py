@@ -21,7 +21,10 @@ DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 # ConfigType ids (DescribeConfigs v3+)
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+CONFIG_TYPES = {
+    "boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+    "class": 8, "password": 9,
+}  # fmt: skip
 # IncrementalAlterConfigs operations
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}

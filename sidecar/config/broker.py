@@ -20,6 +20,7 @@ from sidecar.config.docs import BROKER_DOCS
 from sidecar.config.listeners import resolve
 from sidecar.config.settings import Settings
 from sidecar.config.topic import KEYS
+from sidecar.telemetry.redact import is_sensitive
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,20 @@ def _advertised(settings: Settings, node_id: int, topic_defaults: dict[str, Any]
     return ",".join(f"{li.name}://{li.advertised}" for li in resolve(settings))
 
 
+def _optional(attr: str) -> Callable[[Settings, int, dict[str, Any]], str | None]:
+    """A setting that may be unset (None: Kafka prints no value)."""
+
+    def get(settings: Settings, node_id: int, topic_defaults: dict[str, Any]) -> str | None:
+        value = getattr(settings, attr)
+        return None if value is None else str(value)
+
+    return get
+
+
+def _mechanisms(settings: Settings, node_id: int, topic_defaults: dict[str, Any]) -> str:
+    return ",".join(settings.sasl_enabled_mechanisms)
+
+
 def _fixed(text: str) -> Callable[[Settings, int, dict[str, Any]], str]:
     return lambda settings, node_id, topic_defaults: text
 
@@ -83,6 +98,7 @@ _OWN: tuple[BrokerKey, ...] = (
     ),
     BrokerKey("broker.id", "int", "-1", _node_id),
     BrokerKey("broker.session.timeout.ms", "int", "9000", _setting("broker_session_timeout_ms")),
+    BrokerKey("connections.max.reauth.ms", "long", "0", _setting("connections_max_reauth_ms")),
     BrokerKey("default.replication.factor", "int", "1", _fixed("1")),
     BrokerKey(
         "group.initial.rebalance.delay.ms",
@@ -110,7 +126,18 @@ _OWN: tuple[BrokerKey, ...] = (
     BrokerKey(
         "producer.id.expiration.ms", "int", "86400000", _setting("producer_id_expiration_ms")
     ),
+    BrokerKey("sasl.enabled.mechanisms", "list", "GSSAPI", _mechanisms),
     BrokerKey("socket.request.max.bytes", "int", "104857600", _setting("max_request_bytes")),
+    # Security settings (docs/security.md); ssl.key.password is listed as Kafka lists a
+    # PASSWORD config: no value, is_sensitive=true.
+    BrokerKey("ssl.client.auth", "string", "none", _setting("ssl_client_auth")),
+    BrokerKey(
+        "ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", _setting("ssl_enabled_protocols")
+    ),
+    BrokerKey("ssl.key.password", "password", None, _optional("ssl_key_password")),
+    BrokerKey("ssl.keystore.location", "string", None, _optional("ssl_keystore_location")),
+    BrokerKey("ssl.keystore.type", "string", "JKS", _setting("ssl_keystore_type")),
+    BrokerKey("ssl.truststore.location", "string", None, _optional("ssl_truststore_location")),
     BrokerKey(
         "transactional.id.expiration.ms",
         "int",
@@ -157,13 +184,19 @@ def describe_broker(
             synonyms.append(
                 {"name": key.name, "value": key.kafka_default, "source": DEFAULT_CONFIG}
             )
+        # Kafka's ConfigHelper: a PASSWORD config (or one that may hold a secret) is
+        # listed with a null value, in its synonyms too, and is_sensitive=true.
+        sensitive = key.kind == "password" or is_sensitive(key.name)
+        if sensitive:
+            value = None
+            synonyms = [{**synonym, "value": None} for synonym in synonyms]
         out.append(
             {
                 "name": key.name,
                 "value": value,
                 "read_only": True,
                 "config_source": synonyms[0]["source"] if synonyms else DEFAULT_CONFIG,
-                "is_sensitive": False,
+                "is_sensitive": sensitive,
                 "synonyms": synonyms if include_synonyms else [],
                 "config_type": CONFIG_TYPES[key.kind],
                 "documentation": BROKER_DOCS.get(key.name) if include_documentation else None,

@@ -334,3 +334,9 @@ KAFKA_BROKER_CONFIGS = frozenset(
         "zookeeper.ssl.truststore.type",
     )
 )
+
+# Read from the broker's file by Kafka's authorizer (StandardAuthorizer), not KafkaConfig:
+# a Kafka server.properties may hold them, so they are noted and ignored, not refused,
+# where no flag takes them.
+AUTHORIZER_CONFIGS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+KAFKA_BROKER_CONFIGS = KAFKA_BROKER_CONFIGS | AUTHORIZER_CONFIGS

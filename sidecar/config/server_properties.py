@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.config.kafka_broker_names import KAFKA_BROKER_CONFIGS
+from sidecar.telemetry.redact import MASK, is_sensitive, redact_text
 
 ENV = "SKIFF_CONFIG"
 
@@ -114,7 +115,15 @@ def parse(text: str, source: str = "<text>") -> list[Property]:
         parts.append(line)
         raw_key, raw_value = _split("".join(parts))
         where = f"{source}:{start + 1}"
-        out.append(Property(_unescape(raw_key, where), _unescape(raw_value, where), start + 1))
+        key = _unescape(raw_key, where)
+        try:
+            value = _unescape(raw_value, where)
+        except ConfigFileError:
+            if not is_sensitive(key):
+                raise
+            # The message quotes part of the value: a secret's is not shown.
+            raise ConfigFileError(f"{where}: {key}: malformed \\uxxxx escape") from None
+        out.append(Property(key, value, start + 1))
     return out
 
 
@@ -373,13 +382,17 @@ def check(values: Mapping[str, FlagValue], actions: Mapping[str, argparse.Action
     with its file and line instead of as a flag error."""
     for flag, fv in values.items():
         action = actions[flag]
+        # A secret's value is not echoed (it would reach logs and terminals).
+        secret = is_sensitive(flag) or is_sensitive(fv.where.rpartition(" ")[2])
+        shown = MASK if secret else fv.value
         try:
             converted = action.type(fv.value) if callable(action.type) else fv.value
         except (argparse.ArgumentTypeError, ValueError) as exc:
-            raise ConfigFileError(f"{fv.where}={fv.value}: {exc}") from None
+            reason = redact_text(str(exc), [fv.value, *fv.value.splitlines()]) if secret else exc
+            raise ConfigFileError(f"{fv.where}={shown}: {reason}") from None
         if action.choices is not None and converted not in action.choices:
             raise ConfigFileError(
-                f"{fv.where}={fv.value}: expected one of {', '.join(map(str, action.choices))}"
+                f"{fv.where}={shown}: expected one of {', '.join(map(str, action.choices))}"
             )
 
 

@@ -8,6 +8,7 @@ wherever they appear in a message (e.g. an error that quotes the URL)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
@@ -15,12 +16,21 @@ MASK = "***"
 # Kafka marks configs of type PASSWORD as sensitive (ssl.key.password,
 # sasl.jaas.config, ...); these words catch those and Redis URL parameters alike.
 _SENSITIVE_WORDS = ("password", "secret", "token", "jaas", "credential")
+# Kafka's other PASSWORD-type configs (PEM key and certificates given inline), and
+# `skiff serve --add-scram` (`SCRAM-SHA-512=[name=admin,password=...]`), in dotted form.
+_SENSITIVE_NAMES = (
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates",
+    "add.scram",
+)
 
 
 def is_sensitive(name: str) -> bool:
-    """Whether a config or URL parameter named `name` holds a secret."""
-    lowered = name.lower()
-    return any(word in lowered for word in _SENSITIVE_WORDS)
+    """Whether a config, flag or URL parameter named `name` holds a secret (a
+    per-listener `listener.name.<l>.<config>` included)."""
+    lowered = name.lower().replace("-", ".").replace("_", ".")
+    return any(word in lowered for word in _SENSITIVE_WORDS) or lowered.endswith(_SENSITIVE_NAMES)
 
 
 def _split_userinfo(url: str) -> tuple[str, str, str, str] | None:
@@ -29,10 +39,19 @@ def _split_userinfo(url: str) -> tuple[str, str, str, str] | None:
     if not sep:
         return None
     authority, slash, tail = rest.partition("/")
-    if "@" not in authority:
+    if "@" in authority:
+        userinfo, _, hosts = authority.rpartition("@")
+        return scheme + sep, userinfo, "@" + hosts, slash + tail
+    # A password with an unencoded '/', '?' or '#' (a malformed URL, which is reported
+    # quoting it): the userinfo ends at the last '@' before the query, or at the last '@'.
+    query = rest.find("?")
+    at = rest.rfind("@", 0, query if query >= 0 else len(rest))
+    if at < 0:
+        at = rest.rfind("@")
+    if at < 0:
         return None
-    userinfo, _, hosts = authority.rpartition("@")
-    return scheme + sep, userinfo, "@" + hosts, slash + tail
+    hosts, slash, tail = rest[at + 1 :].partition("/")
+    return scheme + sep, rest[:at], "@" + hosts, slash + tail
 
 
 def redact_url(url: str) -> str:
@@ -70,9 +89,18 @@ def url_secrets(url: str) -> list[str]:
     return sorted({v for s in found if s for v in (s, unquote(s))}, key=len, reverse=True)
 
 
+_QUOTED = re.compile(r"'([^']+)'|\"([^\"]+)\"")
+
+
 def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret replaced by ***."""
+    """`text` with every occurrence of each secret replaced by ***, and any quoted part
+    of a secret too (a parser's message may quote the piece it choked on)."""
+    secrets = [s for s in secrets if s]
     for secret in secrets:
-        if secret:
-            text = text.replace(secret, MASK)
-    return text
+        text = text.replace(secret, MASK)
+
+    def piece(match: re.Match[str]) -> str:
+        quoted = match[1] or match[2]
+        return MASK if any(quoted in secret for secret in secrets) else match[0]
+
+    return _QUOTED.sub(piece, text)
