@@ -159,6 +159,9 @@ async def serve(
             log.info(
                 "no security configured: every listener is PLAINTEXT, clients are not "
                 "authenticated (docs/security.md)"
+                if not settings.authorizer_class_name
+                else "every listener is PLAINTEXT: clients are not authenticated and the ACL "
+                "authorizer sees each as User:ANONYMOUS (docs/security.md)"
             )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
