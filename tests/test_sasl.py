@@ -1,5 +1,5 @@
-"""SASL on a SASL_PLAINTEXT listener: PLAIN (users file) and SCRAM-SHA-256/512 (credentials
-in Redis, from --add-scram or kafka-configs) with every client the project tests,
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: PLAIN (users file) and SCRAM-SHA-256/512
+(credentials in Redis, from --add-scram or kafka-configs) with every client the project tests,
 Kafka's answers to wrong passwords and protocol mistakes, credentials shared by the
 sidecars of one Redis, the SCRAM admin APIs' validations and KIP-368 re-authentication.
 Every sidecar here runs on a Redis of its own: its listeners are not the shared ones."""
