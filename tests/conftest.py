@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import known_secrets
 import pytest
 import redis
 
@@ -146,6 +147,7 @@ def start_skiff(
     # each sidecar its own (args may still say --http-listen)
     http_port = free_port_block(workers)
     log_file = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
+    known_secrets.output_file(log_path)
     cmd = [
         sys.executable,
         "-m",
@@ -212,3 +214,20 @@ def skiff(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
 def topic() -> str:
     """A fresh topic name per test: tests share one Redis and one Skiff."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """No registered test secret in any sidecar log, scraped /metrics or exported span of
+    the whole session (tests/known_secrets.py): one line per finding, the session fails."""
+    findings = known_secrets.session_findings()
+    if not findings:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for finding in findings:
+        line = f"secret leaked: {finding}"
+        if reporter is not None:
+            reporter.write_line(line, red=True, bold=True)
+        else:
+            print(line, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

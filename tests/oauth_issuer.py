@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+import known_secrets
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 ISSUER = "https://idp.example/"
@@ -39,7 +40,8 @@ class Signer:
         body = {"sub": sub, "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + lifetime_s}
         body.update(claims)
         body = {k: v for k, v in body.items() if v is not None}
-        return jwt.encode(body, self.key, algorithm=self.alg, headers={"kid": self.kid})
+        token = jwt.encode(body, self.key, algorithm=self.alg, headers={"kid": self.kid})
+        return known_secrets.register_jwt(f"JWT of {sub} signed by {self.kid}", token)
 
 
 def write_jwks(path: Path, *signers: Signer) -> str:

@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import known_secrets
 from prometheus_client.parser import text_string_to_metric_families
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -17,7 +18,10 @@ def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes, str]:
     """(status, body, content type) of GET http://127.0.0.1:port/path."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
-            return r.status, r.read(), r.headers.get("Content-Type", "")
+            body = r.read()
+            if path.startswith("/metrics"):
+                known_secrets.output_text(f"GET :{port}{path}", body)
+            return r.status, body, r.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(), exc.headers.get("Content-Type", "")
 

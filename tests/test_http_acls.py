@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("sidecar.security.acls", reason="needs the ACL authorizer (acls)")
 
+import known_secrets  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AclBinding,
     AclOperation,
@@ -28,7 +29,10 @@ from confluent_kafka.admin import (  # noqa: E402
 from conftest import Skiff, start_redis, start_skiff, stop_process  # noqa: E402
 from test_http_auth import Answer, call  # noqa: E402
 
-USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
+USERS = {
+    user: known_secrets.register(f"HTTP password of {user}", f"{user}-Http-Acl-Pw-27e")
+    for user in ("admin", "alice", "bob", "carol")
+}
 
 
 def as_(user: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import known_secrets
 import pytest
 import trustme
 from confluent_kafka.admin import (
@@ -82,6 +83,7 @@ def served_certificate(port: int) -> bytes:
 
 def basic(user: str, password: str) -> dict[str, str]:
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    known_secrets.register(f"HTTP Basic credentials of {user}", token)
     return {"Authorization": f"Basic {token}"}
 
 
@@ -145,7 +147,9 @@ def redis_for_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSe
     stop_process(server.proc)
 
 
-PLAIN_USERS = {"carol": "carol-pw"}
+PLAIN_USERS = {"carol": known_secrets.register("HTTP PLAIN password", "carol-Http-Pw-6c1d")}
+SCRAM_PW_1 = known_secrets.register("HTTP SCRAM password 1", "Http-Scram-Pw-1-b4e9")
+SCRAM_PW_2 = known_secrets.register("HTTP SCRAM password 2", "Http-Scram-Pw-2-0f7a")
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +215,7 @@ def test_missing_and_wrong_credentials_get_401_and_change_nothing(
     produce = {"records": [{"value": "v"}]}
     attempts: list[dict[str, str]] = [
         {},
-        basic("nobody", "hunter2-secret"),
+        basic("nobody", known_secrets.register("wrong HTTP password", "hunter2-secret")),
         {"Authorization": "Basic !!!not-base64"},
         {"Authorization": "Bearer not.a.jwt"},
         {"Authorization": "Digest whatever"},
@@ -358,10 +362,10 @@ def test_basic_with_a_scram_user_made_through_kafka(
 ) -> None:
     user = f"u-{uuid.uuid4().hex[:8]}"
     topic = f"t-{uuid.uuid4().hex[:10]}"
-    denied = call(https(secured), "GET", "/v1/queues", None, basic(user, "pw-1"), tls=tls)
+    denied = call(https(secured), "GET", "/v1/queues", None, basic(user, SCRAM_PW_1), tls=tls)
     assert denied.status == 401  # not a user yet
-    add_scram_user(secured.bootstrap, user, "pw-1", mechanism)
-    me = basic(user, "pw-1")
+    add_scram_user(secured.bootstrap, user, SCRAM_PW_1, mechanism)
+    me = basic(user, SCRAM_PW_1)
     for _ in range(2):  # the second time from the verified-pair cache
         produced = call(
             https(secured),
@@ -373,12 +377,12 @@ def test_basic_with_a_scram_user_made_through_kafka(
         )
         assert produced.status == 200, produced.body
     assert produced.body == {"offsets": [{"partition": 0, "offset": 1}]}
-    wrong = call(https(secured), "GET", "/v1/queues", None, basic(user, "pw-2"), tls=tls)
+    wrong = call(https(secured), "GET", "/v1/queues", None, basic(user, SCRAM_PW_2), tls=tls)
     assert wrong.status == 401
     # a changed password takes effect at once, cache or not
-    add_scram_user(secured.bootstrap, user, "pw-2", mechanism)
+    add_scram_user(secured.bootstrap, user, SCRAM_PW_2, mechanism)
     assert call(https(secured), "GET", "/v1/queues", None, me, tls=tls).status == 401
-    ok = call(https(secured), "GET", "/v1/queues", None, basic(user, "pw-2"), tls=tls)
+    ok = call(https(secured), "GET", "/v1/queues", None, basic(user, SCRAM_PW_2), tls=tls)
     assert ok.status == 200, ok.body
 
 

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import known_secrets
 import pytest
 import redis
 from confluent_kafka import Consumer, Producer
@@ -298,6 +299,7 @@ def test_skiff_container_runs_as_rendered(
     env["SKIFF_REDIS_URL"] = own_redis.url
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SKIFF_", "OTEL_"))}
     log_path = tmp_path / "skiff.log"
+    known_secrets.output_file(log_path)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli.main", *args], cwd=ROOT,
                                 env={**base, **env}, stdout=log, stderr=subprocess.STDOUT)
@@ -481,7 +483,8 @@ def test_secure_skiff_container_runs_as_rendered(tmp_path: Path) -> None:
     (config / "server.properties").write_text(
         text.replace("/etc/skiff/tls/", f"{tls}/").replace(":9093", f":{kafka_port}")
     )
-    redis_password, admin_password = "9f8e7d6c5b4a39281706f5e4d3c2b1a0", "c0ffee00d15ea5e0"
+    redis_password = known_secrets.register("k8s Redis password", "9f8e7d6c5b4a39281706f5e4d3")
+    admin_password = known_secrets.register("k8s SCRAM admin password", "c0ffee00d15ea5e0")
     own = start_redis(tmp_path / "redis")
     own.client().config_set("requirepass", redis_password)
     env = {
@@ -496,6 +499,7 @@ def test_secure_skiff_container_runs_as_rendered(tmp_path: Path) -> None:
             .replace(":8080", f":{http_port}") for a in args]  # fmt: skip
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SKIFF_", "OTEL_"))}
     log_path = tmp_path / "skiff.log"
+    known_secrets.output_file(log_path)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli.main", *args], cwd=ROOT,
                                 env={**base, **env}, stdout=log, stderr=subprocess.STDOUT)

@@ -14,13 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import known_secrets
 import pytest
 import redis
 import trustme
 from confluent_kafka import Consumer, Producer
 from conftest import RedisServer, free_port, start_skiff, stop_process, wait_for_port
 
-PASSWORD = "Acl-Us3r/Pa$$word"  # characters that need percent-encoding in a URL
+# characters that need percent-encoding in a URL
+PASSWORD = known_secrets.register("Redis ACL user password", "Acl-Us3r/Pa$$word")
 
 
 def _round_trip(bootstrap: str, topic: str) -> None:

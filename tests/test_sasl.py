@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import known_secrets
 import pytest
 from clients import aiokafka_client, confluent_client, kafka_python_client
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -32,7 +33,10 @@ from scramp import ScramClient
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
 DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
 SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 58, 34, 33
-PASSWORDS = {"alice": "alice-secret-1", "bob": "bob-secret-2"}
+PASSWORDS = {
+    user: known_secrets.register(f"SASL password of {user}", password)
+    for user, password in {"alice": "alice-secret-1", "bob": "bob-secret-2"}.items()
+}
 # (mechanism, user): alice is in the PLAIN users file, bob has SCRAM credentials (which
 # PLAIN logins are also checked against).
 LOGINS = {"PLAIN": "alice", "SCRAM-SHA-256": "bob", "SCRAM-SHA-512": "bob"}

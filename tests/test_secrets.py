@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import known_secrets
 import pytest
 from conftest import ROOT, RedisServer, free_port, start_skiff, stop_process, wait_for_port
 
@@ -159,6 +160,8 @@ JWT = (
 )
 KEY_PW = "Key-Pw-6e5d4c3b"
 SECRETS = [REDIS_PW, PLAIN_PW, JAAS_PW, ADMIN_PW, USER_PW, WRONG_PW, BAD_CONFIG_PW, JWT, KEY_PW]
+for _number, _secret in enumerate([SECRET, *SECRETS]):
+    known_secrets.register(f"test_secrets.py secret #{_number}", _secret)
 
 
 def _sasl(port: int, mechanism: str, user: str, password: str) -> dict[str, Any]:

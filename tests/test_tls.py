@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import known_secrets
 import pytest
 from clients import (
     aiokafka_client,
@@ -34,6 +35,8 @@ from sidecar.security.principal import ANONYMOUS, KafkaPrincipal
 from sidecar.security.session import ConnectionSecurity
 from sidecar.security.ssl_principal import NoMatchingRule, PrincipalMapper, distinguished_name
 from sidecar.security.tls import ServerTls, TlsAcceptor, TlsSettings
+
+TLS_KEY_PASSWORD = known_secrets.register("TLS key password", "Tls-Key-Pw-s3cret-7d")
 
 METADATA, API_VERSIONS = 3, 18
 RULES = "RULE:^CN=([^,]+),OU=eng,.*$/$1/L,DEFAULT"
@@ -467,13 +470,13 @@ def _split_encrypted_pair(certs: TestCerts, password: bytes) -> tuple[Path, Path
 def test_per_listener_tls_settings_and_a_sasl_ssl_listener(
     own_redis: RedisServer, tmp_path: Path, certs: TestCerts
 ) -> None:
-    crt, key, secure_serial = _split_encrypted_pair(certs, b"s3cret")
+    crt, key, secure_serial = _split_encrypted_pair(certs, TLS_KEY_PASSWORD.encode())
     conf = tmp_path / "server.properties"
     conf.write_text(
         f"ssl.keystore.location={certs.server_pem}\n"
         f"listener.name.secure.ssl.keystore.certificate.location={crt}\n"
         f"listener.name.secure.ssl.keystore.key.location={key}\n"
-        "listener.name.secure.ssl.key.password=s3cret\n"
+        f"listener.name.secure.ssl.key.password={TLS_KEY_PASSWORD}\n"
         "listener.name.secure.ssl.enabled.protocols=TLSv1.3\n"
     )
     port = free_port()
@@ -492,7 +495,7 @@ def test_per_listener_tls_settings_and_a_sasl_ssl_listener(
     )
     try:
         secure = int(_wait_for(log, r"SECURE://127\.0\.0\.1:(\d+) \(SASL_SSL\)")[1])
-        assert "s3cret" not in skiff.log()
+        assert TLS_KEY_PASSWORD not in skiff.log()
         context = certs.client_context()
         with _tls_kafka(port, context) as kafka:  # INTERNAL: the broker-wide keystore
             assert serial_of(kafka.sock) == certs.server_serial  # type: ignore[arg-type]
