@@ -223,11 +223,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     findings = known_secrets.session_findings()
     if not findings:
         return
+    lines = [f"secret leaked: {finding}" for finding in findings]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    for finding in findings:
-        line = f"secret leaked: {finding}"
-        if reporter is not None:
+    if reporter is None:
+        print("\n".join(lines), file=sys.stderr)
+    else:
+        reporter.write_sep("=", "test secrets in Skiff's output (tests/known_secrets.py)", red=True)
+        for line in lines:
             reporter.write_line(line, red=True, bold=True)
-        else:
-            print(line, file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
