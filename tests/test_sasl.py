@@ -37,6 +37,13 @@ PASSWORDS = {
     user: known_secrets.register(f"SASL password of {user}", password)
     for user, password in {"alice": "alice-secret-1", "bob": "bob-secret-2"}.items()
 }
+# Passwords of single tests, registered too (never in the sidecar's output either).
+for _user, _password in (
+    ("carol", "carol-pw-9d4f"),
+    ("admin", "admin-pw-3b9e"),
+    ("gina", "gina-pw-71c2"),
+):
+    known_secrets.register(f"SASL password of {_user}", _password)
 # (mechanism, user): alice is in the PLAIN users file, bob has SCRAM credentials (which
 # PLAIN logins are also checked against).
 LOGINS = {"PLAIN": "alice", "SCRAM-SHA-256": "bob", "SCRAM-SHA-512": "bob"}
@@ -405,7 +412,7 @@ def test_kafka_configs_credentials_work_at_once_on_a_second_sidecar(
             *common,
             "--alter",
             "--add-config",
-            "SCRAM-SHA-512=[password=carol-pw-9],SCRAM-SHA-256=[iterations=8192,password=carol-pw-9]",
+            "SCRAM-SHA-512=[password=carol-pw-9d4f],SCRAM-SHA-256=[iterations=8192,password=carol-pw-9d4f]",
             "--entity-type",
             "users",
             "--entity-name",
@@ -429,10 +436,10 @@ def test_kafka_configs_credentials_work_at_once_on_a_second_sidecar(
         ) in described.stdout
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             with RawKafka("127.0.0.1", second.sasl_port) as kafka:
-                assert _scram_login(kafka, mechanism, "carol", "carol-pw-9").error_code == 0
+                assert _scram_login(kafka, mechanism, "carol", "carol-pw-9d4f").error_code == 0
                 _metadata_ok(kafka)
         with RawKafka("127.0.0.1", second.sasl_port) as kafka:  # PLAIN against SCRAM's keys
-            assert _plain_login(kafka, "carol", "carol-pw-9").error_code == 0
+            assert _plain_login(kafka, "carol", "carol-pw-9d4f").error_code == 0
         deleted = kafka_cli(
             "kafka-configs",
             *common,
@@ -446,7 +453,7 @@ def test_kafka_configs_credentials_work_at_once_on_a_second_sidecar(
         )
         assert deleted.returncode == 0, deleted.stderr
         with RawKafka("127.0.0.1", second.sasl_port) as kafka:
-            refused = _scram_login(kafka, "SCRAM-SHA-512", "carol", "carol-pw-9")
+            refused = _scram_login(kafka, "SCRAM-SHA-512", "carol", "carol-pw-9d4f")
             assert refused.error_code == SASL_AUTHENTICATION_FAILED
     finally:
         stop_process(second.skiff.proc)
@@ -672,7 +679,7 @@ def test_listener_settings_from_server_properties_and_add_scram_from_the_environ
         "listener.name.secure.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
         "listener.name.secure.plain.sasl.jaas.config="
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        'username="admin" password="admin-pw" user_gina="gina-pw" '
+        'username="admin" password="admin-pw-3b9e" user_gina="gina-pw-71c2" '
         'user_hal="hal \\\\"quoted\\\\" pw";\n'
     )
     plain = free_port()
@@ -697,12 +704,13 @@ def test_listener_settings_from_server_properties_and_add_scram_from_the_environ
             answer = _handshake(kafka, "SCRAM-SHA-512")
             assert answer.error_code == UNSUPPORTED_SASL_MECHANISM
             assert list(answer.mechanisms) == ["PLAIN", "SCRAM-SHA-256"]
-        for user, password in (("gina", "gina-pw"), ("hal", 'hal "quoted" pw')):
+        for user, password in (("gina", "gina-pw-71c2"), ("hal", 'hal "quoted" pw')):
             with RawKafka("127.0.0.1", port) as kafka:
                 assert _plain_login(kafka, user, password).error_code == 0, user
                 _metadata_ok(kafka)
         with RawKafka("127.0.0.1", port) as kafka:  # the broker's own login is no user
-            assert _plain_login(kafka, "admin", "admin-pw").error_code == SASL_AUTHENTICATION_FAILED
+            refused = _plain_login(kafka, "admin", "admin-pw-3b9e")
+            assert refused.error_code == SASL_AUTHENTICATION_FAILED
         for user in ("ida", "jo"):
             with RawKafka("127.0.0.1", port) as kafka:
                 assert _scram_login(kafka, "SCRAM-SHA-256", user, f"{user}-pw").error_code == 0
