@@ -18,9 +18,19 @@ MIN_LENGTH = 8
 # Words a password file or a log may hold for other reasons (and so match by chance).
 COMMON = frozenset({"password", "changeit", "changeme", "secret12", "12345678", "admin123"})
 
+
+@dataclass(frozen=True)
+class Finding:
+    where: str
+    label: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: holds the test secret {self.label!r}"
+
+
 _labels: dict[str, str] = {}  # secret -> its label
 _files: list[Path] = []  # sidecar log files written during the session
-_texts: list[tuple[str, bytes]] = []  # (where, text) scraped or received during the session
+_text_findings: list[Finding] = []  # in texts scraped or received, searched on arrival
 
 
 def register(label: str, secret: str) -> str:
@@ -45,17 +55,10 @@ def output_file(path: Path) -> None:
 
 
 def output_text(where: str, text: bytes | str) -> None:
-    """Something a sidecar answered or exported (a /metrics text, span bodies)."""
-    _texts.append((where, text.encode() if isinstance(text, str) else text))
-
-
-@dataclass(frozen=True)
-class Finding:
-    where: str
-    label: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: holds the test secret {self.label!r}"
+    """Something a sidecar answered or exported (a /metrics text, span bodies), searched at
+    once (a secret is registered before Skiff gets it), so that no text is kept."""
+    data = text.encode() if isinstance(text, str) else text
+    _text_findings.extend(search([], [(where, data)], dict(_labels)))
 
 
 def _forms(secret: str) -> list[bytes]:
@@ -88,4 +91,4 @@ def search(
 
 def session_findings() -> list[Finding]:
     """Every registered secret searched in every output of this session."""
-    return search(_files, _texts, dict(_labels))
+    return search(_files, [], dict(_labels)) + _text_findings

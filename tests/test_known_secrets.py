@@ -43,7 +43,7 @@ def test_short_or_common_secrets_are_refused(secret: str) -> None:
 
 def test_a_leak_fails_the_whole_session_naming_file_and_label(tmp_path: Path) -> None:
     """A real pytest session with the suite's conftest: a test passes but a secret it
-    registered is in a sidecar log it declared, so the session fails, saying where."""
+    registered is in a sidecar log and a /metrics text, so the session fails, saying where."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_leak.py").write_text(
         textwrap.dedent(
@@ -55,6 +55,7 @@ def test_a_leak_fails_the_whole_session_naming_file_and_label(tmp_path: Path) ->
                 log = tmp_path / "skiff.log"
                 log.write_text("INFO login alice password=" + secret + "\\n")
                 known_secrets.output_file(log)
+                known_secrets.output_text("GET :1/metrics", "skiff_up " + secret)
             """
         )
     )
@@ -68,4 +69,5 @@ def test_a_leak_fails_the_whole_session_naming_file_and_label(tmp_path: Path) ->
     assert run.returncode == 1, out
     assert "1 passed" in out, out
     assert "skiff.log: holds the test secret 'planted password'" in out, out
+    assert "GET :1/metrics: holds the test secret 'planted password'" in out, out
     assert PLANTED not in out, out

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import known_secrets
 import psutil
 from clients import java_client
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -86,6 +87,7 @@ def requests_served(skiff: Skiff, api: str) -> float:
     """Kafka requests of one API this sidecar handled (its /metrics)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{skiff.http_port}/metrics") as resp:
         text = resp.read().decode()
+    known_secrets.output_text(f"GET :{skiff.http_port}/metrics", text)
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()

@@ -14,6 +14,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import known_secrets
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -40,7 +41,9 @@ def readyz(server: Skiff) -> tuple[int, dict[str, object]]:
 def metric(server: Skiff, name: str) -> float:
     url = f"http://127.0.0.1:{server.http_port}/metrics"
     with urllib.request.urlopen(url, timeout=5) as reply:
-        for line in reply.read().decode().splitlines():
+        text = reply.read().decode()
+        known_secrets.output_text(url, text)
+        for line in text.splitlines():
             if line.startswith(name + " "):
                 return float(line.split()[1])
     raise AssertionError(f"no metric {name}")
