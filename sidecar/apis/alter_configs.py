@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.apis.config_alteration import alter, answer
+from sidecar.apis.config_alteration import alter, refusal
 from sidecar.broker import Broker
 from sidecar.config.admin import legacy_alter
 from sidecar.protocol.kio_codec import encode_response
-from sidecar.security import checks
-from sidecar.security.authorizer import Operation
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -24,15 +22,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     responses = []
     for resource in body.resources:
-        denied = checks.config_resource_denied(
-            broker,
-            request,
-            Operation.ALTER_CONFIGS,
-            resource.resource_type,
-            resource.resource_name,
-        )
-        if denied:
-            responses.append(answer(resource, denied[0]))
+        refused = refusal(broker, request, resource)
+        if refused is not None:
+            responses.append(refused)
             continue
         pairs = [(c.name, c.value) for c in resource.configs]
         responses.append(

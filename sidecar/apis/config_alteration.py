@@ -10,6 +10,8 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.config.admin import AdminError
 from sidecar.protocol import errors
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
 from sidecar.storage import topic_admin
 from sidecar.validation.topic_names import invalid_name_reason
 
@@ -23,6 +25,15 @@ def answer(resource: Any, code: int = errors.NONE, message: str | None = None) -
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
     }
+
+
+def refusal(broker: Broker, request: Any, resource: Any) -> dict[str, Any] | None:
+    """A resource's answer when the principal may not ALTER_CONFIGS it (Kafka's error
+    for its resource type), else None: AlterConfigs and IncrementalAlterConfigs alike."""
+    denied = checks.config_resource_denied(
+        broker, request, Operation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+    )
+    return answer(resource, denied[0]) if denied else None
 
 
 def _refuse_broker(broker: Broker, name: str, config_names: list[str]) -> None:

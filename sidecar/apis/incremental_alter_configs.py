@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.apis.config_alteration import alter, answer
+from sidecar.apis.config_alteration import alter, refusal
 from sidecar.broker import Broker
 from sidecar.config.admin import incremental_alter
 from sidecar.protocol.kio_codec import encode_response
-from sidecar.security import checks
-from sidecar.security.authorizer import Operation
 from sidecar.share import group_configs
 
 API_KEY = 44
@@ -27,15 +25,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     defaults = broker.store.topic_defaults
     responses = []
     for resource in body.resources:
-        denied = checks.config_resource_denied(
-            broker,
-            request,
-            Operation.ALTER_CONFIGS,
-            resource.resource_type,
-            resource.resource_name,
-        )
-        if denied:
-            responses.append(answer(resource, denied[0]))
+        refused = refusal(broker, request, resource)
+        if refused is not None:
+            responses.append(refused)
             continue
         if resource.resource_type == group_configs.GROUP:  # share groups' configs
             responses.append(await group_configs.alter(broker, resource, body.validate_only))
