@@ -182,6 +182,21 @@ def test_standard_authorizer_semantics(case: str) -> None:
     assert a.authorize(who(name, host), op, rtype, resource) is expected  # remembered
 
 
+def test_prefixed_acls_found_among_nested_and_sibling_prefixes() -> None:
+    """The index finds a name's prefixes by bisection and parent links: every prefix
+    of the name (nested ones, ones sorting between siblings) is found, no other."""
+    prefixes = ["a", "ab", "abc", "abd", "abda", "ac", "b", "b-", "b-x", "ba", "", "ab-"]
+    acls = [acl(p, Op.ALL, principal=f"User:{p}", pattern=PRE) for p in prefixes]
+    a = authorizer(acls + [acl("abda", Op.WRITE, DENY, principal="User:*", pattern=PRE)])
+    names = ["a", "ab", "abc", "abca", "abd", "abdz", "abdaa", "ab-", "ab-q", "aa", "ac", "ad"]
+    names += ["b", "b-", "b-y", "b-xx", "ba", "bz", "c", "", "abz", "abb"]
+    for name in names:
+        for p in prefixes:
+            allowed = a.authorize(who(p), Op.WRITE, TOPIC, name)
+            assert allowed is (name.startswith(p) and not name.startswith("abda")), (name, p)
+        assert a.authorize(who("nobody"), Op.READ, TOPIC, name) is False  # ACLs on each
+
+
 def test_super_users_bypass_every_acl() -> None:
     a = authorizer([acl("t", Op.ALL, DENY, principal="User:*")], super_users=("User:admin",))
     assert a.authorize(who("admin"), Op.DELETE, TOPIC, "t")

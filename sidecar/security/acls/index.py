@@ -13,6 +13,7 @@ An index is immutable: a change builds a new one and swaps it in."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from operator import index as plain_int
@@ -42,38 +43,67 @@ _DESCRIBE_CONFIGS = plain_int(Operation.DESCRIBE_CONFIGS)
 # memory is dropped and refilled, so a client cycling through names cannot grow it.
 DECISIONS_KEPT = 65_536
 
-# An entry as the check reads it: (principal, host, operation code, allow?)
-Entry = tuple[str, str, int, bool]
+# An entry as the check reads it: (host, operation code, allow?). A section (the
+# entries of one resource pattern) is split by principal, so a check reads only the
+# entries of its principal and of User:* however many principals the pattern names.
+Entry = tuple[str, int, bool]
+Section = tuple[dict[str, tuple[Entry, ...]], tuple[Entry, ...]]  # (by principal, User:*)
+
+
+def _section(acls: list[tuple[str, Entry]]) -> Section:
+    by_principal: dict[str, list[Entry]] = defaultdict(list)
+    for principal, entry in acls:
+        by_principal[principal].append(entry)
+    wildcard = tuple(by_principal.pop(WILDCARD_PRINCIPAL, ()))
+    return {p: tuple(e) for p, e in by_principal.items()}, wildcard
 
 
 class _TypeIndex:
-    """The ACLs of one resource type."""
+    """The ACLs of one resource type. The PREFIXED names are kept sorted with, for each,
+    the next shorter one that starts it (its parent): the longest prefix of a resource
+    name is found with one bisection, the others by following parents, so a check costs
+    the same however many prefix lengths are in use."""
 
-    __slots__ = ("literal", "prefixed", "prefix_lengths")
+    __slots__ = ("literal", "wildcard", "prefixes", "prefix_sections", "prefix_parents")
 
-    def __init__(self) -> None:
-        self.literal: dict[str, tuple[Entry, ...]] = {}
-        self.prefixed: dict[str, tuple[Entry, ...]] = {}
-        self.prefix_lengths: tuple[int, ...] = ()
+    def __init__(
+        self,
+        literal: dict[str, list[tuple[str, Entry]]],
+        prefixed: dict[str, list[tuple[str, Entry]]],
+    ) -> None:
+        self.literal = {n: _section(e) for n, e in literal.items()}
+        self.wildcard = self.literal.get(WILDCARD)
+        self.prefixes = sorted(prefixed)
+        self.prefix_sections = [_section(prefixed[n]) for n in self.prefixes]
+        parents: list[int] = []
+        for i, name in enumerate(self.prefixes):
+            # Sorted order puts a name's prefixes before it; the nearest one is found
+            # by walking back along the parents of the name just before it.
+            j = i - 1
+            while j >= 0 and not name.startswith(self.prefixes[j]):
+                j = parents[j]
+            parents.append(j)
+        self.prefix_parents = parents
 
 
 class AclIndex:
     def __init__(self, bindings: Iterable[AclBinding] = ()) -> None:
         self.bindings: tuple[AclBinding, ...] = tuple(sorted(set(bindings), key=_order))
-        literal: dict[int, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
-        prefixed: dict[int, dict[str, list[Entry]]] = defaultdict(lambda: defaultdict(list))
+        literal: dict[int, dict[str, list[tuple[str, Entry]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        prefixed: dict[int, dict[str, list[tuple[str, Entry]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         for acl in self.bindings:
             allow = acl.permission == Permission.ALLOW
-            entry = (acl.principal, acl.host, plain_int(acl.operation), allow)
+            entry = (acl.host, plain_int(acl.operation), allow)
             target = literal if acl.pattern_type == PatternType.LITERAL else prefixed
-            target[plain_int(acl.resource_type)][acl.name].append(entry)
-        self._types: dict[int, _TypeIndex] = {}
-        for rt in set(literal) | set(prefixed):
-            index = _TypeIndex()
-            index.literal = {n: tuple(e) for n, e in literal.get(rt, {}).items()}
-            index.prefixed = {n: tuple(e) for n, e in prefixed.get(rt, {}).items()}
-            index.prefix_lengths = tuple(sorted({len(n) for n in index.prefixed}))
-            self._types[rt] = index
+            target[plain_int(acl.resource_type)][acl.name].append((acl.principal, entry))
+        self._types: dict[int, _TypeIndex] = {
+            rt: _TypeIndex(literal.get(rt, {}), prefixed.get(rt, {}))
+            for rt in set(literal) | set(prefixed)
+        }
         self._decisions: dict[tuple[str, str, int, int, str], bool | None] = {}
 
     def __len__(self) -> int:
@@ -113,42 +143,48 @@ class AclIndex:
         index = self._types.get(resource_type)
         if index is None:
             return None
-        sections: list[tuple[Entry, ...]] = []
-        literal = index.literal
-        if name in literal:
-            sections.append(literal[name])
-        if name != WILDCARD and WILDCARD in literal:
-            sections.append(literal[WILDCARD])
-        prefixed = index.prefixed
-        for length in index.prefix_lengths:
-            if length > len(name):
-                break
-            entries = prefixed.get(name[:length])
-            if entries is not None:
-                sections.append(entries)
+        sections: list[Section] = []
+        section = index.literal.get(name)
+        if section is not None:
+            sections.append(section)
+        if index.wildcard is not None and name != WILDCARD:
+            sections.append(index.wildcard)
+        prefixes = index.prefixes
+        if prefixes:
+            # the greatest name <= `name`: `name`'s longest prefix, or a sibling whose
+            # parents hold the prefixes it shares with `name`
+            i = bisect_right(prefixes, name) - 1
+            parents = index.prefix_parents
+            while i >= 0 and not name.startswith(prefixes[i]):
+                i = parents[i]
+            if i >= 0:
+                prefix_sections = index.prefix_sections
+                while i >= 0:  # every parent of a prefix of `name` is one too
+                    sections.append(prefix_sections[i])
+                    i = parents[i]
         if not sections:
             return None
         allowed = False
-        for entries in sections:
-            for acl_principal, acl_host, acl_op, allow in entries:
-                if acl_principal != principal and acl_principal != WILDCARD_PRINCIPAL:
-                    continue
-                if acl_host != WILDCARD and acl_host != host:
-                    continue
-                if acl_op != _ALL and acl_op != operation:
-                    if not allow:
-                        continue  # a DENY of READ does not deny DESCRIBE
-                    if operation == _DESCRIBE:
-                        if acl_op not in IMPLIES_DESCRIBE:
-                            continue
-                    elif operation == _DESCRIBE_CONFIGS:
-                        if acl_op not in IMPLIES_DESCRIBE_CONFIGS:
-                            continue
-                    else:
+        for by_principal, anyone in sections:
+            mine = by_principal.get(principal)
+            for entries in (mine, anyone) if mine else (anyone,):
+                for acl_host, acl_op, allow in entries:
+                    if acl_host != WILDCARD and acl_host != host:
                         continue
-                if not allow:
-                    return False  # DENY wins
-                allowed = True
+                    if acl_op != _ALL and acl_op != operation:
+                        if not allow:
+                            continue  # a DENY of READ does not deny DESCRIBE
+                        if operation == _DESCRIBE:
+                            if acl_op not in IMPLIES_DESCRIBE:
+                                continue
+                        elif operation == _DESCRIBE_CONFIGS:
+                            if acl_op not in IMPLIES_DESCRIBE_CONFIGS:
+                                continue
+                        else:
+                            continue
+                    if not allow:
+                        return False  # DENY wins
+                    allowed = True
         return allowed
 
 
