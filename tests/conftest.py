@@ -210,6 +210,20 @@ def skiff(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
     stop_process(server.proc)
 
 
+@pytest.fixture(scope="session")
+def kafka4_admin() -> Iterator[object]:
+    """One real Kafka 4.x broker (kafka_tools.admin_kafka: super user User:ANONYMOUS, a
+    SCRAM listener) for every test comparing Kafka's admin tools on it and on Skiff: a
+    broker start costs seconds. Skipped without java or mvn."""
+    from kafka_tools import ToolsUnavailable, admin_kafka
+
+    try:
+        with admin_kafka() as kafka:
+            yield kafka
+    except ToolsUnavailable as exc:
+        pytest.skip(f"no reference Kafka: {exc}")
+
+
 @pytest.fixture
 def topic() -> str:
     """A fresh topic name per test: tests share one Redis and one Skiff."""

@@ -1,8 +1,10 @@
-"""Kafka's own `kafka-acls` against Skiff and against a real Kafka broker running
+"""Kafka's own `kafka-acls` against Skiff and against a real Kafka 4.x broker running
 Kafka's StandardAuthorizer, with the same commands: the same output (adding, listing
-with each filter kind, removing) on both. Both make User:ANONYMOUS (every PLAINTEXT
-client) a super user so the tool may manage ACLs. Skipped without java or mvn, as the
-other Kafka-tools tests are."""
+with each filter kind, removing) on both, with the tool of Kafka 3.9 (Scala) and of 4.x
+(rewritten in Java). Both make User:ANONYMOUS (every PLAINTEXT client) a super user so
+the tool may manage ACLs. The Kafka broker is the session's (conftest.kafka4_admin);
+every run of one tool against one broker shares a JVM (kafka_tools.run_batch). Skipped
+without java or mvn, as the other Kafka-tools tests are."""
 
 from __future__ import annotations
 
@@ -10,26 +12,13 @@ import re
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 
 import pytest
 from conftest import RedisServer, start_skiff, stop_process
-from kafka_tools import ToolsUnavailable, kafka_acls, reference_kafka
+from kafka_tools import ADMIN_KAFKA_VERSION, AUTHORIZER, AdminKafka, run_batch
 
-AUTHORIZER = {
-    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "super.users": "User:ANONYMOUS",
-}
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[str]:
-    try:
-        with reference_kafka(AUTHORIZER) as bootstrap:
-            yield bootstrap
-    except ToolsUnavailable as exc:
-        pytest.skip(f"no reference Kafka: {exc}")
+TOOL_VERSIONS = ("3.9.1", ADMIN_KAFKA_VERSION)
 
 
 @pytest.fixture
@@ -98,22 +87,31 @@ STEPS: list[list[str]] = [
     ["--remove", "--force", "--cluster"],
     ["--remove", "--force", "--topic", "*"],
     ["--list"],
+    ["--remove", "--force", "--topic", "orders"],
+    ["--list"],
 ]  # fmt: skip
 
 
-def run_step(step: list[str], bootstrap: str) -> subprocess.CompletedProcess[str]:
-    return kafka_acls(bootstrap, *step)
+def run_steps(version: str, bootstrap: str) -> list[subprocess.CompletedProcess[str]]:
+    return run_batch(version, "kafka-acls", [["--bootstrap-server", bootstrap, *s] for s in STEPS])
 
 
-@pytest.mark.timeout(900)  # two dozen JVM starts per broker on a loaded machine
-def test_kafka_acls_same_output_on_skiff_and_kafka(kafka: str, skiff_acls: str) -> None:
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("tool", TOOL_VERSIONS)
+def test_kafka_acls_same_output_on_skiff_and_kafka(
+    kafka4_admin: AdminKafka, skiff_acls: str, tool: str
+) -> None:
     with ThreadPoolExecutor(2) as pool:
-        for step in STEPS:
-            on_kafka, on_skiff = pool.map(partial(run_step, step), (kafka, skiff_acls))
-            assert on_kafka.returncode == 0, (step, on_kafka.stdout, on_kafka.stderr)
-            assert (on_skiff.returncode, on_skiff.stderr) == (0, ""), step
-            assert normalized(on_skiff.stdout) == normalized(on_kafka.stdout), step
-    # What is left: the LITERAL ACLs of topic orders, without bob's WRITE.
-    left = normalized(on_skiff.stdout)
+        on_kafka, on_skiff = pool.map(
+            lambda bootstrap: run_steps(tool, bootstrap), (kafka4_admin.bootstrap, skiff_acls)
+        )
+    for step, kafka, skiff in zip(STEPS, on_kafka, on_skiff, strict=True):
+        assert kafka.returncode == 0, (step, kafka.stdout, kafka.stderr)
+        assert (skiff.returncode, skiff.stderr) == (0, ""), step
+        assert normalized(skiff.stdout) == normalized(kafka.stdout), step
+    # What is left before the last removal: the LITERAL ACLs of topic orders, without
+    # bob's WRITE.
+    left = normalized(on_skiff[-3].stdout)
     assert [re.findall(r"name=([^,]*)", head) for head, _ in left] == [["orders"]]
     assert len(left[0][1]) == 4
+    assert on_kafka[-1].stdout == ""  # the broker is left without ACLs for the next run

@@ -9,15 +9,17 @@ The jars (kafka-tools, kafka_2.13, kafka-clients and their dependencies) are fet
 once with Maven into ~/.cache/skiff/kafka-tools-<version>/lib (tools/kafka_jars.py).
 Logging is Kafka's own tools setting (bin/kafka-run-class.sh with
 config/tools-log4j.properties): reload4j, WARN and above to stderr, through exactly one
-SLF4J binding, so no "SLF4J: ..." lines. $KAFKA_CLI_VERSION picks another Kafka 3.x
-version, $KAFKA_CLI_LOG_LEVEL another level (ERROR, INFO, DEBUG).
-Standard library only: it runs before any venv exists.
+SLF4J binding, so no "SLF4J: ..." lines (Kafka 4.x's tools log through Log4j 2, given
+the same settings). $KAFKA_CLI_VERSION picks another Kafka version (3.x or 4.x),
+$KAFKA_CLI_LOG_LEVEL another level (ERROR, INFO, DEBUG). Standard library only: it
+runs before any venv exists.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,6 +54,14 @@ TOOLS = {
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
 }
+# Kafka 4.0 moved AclCommand from Scala (kafka_2.13) to Java (kafka-tools)
+TOOLS_4 = TOOLS | {"kafka-acls": "org.apache.kafka.tools.AclCommand"}
+
+
+def tool_class(name: str, version: str = KAFKA_VERSION) -> str:
+    """The main class of tool `name` in Kafka `version`."""
+    return (TOOLS if int(version.split(".")[0]) < 4 else TOOLS_4)[name]
+
 
 # config/tools-log4j.properties of Kafka 3.x, with the level a parameter
 LOG4J_PROPERTIES = """log4j.rootLogger={level}, stderr
@@ -59,6 +69,16 @@ log4j.appender.stderr=org.apache.log4j.ConsoleAppender
 log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
 log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.appender.stderr.Target=System.err
+"""
+# the same for Kafka 4.x, whose tools log through Log4j 2
+LOG4J2_PROPERTIES = """status = error
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = STDERR
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
 """
 # kafka-tools brings slf4j-reload4j; the cache also holds slf4j-simple (the broker's binding)
 LOG_BINDING = "slf4j-reload4j-"
@@ -74,19 +94,22 @@ def classpath(lib: Path) -> list[str]:
     return [str(j) for j in jars if not j.name.startswith(OTHER_BINDINGS)]
 
 
-def log_config(lib: Path, level: str) -> Path:
-    path = lib.parent / f"tools-log4j-{level.lower()}.properties"
-    if not path.exists():  # written whole, then renamed: parallel runs may race here
-        temp = path.with_suffix(f".{os.getpid()}")
-        temp.write_text(LOG4J_PROPERTIES.format(level=level.upper()))
+def log_config(lib: Path, level: str, template: str = LOG4J_PROPERTIES) -> Path:
+    kind = "log4j2" if template is LOG4J2_PROPERTIES else "log4j"
+    path = lib.parent / f"tools-{kind}-{level.lower()}.properties"
+    if not path.exists():  # written whole, then renamed: parallel runs (threads) may race
+        temp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}")
+        temp.write_text(template.format(level=level.upper()))
         temp.replace(path)
     return path
 
 
-def command(main_class: str, args: list[str], log_level: str = "WARN") -> list[str]:
+def command(
+    main_class: str, args: list[str], log_level: str = "WARN", version: str = KAFKA_VERSION
+) -> list[str]:
     """The java command line running `main_class` with `args` (fetching the jars first)."""
     java_binary = java()  # before a fetch that would be of no use without it
-    lib = tools_jars(KAFKA_VERSION, lambda message: print(message, file=sys.stderr))
+    lib = tools_jars(version, lambda message: print(message, file=sys.stderr))
     return [
         java_binary,
         "-Xms64m",
@@ -95,6 +118,7 @@ def command(main_class: str, args: list[str], log_level: str = "WARN") -> list[s
         "-XX:TieredStopAtLevel=1",  # short-lived: start fast
         "-Djava.awt.headless=true",
         f"-Dlog4j.configuration={log_config(lib, log_level).as_uri()}",
+        f"-Dlog4j2.configurationFile={log_config(lib, log_level, LOG4J2_PROPERTIES).as_uri()}",
         f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level.lower()}",  # without reload4j
         "-cp",
         os.pathsep.join(classpath(lib)),
@@ -122,7 +146,7 @@ def main(argv: list[str]) -> int:
         print(f"kafka-cli: unknown tool {argv[0]!r}; one of: {', '.join(TOOLS)}", file=sys.stderr)
         return 2
     try:
-        cmd = command(TOOLS[name], argv[1:], os.environ.get("KAFKA_CLI_LOG_LEVEL", "WARN"))
+        cmd = command(tool_class(name), argv[1:], os.environ.get("KAFKA_CLI_LOG_LEVEL", "WARN"))
     except JarsUnavailable as exc:
         print(f"kafka-cli: {exc}", file=sys.stderr)
         return 2

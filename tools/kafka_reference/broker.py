@@ -127,7 +127,12 @@ def kafka_properties(
         "offsets.retention.check.interval.ms": "1000",
         "num.network.threads": "2",
         "num.io.threads": "2",
-        **(extra or {}),
+        # `{port}` and `{controller_port}` in a value are this broker's ports (another
+        # listener's `listeners` names both)
+        **{
+            k: v.replace("{port}", str(port)).replace("{controller_port}", str(controller_port))
+            for k, v in (extra or {}).items()
+        },
     }
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -152,7 +157,8 @@ def start_kafka(
     start_timeout: float,
     extra: dict[str, str] | None = None,
 ) -> int:
-    """Start a KRaft broker; `extra` adds to (or overrides) kafka_properties'."""
+    """Start a KRaft broker; `extra` adds to (or overrides) kafka_properties' (`{port}`
+    and `{controller_port}` in its values are the broker's ports)."""
     java = shutil.which("java")
     if java is None:
         raise RuntimeError("java is not installed (apt-get install openjdk-17-jre-headless)")
