@@ -407,19 +407,25 @@ def test_kafka_configs_credentials_work_at_once_on_a_second_sidecar(
     second = start_sasl_sidecar(tmp_path, sidecar.redis, "second")
     try:
         common = ["--bootstrap-server", sidecar.bootstrap, "--command-config", str(admin)]
-        altered = kafka_cli(
-            "kafka-configs",
-            *common,
-            "--alter",
-            "--add-config",
-            "SCRAM-SHA-512=[password=carol-pw-9d4f],SCRAM-SHA-256=[iterations=8192,password=carol-pw-9d4f]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "carol",
-        )
-        assert altered.returncode == 0, altered.stderr
-        assert "Completed updating config for user carol." in altered.stdout
+        # one mechanism per command: like Kafka 4.x, Skiff refuses two changes of one user
+        # in one request (tests/test_scram_cli.py)
+        for config in (
+            "SCRAM-SHA-512=[password=carol-pw-9d4f]",
+            "SCRAM-SHA-256=[iterations=8192,password=carol-pw-9d4f]",
+        ):
+            altered = kafka_cli(
+                "kafka-configs",
+                *common,
+                "--alter",
+                "--add-config",
+                config,
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "carol",
+            )
+            assert altered.returncode == 0, altered.stderr
+            assert "Completed updating config for user carol." in altered.stdout
         described = kafka_cli(
             "kafka-configs",
             *common,

@@ -2,7 +2,8 @@
 iterations (never a key or salt), from Redis (storage/scram_store.py). As Kafka:
 DESCRIBE on the cluster or CLUSTER_AUTHORIZATION_FAILED; no users (null or empty):
 every user with a credential; a user named twice: DUPLICATE_RESOURCE; a user without
-one: RESOURCE_NOT_FOUND."""
+one: RESOURCE_NOT_FOUND. Users in Kafka's (HashMap) order; a user's mechanisms by type
+code (Kafka's order of them changes from one broker start to the next)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from sidecar.broker import Broker
 from sidecar.protocol import errors
+from sidecar.protocol.java_order import hash_map_order
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from sidecar.storage.scram_store import MECHANISMS, ScramCredential, ScramStore
@@ -22,7 +24,7 @@ MAX_VERSION = 0
 CLUSTER_AUTHORIZATION_FAILED = errors.code("CLUSTER_AUTHORIZATION_FAILED")
 
 
-def _result(user: str, error: int = 0, message: str | None = None, **creds: Any) -> dict[str, Any]:
+def _result(user: str, error: int = 0, message: str = "", **creds: Any) -> dict[str, Any]:
     return {"user": user, "error_code": error, "error_message": message, **creds}
 
 
@@ -36,7 +38,8 @@ def _infos(credentials: dict[str, ScramCredential]) -> list[dict[str, int]]:
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     users = [u.name for u in request.body.users or ()]
-    out: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "error_message": None}
+    # Kafka's answer says "" where nothing went wrong (ScramImage.describe)
+    out: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "error_message": ""}
     if not broker.authorizer.authorize(
         request.security, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
     ):
@@ -46,12 +49,14 @@ async def handle(broker: Broker, request: Any) -> bytes:
         return encode_response(API_KEY, version, out)
     store = ScramStore(broker.store.redis)
     results: list[dict[str, Any]] = []
+    # Kafka's ScramImage.describe answers in its HashMap's order of the user names
     if not users:
-        for user, credentials in sorted((await store.all()).items()):
-            results.append(_result(user, credential_infos=_infos(credentials)))
+        everyone = await store.all()
+        for user in hash_map_order(sorted(everyone)):
+            results.append(_result(user, credential_infos=_infos(everyone[user])))
     else:
         counts = Counter(users)
-        for user in dict.fromkeys(users):  # once each, in request order
+        for user in hash_map_order(dict.fromkeys(users)):  # once each
             if counts[user] > 1:
                 results.append(
                     _result(
