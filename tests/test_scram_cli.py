@@ -1,14 +1,17 @@
 """Kafka's own `kafka-configs` (Kafka 4.x tools) managing SCRAM users on Skiff and on a
-real Kafka 4.x broker with the same commands: adding both mechanisms, describing one
-user and every user, deleting a mechanism, users that do not exist, iterations outside
-Kafka's bounds, an empty password. The same exit codes and output on both; only the
-bootstrap address, which the tool repeats in its error lines, is replaced. Then a real
-client (librdkafka) logs in with what is left on both. Every run of the tool against a
-broker shares one JVM (kafka_tools.run_batch); the Kafka broker is the session's
-(conftest.kafka4_admin). Skipped without java or mvn."""
+real Kafka 4.x broker with the same commands: adding both mechanisms in one command
+(Kafka 4.x refuses it: DUPLICATE_RESOURCE) and one by one, describing one user and
+every user, deleting a mechanism, users that do not exist, iterations outside Kafka's
+bounds, an empty password. The same exit codes and output on both (normalised: see
+_seen). Then a real client (librdkafka) logs in with what is left on both, and raw
+AlterUserScramCredentials/DescribeUserScramCredentials requests the tool cannot send
+(duplicates, empty keys, unknown mechanisms) get the same answers. Every run of the
+tool against a broker shares one JVM (kafka_tools.run_batch); the Kafka broker is the
+session's (conftest.kafka4_admin). Skipped without java or mvn."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,7 +24,6 @@ from confluent_kafka.admin import AdminClient
 from conftest import RedisServer, free_port, start_redis, start_skiff, stop_process
 from kafka_tools import ADMIN_KAFKA_VERSION, SCRAM_MECHANISMS, AdminKafka, run_batch
 from rawkafka import RawKafka
-from test_sasl import _wait_for
 
 DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
 DUPLICATE = "A user credential cannot be altered twice in the same request"
@@ -53,7 +55,11 @@ def skiff_scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminKafka
         "User:ANONYMOUS",
         port=plain,
     )
-    sasl = _wait_for(log, r"listening on .*SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)")
+    deadline = time.monotonic() + 30
+    pattern = r"listening on .*SECURE://127\.0\.0\.1:(\d+) \(SASL_PLAINTEXT\)"
+    while (sasl := re.search(pattern, log.read_text(errors="replace"))) is None:
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
     yield AdminKafka(server.bootstrap, f"127.0.0.1:{sasl[1]}")
     stop_process(server.proc)
     stop_process(redis.proc)
