@@ -447,6 +447,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "storage-format",
+        "record",
+        "skiff.storage.format of new topics: batch (one stream entry per produced batch, "
+        "as sent) or record (one entry per record, readable with XRANGE); fixed per topic",
+        choices=["batch", "record"],
+    )
+    _flag(
+        serve,
         "message-max-bytes",
         "1048588",
         "message.max.bytes: default of the topic config max.message.bytes (largest batch)",
@@ -950,6 +958,7 @@ def _run(argv: list[str]) -> int:
         auto_create_topics_per_minute=args.auto_create_topics_per_minute,
         message_timestamp_type=args.message_timestamp_type,
         compression_type=args.compression_type,
+        storage_format=args.storage_format,
         message_max_bytes=args.message_max_bytes,
         log_message_timestamp_before_max_ms=args.log_message_timestamp_before_max_ms,
         log_message_timestamp_after_max_ms=args.log_message_timestamp_after_max_ms,

@@ -175,6 +175,7 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "log.message.timestamp.before.max.ms": FlagMapping("log-message-timestamp-before-max-ms"),
     "log.message.timestamp.after.max.ms": FlagMapping("log-message-timestamp-after-max-ms"),
     "compression.type": FlagMapping("compression-type"),
+    "skiff.storage.format": FlagMapping("storage-format"),
     "min.insync.replicas": FlagMapping("min-insync-replicas"),
     "log.retention.ms": FlagMapping("log-retention-ms"),
     "log.retention.minutes": FlagMapping("log-retention-ms", _minutes_to_ms, rank=1),
