@@ -206,6 +206,9 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
             "expected.audience",
             "sub.claim.name",
             "clock.skew.seconds",
+            "scope.claim.name",
+            "jwks.endpoint.retry.backoff.ms",
+            "jwks.endpoint.retry.backoff.max.ms",
         )
     },
     "sasl.enabled.mechanisms": FlagMapping("sasl-enabled-mechanisms"),
