@@ -67,15 +67,7 @@ def test_describe_and_redrive(skiff: Skiff) -> None:
     proc = skiff_queues(skiff, "describe", f"nope-{tag}", check=False)
     assert proc.returncode == 1 and "does not exist (GROUP_NOT_FOUND)" in proc.stderr
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sidecar.cli.main",
-            "queues",
-            "list",
-            "--http",
-            "http://127.0.0.1:1",
-        ],
+        [sys.executable, "-m", "sidecar.cli.main", "queues", "list", "--http", "http://127.0.0.1:1"],
         cwd=ROOT,
         capture_output=True,
         text=True,
