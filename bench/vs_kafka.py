@@ -182,7 +182,6 @@ def started_kafka(work: Path) -> Iterator[tuple[int, subprocess.Popen[bytes], Pa
     """A single-node KRaft Kafka (tools/kafka_reference's settings: -Xmx1g, 2 network and
     2 I/O threads), stopped by pid on the way out; yields port, JVM process, log dir."""
     sys.path.insert(0, str(ROOT / "tools"))
-    work.mkdir(parents=True, exist_ok=True)
     # kafka_reference prints its progress to stdout, which --json keeps for the result
     with contextlib.redirect_stdout(sys.stderr):
         try:
@@ -190,15 +189,14 @@ def started_kafka(work: Path) -> Iterator[tuple[int, subprocess.Popen[bytes], Pa
         except ImportError as exc:
             raise BenchError(f"cannot import tools/kafka_reference: {exc}") from None
         kafka_reference.broker.say = progress  # one clock and one stream for all progress
-        procs = kafka_reference.Processes()
-        try:
+        with contextlib.ExitStack() as stack:
             try:
-                port = kafka_reference.start_kafka(procs, KAFKA_VERSION, work, 180.0)
+                port, jvm = stack.enter_context(
+                    kafka_reference.running_kafka(KAFKA_VERSION, work, 180.0)
+                )
             except (RuntimeError, subprocess.SubprocessError) as exc:
                 raise BenchError(f"Kafka {KAFKA_VERSION} did not start: {exc}") from None
-            yield port, procs.children[-1][1], work / "kafka-logs"
-        finally:
-            procs.stop_all()
+            yield port, jvm, work / "kafka-logs"
 
 
 # -- topics ---------------------------------------------------------------------------
