@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 TOOLS_DIR = Path(__file__).resolve().parents[1] / "tools"
@@ -71,13 +71,11 @@ def reference_kafka(extra: dict[str, str] | None = None) -> Iterator[str]:
     address."""
     import kafka_reference  # tools/kafka_reference
 
-    procs = kafka_reference.Processes()
-    with tempfile.TemporaryDirectory(prefix="skiff-kafka-ref-") as work:
+    with tempfile.TemporaryDirectory(prefix="skiff-kafka-ref-") as work, ExitStack() as stack:
         try:
-            try:
-                port = kafka_reference.start_kafka(procs, KAFKA_VERSION, Path(work), 120.0, extra)
-            except RuntimeError as exc:
-                raise ToolsUnavailable(str(exc)) from None
-            yield f"127.0.0.1:{port}"
-        finally:
-            procs.stop_all()
+            port, _ = stack.enter_context(
+                kafka_reference.running_kafka(KAFKA_VERSION, Path(work), 120.0, extra)
+            )
+        except RuntimeError as exc:
+            raise ToolsUnavailable(str(exc)) from None
+        yield f"127.0.0.1:{port}"
