@@ -8,7 +8,8 @@
 -- KEYS[5] tokens       skiff:{t/p}:tokens      (score base offset, member append token)
 -- KEYS[6] byte index   skiff:{t/p}:bytes       (score bytes appended before the batch,
 --                                               member base offset)
--- ARGV[1] n records          ARGV[2] timestamp type (0 CreateTime, 1 LogAppendTime)
+-- ARGV[1] n: offsets the batch takes   ARGV[2] timestamp type (0 CreateTime,
+--         1 LogAppendTime stamped here, 2 LogAppendTime the sidecar stamped: ARGV[3])
 -- ARGV[3] batch max ts       ARGV[4] offset delta of the record with the max ts
 -- ARGV[5] producer id (-1)   ARGV[6] producer epoch   ARGV[7] base sequence
 -- ARGV[8] wake-up channel    ARGV[9] append token (unique per prepared append)
@@ -16,13 +17,17 @@
 -- ARGV[11] the batch's size in bytes (docs/architecture.md, "Byte accounting")
 -- ARGV[12] retention.bytes (-1: no size retention)
 -- ARGV[13] the storage identity (cluster id) the sidecar serves under (storage/identity.py)
--- ARGV[14..] per record: t (ms), k, v, h (Kafka header encoding), f (flags)
+-- ARGV[14] storage format: 'r' (record) or 'b' (batch), docs/architecture.md
+-- ARGV[15..] 'r': per record t (ms), k, v, h (Kafka header encoding), f (flags), one
+--            entry each, ID 0-<offset+1>;
+--            'b': the v2 batch's bytes, one entry (field b) with ID 0-<last offset+1>,
+--            so XRANGE from 0-<o+1> starts at the batch holding offset o
 -- Reply: {base offset, log start offset, append time or -1, 1 if duplicate else 0}
 -- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR (the
 -- partition was created under another storage identity), INVALID_RECORD,
 -- INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-local FIXED = 13
+local FIXED = 14
 local PRUNE = 128  -- index members pruned per append at most (as FREE_STEP)
 local FREE_STEP = 128  -- offsets: see size retention below
 local KEEP_TOKENS = 64
@@ -42,7 +47,8 @@ end
 if not meta[6] then
   redis.call('HSET', KEYS[2], 'sid', ARGV[13])
 end
-if n == nil or n < 1 or #ARGV ~= FIXED + 5 * n then
+local batch_mode = ARGV[14] == 'b'
+if n == nil or n < 1 or #ARGV ~= (batch_mode and FIXED + 1 or FIXED + 5 * n) then
   return redis.error_reply('INVALID_RECORD bad argument count')
 end
 local lso = tonumber(meta[2])
@@ -123,25 +129,33 @@ end
 local append_time = -1
 if ARGV[2] == '1' then
   append_time = now or now_ms()
+elseif ARGV[2] == '2' then
+  append_time = tonumber(ARGV[3])
 end
 
 local log = KEYS[1]
-local first, last
-for i = FIXED + 1, FIXED + 5 * n, 5 do
-  local t = ARGV[i]
-  if append_time >= 0 then
-    t = append_time
+local base, hw
+if batch_mode then
+  base = tonumber(meta[1])
+  hw = base + n
+  redis.call('XADD', log, '0-' .. hw, 'b', ARGV[FIXED + 1])
+else
+  local first, last
+  for i = FIXED + 1, FIXED + 5 * n, 5 do
+    local t = ARGV[i]
+    if append_time >= 0 then
+      t = append_time
+    end
+    last = redis.call('XADD', log, '0-*', 't', t, 'k', ARGV[i + 1], 'v', ARGV[i + 2],
+      'h', ARGV[i + 3], 'f', ARGV[i + 4])
+    if not first then
+      first = last
+    end
   end
-  last = redis.call('XADD', log, '0-*', 't', t, 'k', ARGV[i + 1], 'v', ARGV[i + 2],
-    'h', ARGV[i + 3], 'f', ARGV[i + 4])
-  if not first then
-    first = last
-  end
+  -- Stream IDs are 0-<offset+1>, so offset = sequence - 1.
+  base = tonumber(string.sub(first, 3)) - 1
+  hw = tonumber(string.sub(last, 3))
 end
-
--- Stream IDs are 0-<offset+1>, so offset = sequence - 1.
-local base = tonumber(string.sub(first, 3)) - 1
-local hw = tonumber(string.sub(last, 3))
 -- Byte accounting: the index maps cumulative bytes to batch base offsets, so size
 -- retention finds the new log start with one O(log n) lookup.
 local before = tonumber(meta[4] or '0')

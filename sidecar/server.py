@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from sidecar import apis, connection_context
-from sidecar.apis import api_versions, unavailable
+from sidecar.apis import api_versions, sasl_authenticate, unavailable
 from sidecar.append_order import AppendOrder, Ticket
 from sidecar.broker import Broker
 from sidecar.config.listeners import Listener
@@ -89,6 +89,10 @@ async def dispatch(
     security: ConnectionSecurity | None = None,
 ) -> bytes | None:
     """Handle one request frame; returns the response frame, or None (acks=0)."""
+    if security is not None and security.sasl_unframed:
+        if ticket is not None:
+            ticket.release()
+        return await _unframed_sasl_token(broker, frame, security)
     try:
         header, pos = parse_header_prefix(frame)
     except BadFrame as exc:
@@ -162,6 +166,22 @@ async def _handle(
     if result is None:
         return None
     return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
+
+
+async def _unframed_sasl_token(broker: Broker, token: bytes, security: ConnectionSecurity) -> bytes:
+    """A SASL token after SaslHandshake v0 (the frame is the token, no request header)."""
+    try:
+        with resilience.request_deadline(resilience.POLICY.budget_s):
+            return await sasl_authenticate.handle_unframed(broker, token, security)
+    except CloseConnection:
+        raise
+    except Exception as exc:
+        if resilience.classify(exc) is None:
+            raise
+        # As SaslAuthenticate's (apis/unavailable.py): a close, which clients retry after.
+        raise CloseConnection(
+            f"{unavailable.UNAVAILABLE}: SASL credentials cannot be checked"
+        ) from None
 
 
 def decode_body(handler: Any, header: RequestHeader, frame: bytes, pos: int) -> tuple[Any, bool]:
@@ -342,6 +362,8 @@ class KafkaConnection(asyncio.Protocol):
         if not self.security.authenticated and limit > SASL_SERVER_MAX_RECEIVE_SIZE:
             # Kafka's sasl.server.max.receive.size: small frames until authenticated.
             limit, setting = SASL_SERVER_MAX_RECEIVE_SIZE, "before SASL authentication"
+        elif self.security.sasl_unframed and limit > SASL_SERVER_MAX_RECEIVE_SIZE:
+            limit, setting = SASL_SERVER_MAX_RECEIVE_SIZE, "sasl.server.max.receive.size"
         split = False
         while len(buf) >= 4:
             (size,) = unpack_i32(buf, 0)
@@ -508,10 +530,9 @@ class KafkaConnection(asyncio.Protocol):
                     responses.put_nowait(frame)
                     break
                 self.served += 1
-                if self.client_id is None:
-                    self.client_id = _client_id(frame)
                 running = [(t, p) for t, p in running if not t.done()]
-                is_produce = frame[:2] == PRODUCE_KEY
+                # A bare SASL token (after SaslHandshake v0) may begin like a Produce.
+                is_produce = frame[:2] == PRODUCE_KEY and not self.security.sasl_unframed
                 if is_produce and all(p for _, p in running):
                     if len(running) >= MAX_IN_FLIGHT:
                         await asyncio.wait([running[0][0]])
@@ -521,8 +542,12 @@ class KafkaConnection(asyncio.Protocol):
                 else:
                     if running:
                         await asyncio.wait([t for t, _ in running])
+                    is_produce = is_produce and not self.security.sasl_unframed
                     ticket = order.ticket() if is_produce else None
                     task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.security))
+                if self.client_id is None and not self.security.sasl_unframed:
+                    # Never from a bare SASL token: it holds a password, not a header.
+                    self.client_id = _client_id(frame)
                 self.in_flight += 1
                 task.add_done_callback(partial(self._request_done, 4 + len(frame)))
                 running.append((task, is_produce))

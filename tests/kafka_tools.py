@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,16 +119,14 @@ def reference_kafka(
     address."""
     import kafka_reference  # tools/kafka_reference
 
-    procs = kafka_reference.Processes()
-    with tempfile.TemporaryDirectory(prefix="skiff-kafka-ref-") as work:
+    with tempfile.TemporaryDirectory(prefix="skiff-kafka-ref-") as work, ExitStack() as stack:
         try:
-            try:
-                port = kafka_reference.start_kafka(procs, version, Path(work), 120.0, extra)
-            except RuntimeError as exc:
-                raise ToolsUnavailable(str(exc)) from None
-            yield f"127.0.0.1:{port}"
-        finally:
-            procs.stop_all()
+            port, _ = stack.enter_context(
+                kafka_reference.running_kafka(version, Path(work), 120.0, extra)
+            )
+        except RuntimeError as exc:
+            raise ToolsUnavailable(str(exc)) from None
+        yield f"127.0.0.1:{port}"
 
 
 # A Kafka 4.x broker to compare Kafka's admin tools on: the StandardAuthorizer with every

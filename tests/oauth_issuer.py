@@ -51,11 +51,14 @@ def write_jwks(path: Path, *signers: Signer) -> str:
 
 
 class IdentityProvider:
-    """GET /jwks.json: the JWKS (counting fetches; `gate` holds each answer until set).
+    """GET /jwks.json: the JWKS (counting fetches; `gate` holds each answer until set;
+    the first `failures` GETs get 503, and every GET's monotonic time is in `attempts`).
     POST /token: {"access_token": token_for(), "token_type": "Bearer", ...}."""
 
-    def __init__(self, *signers: Signer) -> None:
+    def __init__(self, *signers: Signer, failures: int = 0) -> None:
         self.document = json.dumps({"keys": [s.jwk for s in signers]}).encode()
+        self.failures = failures
+        self.attempts: list[float] = []
         self.fetches = 0
         self.token_requests = 0
         self.gate = threading.Event()
@@ -66,6 +69,10 @@ class IdentityProvider:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 outer.gate.wait(30)
+                outer.attempts.append(time.monotonic())
+                if len(outer.attempts) <= outer.failures:
+                    self.send_error(503, "identity provider starting")
+                    return
                 outer.fetches += 1
                 self._answer(outer.document)
 

@@ -251,6 +251,18 @@ class RawKafka:
         del self._buf[: 4 + size]
         return frame
 
+    def recv_sized(self, timeout: float | None = None) -> bytes:
+        """The next size-prefixed payload, of any size (a SASL token after SaslHandshake
+        v0 has no response header and may be empty)."""
+        self._fill(4, timeout)
+        (size,) = struct.unpack_from(">i", self._buf, 0)
+        if size < 0:
+            raise ProtocolError(f"token size {size}")
+        self._fill(4 + size, timeout)
+        payload = bytes(self._buf[4 : 4 + size])
+        del self._buf[: 4 + size]
+        return payload
+
     def recv(self, api_key: int, version: int, timeout: float | None = None) -> Any:
         """The next response, decoded as `version` of `api_key` (response header v0, or
         v1 for flexible versions except ApiVersions). Sets last_correlation_id."""

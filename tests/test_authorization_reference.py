@@ -178,25 +178,15 @@ def kafka_port() -> Iterator[int]:
     sys.path.insert(0, str(ROOT / "tools"))
     import kafka_reference
 
-    procs = kafka_reference.Processes()
-    with tempfile.TemporaryDirectory(prefix="authz-kafka-") as work:
-        try:
-            port = kafka_reference.start_kafka(
-                procs,
-                KAFKA_VERSION,
-                Path(work),
-                120,
-                {
-                    "authorizer.class.name": (
-                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-                    ),
-                    "allow.everyone.if.no.acl.found": "true",
-                },
-            )
-            kafka_reference.wait_kafka_ready(port, procs.children[-1][1], 120)
-            yield port
-        finally:
-            procs.stop_all()
+    authorizer = {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="authz-kafka-") as work,
+        kafka_reference.running_kafka(KAFKA_VERSION, Path(work), 120, authorizer) as (port, _),
+    ):
+        yield port
 
 
 def test_authorized_operations_and_hiding_match_kafka(kafka_port: int, tmp_path: Path) -> None:

@@ -39,12 +39,8 @@ def _kafka(tmp: Path) -> Iterator[Target]:
     sys.path.insert(0, str(ROOT / "tools"))
     import kafka_reference  # tools/kafka_reference: the broker start-up it uses
 
-    procs = kafka_reference.Processes()
-    try:
-        port = kafka_reference.start_kafka(procs, KAFKA_VERSION, tmp, 120)
+    with kafka_reference.running_kafka(KAFKA_VERSION, tmp, 120) as (port, _):
         yield Target("kafka", f"127.0.0.1:{port}")
-    finally:
-        procs.stop_all()
 
 
 @pytest.fixture(scope="module", params=["skiff", "kafka"])

@@ -86,7 +86,7 @@ ADVERTISED = {
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
-    17: (1, 1),  # SaslHandshake (v0, the unframed exchange, is not served)
+    17: (0, 1),  # SaslHandshake
     36: (0, 2),  # SaslAuthenticate
     48: (0, 1),  # DescribeClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials

@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from conftest import ROOT, RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
 from rawkafka import ConnectionClosed, RawKafka
 from scramp import ScramClient
+from telemetry_helpers import scrape, value
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
 DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
@@ -42,6 +43,7 @@ for _user, _password in (
     ("carol", "carol-pw-9d4f"),
     ("admin", "admin-pw-3b9e"),
     ("gina", "gina-pw-71c2"),
+    ("alice (wrong, v0)", "wrong-pw-v0-1"),
 ):
     known_secrets.register(f"SASL password of {_user}", _password)
 # (mechanism, user): alice is in the PLAIN users file, bob has SCRAM credentials (which
@@ -330,10 +332,124 @@ def test_api_versions_lists_the_sasl_apis_as_kafka_4(sidecar: SaslSidecar) -> No
             API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
         )
     ranges = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-    assert ranges[SASL_HANDSHAKE] == (1, 1)
+    assert ranges[SASL_HANDSHAKE] == (0, 1)
     assert ranges[SASL_AUTHENTICATE] == (0, 2)
     assert ranges[DESCRIBE_SCRAM] == (0, 0)
     assert ranges[ALTER_SCRAM] == (0, 0)
+
+
+# -- SaslHandshake v0: bare tokens --------------------------------------------------------
+
+
+def _token(kafka: RawKafka, token: bytes) -> bytes:
+    """Send a SASL token as SaslHandshake v0 has them (4-byte size, the bytes); the answer."""
+    kafka.send_raw(struct.pack(">i", len(token)) + token)
+    return kafka.recv_sized()
+
+
+def _handshake_v0(kafka: RawKafka, mechanism: str) -> None:
+    answer = kafka.request(SASL_HANDSHAKE, 0, {"mechanism": mechanism})
+    assert answer.error_code == 0
+    assert list(answer.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+def test_handshake_v0_plain_then_kafka_requests(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        _handshake_v0(kafka, "PLAIN")
+        # Kafka's PLAIN server answers the one token with an empty one.
+        assert _token(kafka, b"\0alice\0" + PASSWORDS["alice"].encode()) == b""
+        _metadata_ok(kafka)
+        _metadata_ok(kafka)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_handshake_v0_scram_then_kafka_requests(sidecar: SaslSidecar, mechanism: str) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+        _handshake_v0(kafka, mechanism)
+        client = ScramClient([mechanism], "bob", PASSWORDS["bob"])
+        server_first = _token(kafka, client.get_client_first().encode())
+        client.set_server_first(server_first.decode())
+        server_final = _token(kafka, client.get_client_final().encode())
+        client.set_server_final(server_final.decode())  # the server proved its key
+        _metadata_ok(kafka)
+
+
+def test_handshake_v0_wrong_password_closes_without_an_answer(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as good:
+        _handshake_v0(good, "SCRAM-SHA-256")
+        client = ScramClient(["SCRAM-SHA-256"], "bob", PASSWORDS["bob"])
+        client.set_server_first(_token(good, client.get_client_first().encode()).decode())
+        with RawKafka("127.0.0.1", sidecar.sasl_port) as bad:
+            _handshake_v0(bad, "PLAIN")
+            bad.send_raw(struct.pack(">i", 20) + b"\0alice\0wrong-pw-v0-1")
+            assert bad.closed()
+            with pytest.raises(ConnectionClosed):  # v0 has no error frame
+                bad.recv_sized(timeout=1)
+        # A connection in the middle of its own v0 exchange goes on.
+        client.set_server_final(_token(good, client.get_client_final().encode()).decode())
+        _metadata_ok(good)
+    _wait_for(
+        sidecar.skiff.log_path,
+        r"SASL PLAIN authentication failed on listener SECURE: "
+        r"Authentication failed: Invalid username or password",
+    )
+    assert "wrong-pw-v0" not in sidecar.skiff.log()
+
+
+def test_handshake_v0_oversize_or_garbage_token_closes(sidecar: SaslSidecar) -> None:
+    with RawKafka("127.0.0.1", sidecar.sasl_port) as good:
+        assert _plain_login(good, "alice", PASSWORDS["alice"]).error_code == 0
+        with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+            _handshake_v0(kafka, "SCRAM-SHA-512")
+            # sasl.server.max.receive.size: refused on the size, before any byte of it.
+            kafka.send_raw(struct.pack(">i", 0x7FFF_FFF0) + b"n,,n=bob")
+            assert kafka.closed()
+        _wait_for(
+            sidecar.skiff.log_path,
+            r"request size 2147483632 is outside 0\.\.524288 \(before SASL authentication\)",
+        )
+        for garbage in (b"\xff\x00garbage", b"", b"\x00\x00\x00\x01" * 8):
+            with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+                _handshake_v0(kafka, "SCRAM-SHA-512")
+                kafka.send_raw(struct.pack(">i", len(garbage)) + garbage)
+                assert kafka.closed()
+        with RawKafka("127.0.0.1", sidecar.sasl_port) as kafka:
+            _handshake_v0(kafka, "PLAIN")  # a negative size
+            kafka.send_raw(struct.pack(">i", -5) + b"\0alice\0")
+            assert kafka.closed()
+        _metadata_ok(good)
+    assert sidecar.skiff.alive()
+    assert "Traceback" not in sidecar.skiff.log()
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def _sasl_requests(sidecar: SaslSidecar) -> tuple[float, float]:
+    """(SaslHandshake v0 requests, SaslAuthenticate requests of any version) so far."""
+    samples = scrape(sidecar.skiff.http_port)
+    v0 = value(samples, "skiff_requests_total", api="sasl_handshake", version="0")
+    authenticate = sum(
+        value(samples, "skiff_requests_total", api="sasl_authenticate", version=str(v))
+        for v in range(3)
+    )
+    return v0, authenticate
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_kafka_python_with_handshake_v0(sidecar: SaslSidecar, mechanism: str) -> None:
+    """kafka-python told it talks to a 0.11 broker sends SaslHandshake v0 and bare tokens."""
+    user = LOGINS[mechanism]
+    config = _client_config("kafka-python", mechanism, user, PASSWORDS[user])
+    config["api_version"] = (0, 11, 0)
+    topic = f"sasl-v0-{uuid.uuid4().hex[:10]}"
+    handshakes, authenticates = _sasl_requests(sidecar)
+    records = [{"key": b"k", "value": b"v0"}]
+    meta = kafka_python_client.produce(sidecar.bootstrap, topic, records, **config)
+    assert meta[0]["offset"] == 0
+    got = kafka_python_client.consume(sidecar.bootstrap, topic, 0, 0, 1, **config)
+    assert [(r["key"], r["value"], r["offset"]) for r in got] == [(b"k", b"v0", 0)]
+    handshakes_after, authenticates_after = _sasl_requests(sidecar)
+    assert handshakes_after >= handshakes + 2  # a connection of the producer, the consumer
+    assert authenticates_after == authenticates  # every token went bare
 
 
 # -- the SCRAM admin APIs -----------------------------------------------------------------
@@ -559,6 +675,52 @@ def test_librdkafka_reauthenticates_a_long_lived_consumer(reauth_sidecar: SaslSi
     finally:
         consumer.close()
     assert "SASL session of User:bob expired" not in reauth_sidecar.skiff.log()
+
+
+def test_connections_max_reauth_ms_per_mechanism(tmp_path: Path) -> None:
+    """Kafka's listener.name.<l>.<mechanism>.connections.max.reauth.ms: SCRAM-SHA-256
+    sessions get their own lifetime, PLAIN's the broker-wide one."""
+    short_ms = 1500
+    config = tmp_path / "server.properties"
+    config.write_text(f"listener.name.secure.scram-sha-256.connections.max.reauth.ms={short_ms}\n")
+    redis = start_redis(tmp_path / "redis")
+    server = start_sasl_sidecar(
+        tmp_path, redis, "skiff", "--config", str(config), "--connections-max-reauth-ms", "600000"
+    )
+    try:
+        with (
+            RawKafka("127.0.0.1", server.sasl_port) as scram,
+            RawKafka("127.0.0.1", server.sasl_port) as plain,
+        ):
+            done = _scram_login(scram, "SCRAM-SHA-256", "bob", PASSWORDS["bob"])
+            ends = time.monotonic() + short_ms / 1000  # at the latest
+            assert done.error_code == 0
+            assert done.session_lifetime.total_seconds() == short_ms / 1000
+            other = _plain_login(plain, "alice", PASSWORDS["alice"], version=1)
+            assert other.error_code == 0 and other.session_lifetime.total_seconds() == 600
+            time.sleep(max(ends + 0.2 - time.monotonic(), 0))
+            scram.send(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+            assert scram.closed()  # its session is over
+            _metadata_ok(plain)  # this one lasts 10 minutes
+        _wait_for(server.skiff.log_path, r"SASL session of User:bob expired")
+    finally:
+        stop_process(server.skiff.proc)
+        stop_process(redis.proc)
+
+
+def test_a_negative_per_mechanism_reauth_ms_is_refused_at_start(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "listeners=SECURE://127.0.0.1:0\n"
+        "listener.security.protocol.map=SECURE:SASL_PLAINTEXT\n"
+        "listener.name.secure.plain.connections.max.reauth.ms=-1\n"
+    )
+    result = _skiff("serve", "--config", str(config), "--redis-url", "redis://127.0.0.1:1")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "skiff serve: error: listener.name.secure.plain.connections.max.reauth.ms: expected "
+        "a number of milliseconds >= 0"
+    )
 
 
 # -- the command line -----------------------------------------------------------------------

@@ -247,6 +247,57 @@ def test_unreachable_jwks_refuses_without_crashing(rsa_signer: Signer) -> None:
     assert "no signing keys available" in refused(v, rsa_signer.token())
 
 
+def test_failing_jwks_is_retried_with_back_off_then_a_login_succeeds(
+    rsa_signer: Signer,
+) -> None:
+    """The first three fetches fail: the retries wait 100, 200 and then 300 ms (the
+    doubling capped by retry.backoff.max.ms); clients meanwhile cause no fetch."""
+    idp = IdentityProvider(rsa_signer, failures=3)
+    v = validator(
+        idp.url, jwks_endpoint_retry_backoff_ms=100, jwks_endpoint_retry_backoff_max_ms=300
+    )
+
+    async def scenario() -> bytes:
+        with pytest.raises(TokenRefused, match="no signing keys available"):
+            await v.validate(rsa_signer.token())  # the first fetch failed
+        for _ in range(20):  # a client retrying at once is answered from what is known
+            try:
+                await v.validate(rsa_signer.token())
+            except TokenRefused:
+                pass
+        deadline = time.monotonic() + 30
+        while idp.fetches == 0:
+            assert time.monotonic() < deadline, idp.attempts
+            await asyncio.sleep(0.02)
+        server = OAuthBearerServer(v, ConnectionSecurity("SASL", "SASL_PLAINTEXT", "10.0.0.1"))
+        answer = await server.evaluate(client_first(rsa_signer.token()))
+        assert server.complete and server.principal == KafkaPrincipal("User", "alice")
+        return answer
+
+    try:
+        assert asyncio.run(scenario()) == b""
+    finally:
+        idp.close()
+    assert len(idp.attempts) == 4 and idp.fetches == 1
+    waits = [b - a for a, b in zip(idp.attempts, idp.attempts[1:], strict=False)]
+    for wait, backoff in zip(waits, (0.1, 0.2, 0.3), strict=True):
+        assert wait >= backoff - 0.01, waits
+
+
+def test_scopes_come_from_the_scope_claim(jwks_file: Path, rsa_signer: Signer) -> None:
+    default = validator(jwks_file.as_uri())
+    token = rsa_signer.token(scope="kafka.read", scp=["a", " b ", "b"])
+    assert asyncio.run(default.validate(token)).scopes == frozenset({"kafka.read"})
+    renamed = validator(jwks_file.as_uri(), scope_claim_name="scp")
+    assert asyncio.run(renamed.validate(token)).scopes == frozenset({"a", "b"})
+    assert asyncio.run(renamed.validate(rsa_signer.token())).scopes == frozenset()
+    # As Kafka's validateScopes: an empty scope refuses the token; a claim of another
+    # type holds none.
+    bad = rsa_signer.token(scope="ignored", scp=["a", " "])
+    assert "'scp' claim holds an empty or non-string scope" in refused(renamed, bad)
+    assert asyncio.run(renamed.validate(rsa_signer.token(scp=7))).scopes == frozenset()
+
+
 # -- the SASL exchange ---------------------------------------------------------------------
 
 
@@ -337,9 +388,14 @@ def test_flags_env_and_server_properties(
         "listener.name.external.sasl.oauthbearer.expected.issuer=https://plain/\n"
         "listener.name.external.oauthbearer.sasl.oauthbearer.expected.issuer=https://ext/\n"
         "listener.name.internal.sasl.oauthbearer.sub.claim.name=client_id\n"
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms=250\n"
+        "listener.name.external.oauthbearer.sasl.oauthbearer.scope.claim.name=scp\n"
+        "listener.name.internal.oauthbearer.sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"
+        "=2000\n"
     )
     monkeypatch.delenv("SKIFF_CONFIG", raising=False)
     monkeypatch.setenv("SKIFF_SASL_OAUTHBEARER_SUB_CLAIM_NAME", "azp")
+    monkeypatch.setenv("SKIFF_SASL_OAUTHBEARER_SCOPE_CLAIM_NAME", "roles")
     argv = ["serve", "--config", str(conf), "--sasl-oauthbearer-clock-skew-seconds", "7"]
     try:
         config = cli._load_config(argv)
@@ -352,9 +408,16 @@ def test_flags_env_and_server_properties(
     assert args.sasl_oauthbearer_clock_skew_seconds == 7  # flag beats file
     assert args.sasl_oauthbearer_sub_claim_name == "azp"  # env beats default
     assert args.sasl_oauthbearer_jwks_endpoint_refresh_ms == 3_600_000
+    assert args.sasl_oauthbearer_scope_claim_name == "roles"  # env
+    assert args.sasl_oauthbearer_jwks_endpoint_retry_backoff_ms == 250  # file
+    assert args.sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms == 10_000  # default
     settings = Settings(
         sasl_oauthbearer_jwks_endpoint_url=args.sasl_oauthbearer_jwks_endpoint_url,
         sasl_oauthbearer_expected_issuer=args.sasl_oauthbearer_expected_issuer,
+        sasl_oauthbearer_scope_claim_name=args.sasl_oauthbearer_scope_claim_name,
+        sasl_oauthbearer_jwks_endpoint_retry_backoff_ms=(
+            args.sasl_oauthbearer_jwks_endpoint_retry_backoff_ms
+        ),
         listener_overrides=tuple(config.listener_overrides),
     )
     external = OAuthBearerSettings.for_listener(settings, "EXTERNAL")
@@ -365,6 +428,10 @@ def test_flags_env_and_server_properties(
     assert internal.expected_issuer == "https://idp/" and internal.sub_claim_name == "client_id"
     assert other == OAuthBearerSettings.for_listener(settings, "PLAINTEXT")
     assert other.jwks_endpoint_url == jwks_file.as_uri()
+    assert (external.scope_claim_name, internal.scope_claim_name) == ("scp", "roles")
+    assert external.jwks_endpoint_retry_backoff_ms == 250
+    assert internal.jwks_endpoint_retry_backoff_max_ms == 2000
+    assert other.jwks_endpoint_retry_backoff_max_ms == 10_000
 
 
 def test_server_properties_keys_are_mapped_not_ignored(tmp_path: Path) -> None:
@@ -395,6 +462,8 @@ SASL_LISTENER = [
         (["--sasl-oauthbearer-jwks-endpoint-url", "ftp://x/jwks"], "expected an https://"),
         (["--sasl-oauthbearer-jwks-endpoint-url", "file:///nope/jwks.json"], "does not exist"),
         (["--sasl-oauthbearer-clock-skew-seconds", "-1"], "too small"),
+        (["--sasl-oauthbearer-jwks-endpoint-retry-backoff-ms", "0"], "too small"),
+        (["--sasl-oauthbearer-scope-claim-name", " "], "must name a claim"),
         (
             [*SASL_LISTENER, "--sasl-enabled-mechanisms", "OAUTHBEARER"],
             "OAUTHBEARER is enabled on listener SASL without sasl.oauthbearer.jwks.endpoint.url",

@@ -107,6 +107,63 @@ def test_jwks_is_fetched_at_start_up(sidecar: Skiff) -> None:
     assert "['idp-key-1']" in sidecar.log()[jwks.end() : jwks.end() + 20]
 
 
+def test_a_failing_jwks_is_retried_with_back_off(signer: Signer, tmp_path: Path) -> None:
+    """The identity provider fails the first three JWKS fetches: the sidecar retries
+    after 200, 400 and 400 ms (--sasl-oauthbearer-jwks-endpoint-retry-backoff-ms, and the
+    listener's retry.backoff.max.ms from --config), then a login works; the scopes come
+    from the claim --sasl-oauthbearer-scope-claim-name names."""
+    idp = IdentityProvider(signer, failures=3)
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "listener.name.sasl.oauthbearer.sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms=400\n"
+    )
+    redis = start_redis(tmp_path / "redis")
+    port = free_port()
+    skiff = start_skiff(
+        tmp_path / "skiff.log",
+        "--config",
+        str(config),
+        "--redis-url",
+        redis.url,
+        "--listeners",
+        f"SASL://127.0.0.1:{port}",
+        "--listener-security-protocol-map",
+        "SASL:SASL_PLAINTEXT",
+        "--sasl-enabled-mechanisms",
+        "OAUTHBEARER",
+        "--sasl-oauthbearer-jwks-endpoint-url",
+        idp.url,
+        "--sasl-oauthbearer-jwks-endpoint-retry-backoff-ms",
+        "200",
+        "--sasl-oauthbearer-scope-claim-name",
+        "scp",
+        "--log-level",
+        "DEBUG",
+        port=port,
+    )
+    try:
+        wait_for_log(skiff, r"OAUTHBEARER JWKS from http://127\.0\.0\.1:\d+/jwks\.json: key ids")
+        token = signer.token("scoped", scp=["kafka.write", "kafka.read"], scope="ignored")
+        with RawKafka("127.0.0.1", port) as kafka:
+            assert sasl_start(kafka, token).error_code == 0
+            meta = kafka.request(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+            assert [int(b.port) for b in meta.brokers] == [port]
+        wait_for_log(
+            skiff,
+            r"OAUTHBEARER token of scoped from 127\.0\.0\.1: scopes "
+            r"\['kafka\.read', 'kafka\.write'\]",
+        )
+        assert "cannot load the OAUTHBEARER JWKS from http://127.0.0.1" in skiff.log()
+    finally:
+        stop_process(skiff.proc)
+        stop_process(redis.proc)
+        idp.close()
+    assert len(idp.attempts) == 4 and idp.fetches == 1
+    waits = [b - a for a, b in zip(idp.attempts, idp.attempts[1:], strict=False)]
+    for wait, backoff in zip(waits, (0.2, 0.4, 0.4), strict=True):
+        assert wait >= backoff - 0.01, waits
+
+
 # -- the protocol, byte by byte -------------------------------------------------------------
 
 

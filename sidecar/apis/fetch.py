@@ -20,7 +20,7 @@ from typing import Any
 
 from sidecar.broker import Broker
 from sidecar.config.topic import fetch_compression
-from sidecar.protocol import errors, message_set
+from sidecar.protocol import errors, message_set, stored_batch
 from sidecar.protocol.primitives import (
     EMPTY_TAGS,
     Reader,
@@ -44,6 +44,7 @@ MIN_VERSION = 0
 MAX_VERSION = 15
 
 MAX_RECORDS_PER_READ = 5000
+MAX_BATCHES_PER_READ = 500  # `batch` topics: stream entries are produced batches
 _LOOKUP_ERRORS = (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID)
 _avg_record_bytes: dict[tuple[str, int], float] = {}  # sizing XRANGE COUNT, a cache only
 
@@ -133,15 +134,11 @@ async def _read_once(
     reads = []
     for t, p in wanted:
         limit = min(p.max_bytes, max_bytes)
-        avg = _avg_record_bytes.get((t.name, p.index), 200.0)
-        reads.append(
-            (
-                t.name,
-                p.index,
-                max(p.offset, 0),
-                max(1, min(MAX_RECORDS_PER_READ, int(limit / avg) + 1)),
-            )
-        )
+        # A `batch` topic's entries are whole batches: its average is per entry.
+        batches = t.info is not None and t.info.batch_format
+        avg = _avg_record_bytes.get((t.name, p.index), 16384.0 if batches else 200.0)
+        most = MAX_BATCHES_PER_READ if batches else MAX_RECORDS_PER_READ
+        reads.append((t.name, p.index, max(p.offset, 0), max(1, min(most, int(limit / avg) + 1))))
     try:
         results = await broker.store.read(reads)
     except RedisUnavailable:
@@ -170,14 +167,31 @@ async def _read_once(
         # The request limit applies to the first partition too (its first record is
         # always returned).
         limit = min(p.max_bytes, budget)
+        entries = r.entries
+        if t.info is not None and t.info.batch_format:
+            if magic == 2:
+                # As Kafka (minOneMessage): only the first partition with data gets its
+                # first batch whatever its size.
+                chunks, taken, size = stored_batch.serve(entries, limit, total == 0)
+                if chunks:
+                    _avg_record_bytes[(t.name, p.index)] = size / (len(chunks) // 2)
+                p.records = b"".join(chunks)
+                p.count = taken
+                budget -= size
+                total += size
+                continue
+            # Fetch v0-v3: down-converted record by record, as Kafka does.
+            entries = stored_batch.record_entries(entries, p.offset)
+            if not entries:
+                continue
         if magic == 2:
             # Compressed as the topic's compression.type says; `raw` is the uncompressed
             # size the limit applies to.
-            data, taken, raw = encode_entries_sized(r.entries, limit, fetch_compression(t.info))
+            data, taken, raw = encode_entries_sized(entries, limit, fetch_compression(t.info))
         else:
-            data, taken = message_set.encode_entries(r.entries, limit, magic)
+            data, taken = message_set.encode_entries(entries, limit, magic)
             raw = len(data)
-        if taken:
+        if taken and entries is r.entries:
             _avg_record_bytes[(t.name, p.index)] = raw / taken
         p.records = data
         p.count = taken

@@ -16,7 +16,7 @@ from sidecar.append_order import AppendOrder, Ticket
 from sidecar.broker import Broker
 from sidecar.config.topic import effective_config
 from sidecar.maintenance.log_bytes import batch_bytes
-from sidecar.protocol import errors
+from sidecar.protocol import errors, stored_batch
 from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import ms
 from sidecar.protocol.message_set import decode_message_set, first_magic
@@ -88,9 +88,11 @@ def _prepare(
 ) -> PreparedAppend | PartitionResult:
     """Decode and validate a partition's batch against the topic's configs (limits.py)
     and pack its append (CPU only), or the error result when the data is bad or over a
-    limit: nothing of a refused batch is stored."""
+    limit: nothing of a refused batch is stored. A `batch` topic's v2 batch is checked
+    and stored as sent (protocol/stored_batch.py)."""
     config = info.config if info is not None else broker.store.topic_defaults
     log_append = config["message.timestamp.type"] == "LogAppendTime"
+    retention = config["retention.bytes"] if "delete" in config["cleanup.policy"] else -1
     view: memoryview | None = None
     try:
         if records is None:
@@ -105,6 +107,26 @@ def _prepare(
         else:
             view = single_batch(records)
             limits.check_size(len(view), config, topic, index)
+            if info is not None and info.batch_format:
+                checked = stored_batch.check(view, config, topic, index)
+                limits.check_segment(len(view), config, topic, index)
+                telemetry.batch_decoded(topic, index, len(records), checked)
+                return broker.store.prepare_append(
+                    topic,
+                    index,
+                    [
+                        checked.offsets,
+                        2 if checked.append_time >= 0 else 0,
+                        checked.max_timestamp,
+                        checked.max_timestamp_delta,
+                        checked.producer_id,
+                        checked.producer_epoch,
+                        checked.base_sequence,
+                    ],
+                    len(checked.data),
+                    retention,
+                    checked.data,
+                )
             batch = decode_batch(view, log_append)
         limits.check_keys(batch, config, topic, index)
         limits.check_batch(batch, len(records), config, topic, index)
@@ -124,12 +146,10 @@ def _prepare(
         batch.base_sequence,
     ]
     args += batch.records
+    if info is not None and info.batch_format:  # a legacy message set, as one v2 batch
+        return broker.store.prepare_records(info, index, args, 0, retention)
     return broker.store.prepare_append(
-        topic,
-        index,
-        args,
-        batch_bytes(view, batch.records),
-        config["retention.bytes"] if "delete" in config["cleanup.policy"] else -1,
+        topic, index, args, batch_bytes(view, batch.records), retention
     )
 
 

@@ -1,10 +1,13 @@
-"""SaslAuthenticate (key 36), v0-v2: one step of the SASL exchange SaslHandshake chose.
+"""SaslAuthenticate (key 36), v0-v2: one step of the SASL exchange SaslHandshake v1 chose
+(after SaslHandshake v0 the steps come as bare tokens instead: handle_unframed).
 As Kafka's SaslServerAuthenticator: refused credentials get SASL_AUTHENTICATION_FAILED
 with a message naming no secret and the connection is closed; SaslAuthenticate before
 a handshake is ILLEGAL_SASL_STATE (closed too on a SASL listener). On success the
 connection's principal is set and, with connections.max.reauth.ms > 0 or a credential
 that expires, the session lifetime (KIP-368: the smaller of the two) is answered (v1+)
-and enforced (sidecar/security/session.py). A re-authentication must keep the principal."""
+and enforced (sidecar/security/session.py); connections.max.reauth.ms is the
+mechanism's, the listener's or the broker-wide value (sasl_config.reauth_ms). A
+re-authentication must keep the principal."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from sidecar.broker import Broker
 from sidecar.protocol import errors
 from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.protocol.primitives import pack_i32
 from sidecar.security import sasl_config
 from sidecar.security.sasl import SaslAuthenticationFailed
 
@@ -82,32 +86,70 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 "SaslAuthenticate request received before SaslHandshake",
             ),
         )
+    try:
+        challenge, lifetime = await _step(broker, security, request.body.auth_bytes)
+    except _Refused as exc:
+        raise CloseConnection(
+            exc.reason, _response(version, SASL_AUTHENTICATION_FAILED, exc.message)
+        ) from None
+    return _response(version, auth_bytes=challenge, lifetime_ms=lifetime or 0)
+
+
+async def handle_unframed(broker: Broker, token: bytes, security: Any) -> bytes:
+    """One SASL token after SaslHandshake v0: a bare size-prefixed frame, answered
+    the same way (SaslServerAuthenticator without Kafka headers). A refusal closes the
+    connection without an answer: v0 has no error frame."""
+    try:
+        challenge, lifetime = await _step(broker, security, token)
+    except _Refused as exc:
+        raise CloseConnection(exc.reason) from None
+    if lifetime is not None:
+        security.sasl_unframed = False  # the next frame is a Kafka request again
+    return pack_i32(len(challenge)) + challenge
+
+
+class _Refused(Exception):
+    """The exchange failed: `reason` for the log, `message` for the client."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.message = message
+
+
+async def _step(broker: Broker, security: Any, token: bytes) -> tuple[bytes, int | None]:
+    """Feed the client's token to the exchange: (the server's answer, None) while it
+    goes on; (the last answer, the session lifetime in ms, 0: none) once the
+    connection is authenticated. Raises _Refused."""
+    server = security.sasl
     mechanism = server.mechanism
     try:
-        challenge = await server.evaluate(request.body.auth_bytes)
+        challenge = await server.evaluate(token)
     except (SaslAuthenticationFailed, ValueError) as exc:
         security.sasl = None
+        security.sasl_unframed = False
         message = str(exc)
         if isinstance(exc, ValueError):
             message = f"Authentication failed: malformed {mechanism} message"
         await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
-        raise CloseConnection(
+        raise _Refused(
             f"SASL {mechanism} authentication failed on listener {security.listener}: {message}",
-            _response(version, SASL_AUTHENTICATION_FAILED, message),
+            message,
         ) from None
     if not server.complete:
-        return _response(version, auth_bytes=challenge)
+        return challenge, None
     security.sasl = None
+    security.sasl_unframed = False
     principal = server.principal
     reauthentication = security.authenticated and security.sasl_mechanism is not None
-    if reauthentication:
-        if principal != security.principal:  # KIP-368: a session keeps its principal
-            message = (
-                f"Cannot change principals during re-authentication from {security.principal}: "
-                f"{principal}"
-            )
-            raise CloseConnection(message, _response(version, SASL_AUTHENTICATION_FAILED, message))
-    reauth_ms = sasl_config.reauth_ms(broker.settings, security.listener)
+    if reauthentication and principal != security.principal:
+        # KIP-368: a session keeps its principal
+        message = (
+            f"Cannot change principals during re-authentication from {security.principal}: "
+            f"{principal}"
+        )
+        raise _Refused(message, message)
+    reauth_ms = sasl_config.reauth_ms(broker.settings, security.listener, mechanism)
     lifetime = session_lifetime_ms(reauth_ms, server.lifetime_ms)
     security.principal = principal
     security.sasl_mechanism = mechanism
@@ -121,4 +163,4 @@ async def handle(broker: Broker, request: Any) -> bytes:
         security.listener,
         lifetime,
     )
-    return _response(version, auth_bytes=challenge, lifetime_ms=lifetime or 0)
+    return challenge, lifetime or 0

@@ -1,11 +1,12 @@
-"""SaslHandshake (key 17), v1: the client names its SASL mechanism; SaslAuthenticate
-then carries the exchange (sidecar/apis/sasl_authenticate.py). As Kafka's
+"""SaslHandshake (key 17), v0-v1: the client names its SASL mechanism. After v1
+SaslAuthenticate requests carry the exchange (sidecar/apis/sasl_authenticate.py); after
+v0 the client's tokens come as bare frames (a 4-byte size and the token, no request
+header), each answered the same way, until the exchange ends; then Kafka requests
+follow (server.dispatch, sasl_authenticate.handle_unframed). As Kafka's
 SaslServerAuthenticator: a mechanism not enabled on the listener gets
 UNSUPPORTED_SASL_MECHANISM with the enabled list and the connection is closed; on an
 authenticated connection a handshake starts a KIP-368 re-authentication, which must
-use the same mechanism; on a listener without SASL it is ILLEGAL_SASL_STATE.
-v0 (after which the SASL tokens travel unframed) is not served: every client of the
-last years uses v1, and Kafka 4 clients need it."""
+use the same mechanism; on a listener without SASL it is ILLEGAL_SASL_STATE."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from sidecar.security import sasl_config
 from sidecar.security.sasl import MECHANISMS
 
 API_KEY = 17
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 1
 
 UNSUPPORTED_SASL_MECHANISM = errors.code("UNSUPPORTED_SASL_MECHANISM")
@@ -64,4 +65,5 @@ async def handle(broker: Broker, request: Any) -> bytes:
             _response(version, UNSUPPORTED_SASL_MECHANISM, enabled),
         )
     security.sasl = MECHANISMS[mechanism](broker, security)
+    security.sasl_unframed = version == 0
     return _response(version, errors.NONE, enabled)

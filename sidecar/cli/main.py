@@ -447,6 +447,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "storage-format",
+        "record",
+        "skiff.storage.format of new topics: batch (one stream entry per produced batch, "
+        "as sent) or record (one entry per record, readable with XRANGE); fixed per topic",
+        choices=["batch", "record"],
+    )
+    _flag(
+        serve,
         "message-max-bytes",
         "1048588",
         "message.max.bytes: default of the topic config max.message.bytes (largest batch)",
@@ -777,6 +785,29 @@ def build_parser() -> argparse.ArgumentParser:
         "sasl.oauthbearer.clock.skew.seconds: tolerance of exp, nbf and iat",
         type=_oauthbearer("sasl.oauthbearer.clock.skew.seconds"),
     )
+    _flag(
+        serve,
+        "sasl-oauthbearer-scope-claim-name",
+        "scope",
+        "sasl.oauthbearer.scope.claim.name: the claim holding the token's scopes",
+        type=_oauthbearer("sasl.oauthbearer.scope.claim.name"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-jwks-endpoint-retry-backoff-ms",
+        "100",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms: the first wait before a failed "
+        "JWKS fetch is tried again (doubling each time)",
+        type=_oauthbearer("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"),
+    )
+    _flag(
+        serve,
+        "sasl-oauthbearer-jwks-endpoint-retry-backoff-max-ms",
+        "10000",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms: the longest wait between "
+        "JWKS fetch attempts",
+        type=_oauthbearer("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"),
+    )
     _sasl_flags(serve)
     groups_cli.add_parser(sub)
     topics_cli.add_parser(sub)
@@ -950,6 +981,7 @@ def _run(argv: list[str]) -> int:
         auto_create_topics_per_minute=args.auto_create_topics_per_minute,
         message_timestamp_type=args.message_timestamp_type,
         compression_type=args.compression_type,
+        storage_format=args.storage_format,
         message_max_bytes=args.message_max_bytes,
         log_message_timestamp_before_max_ms=args.log_message_timestamp_before_max_ms,
         log_message_timestamp_after_max_ms=args.log_message_timestamp_after_max_ms,
@@ -996,6 +1028,13 @@ def _run(argv: list[str]) -> int:
         sasl_oauthbearer_sub_claim_name=args.sasl_oauthbearer_sub_claim_name,
         sasl_oauthbearer_clock_skew_seconds=args.sasl_oauthbearer_clock_skew_seconds,
         sasl_oauthbearer_jwks_endpoint_refresh_ms=args.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+        sasl_oauthbearer_scope_claim_name=args.sasl_oauthbearer_scope_claim_name,
+        sasl_oauthbearer_jwks_endpoint_retry_backoff_ms=(
+            args.sasl_oauthbearer_jwks_endpoint_retry_backoff_ms
+        ),
+        sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms=(
+            args.sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms
+        ),
         sasl_enabled_mechanisms=args.sasl_enabled_mechanisms,
         connections_max_reauth_ms=args.connections_max_reauth_ms,
         sasl_plain_users_file=args.sasl_plain_users_file,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sidecar.config import storage_format
 from sidecar.config.docs import TOPIC_DOCS, TOPIC_ORDER
 from sidecar.config.topic import KEYS, ConfigError, ConfigKey
 from sidecar.protocol import errors
@@ -137,10 +138,17 @@ def _validated(overrides: dict[str, str]) -> dict[str, str]:
         raise AdminError(errors.INVALID_CONFIG, str(exc)) from None
 
 
+def _refuse_storage_format(names: Iterable[str]) -> None:
+    """A topic's storage format is fixed at creation (config/storage_format.py)."""
+    if storage_format.CONFIG in names:
+        raise AdminError(errors.INVALID_CONFIG, storage_format.ALTER_REFUSED)
+
+
 def legacy_alter(configs: list[tuple[str, str | None]]) -> Any:
     """AlterConfigs: the given set replaces every override (a name left out is removed).
     Returns change(current overrides) -> new overrides, for topic_admin.alter_configs."""
     check_duplicates_and_nulls(configs, set())
+    _refuse_storage_format(n for n, _ in configs)
     wanted = {n: v for n, v in configs if v is not None}
 
     def change(current: dict[str, str]) -> dict[str, str]:
@@ -157,6 +165,7 @@ def incremental_alter(ops: list[tuple[str, int, str | None]], defaults: Mapping[
         if op not in (SET, DELETE, APPEND, SUBTRACT):
             raise AdminError(errors.UNKNOWN_SERVER_ERROR, None)  # what Kafka 3.9 answers
     check_duplicates_and_nulls([(n, v) for n, _, v in ops], {n for n, op, _ in ops if op == DELETE})
+    _refuse_storage_format(n for n, _, _ in ops)
     for name, op, _ in ops:
         if op in OP_NAMES and (name not in KEYS or KEYS[name].kind != "list"):
             raise AdminError(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidecar.config.kafka_broker_names import KAFKA_BROKER_CONFIGS
+from sidecar.config.settings import SASL_MECHANISMS
 from sidecar.telemetry.redact import MASK, is_sensitive, redact_text
 
 ENV = "SKIFF_CONFIG"
@@ -175,6 +176,7 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "log.message.timestamp.before.max.ms": FlagMapping("log-message-timestamp-before-max-ms"),
     "log.message.timestamp.after.max.ms": FlagMapping("log-message-timestamp-after-max-ms"),
     "compression.type": FlagMapping("compression-type"),
+    "skiff.storage.format": FlagMapping("storage-format"),
     "min.insync.replicas": FlagMapping("min-insync-replicas"),
     "log.retention.ms": FlagMapping("log-retention-ms"),
     "log.retention.minutes": FlagMapping("log-retention-ms", _minutes_to_ms, rank=1),
@@ -205,6 +207,9 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
             "expected.audience",
             "sub.claim.name",
             "clock.skew.seconds",
+            "scope.claim.name",
+            "jwks.endpoint.retry.backoff.ms",
+            "jwks.endpoint.retry.backoff.max.ms",
         )
     },
     "sasl.enabled.mechanisms": FlagMapping("sasl-enabled-mechanisms"),
@@ -232,11 +237,14 @@ _PER_LISTENER = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
 
 def per_listener_setting(setting: str) -> bool:
     """Whether Skiff reads this setting per listener: the TLS (`ssl.*`) and SASL
-    (`sasl.*`, `<mechanism>.sasl.jaas.config`, `connections.max.reauth.ms`) ones."""
+    (`sasl.*`, `<mechanism>.sasl.jaas.config`, `[<mechanism>.]connections.max.reauth.ms`)
+    ones."""
+    mechanism, _, rest = setting.partition(".")
     return (
         setting.startswith(("ssl.", "sasl."))
         or ".sasl." in setting
         or setting == "connections.max.reauth.ms"
+        or (mechanism.upper() in SASL_MECHANISMS and rest == "connections.max.reauth.ms")
     )
 
 

@@ -95,6 +95,8 @@ class Settings:
     # log.message.timestamp.before.max.ms / after.max.ms (2**63 - 1: unbounded).
     message_timestamp_type: str = "CreateTime"
     compression_type: str = "producer"
+    # skiff.storage.format of new topics (sidecar/config/storage_format.py).
+    storage_format: str = "record"
     message_max_bytes: int = 1_048_588
     log_message_timestamp_before_max_ms: int = 2**63 - 1
     log_message_timestamp_after_max_ms: int = 2**63 - 1
@@ -177,6 +179,9 @@ class Settings:
     sasl_oauthbearer_sub_claim_name: str = "sub"
     sasl_oauthbearer_clock_skew_seconds: int = 30
     sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    sasl_oauthbearer_scope_claim_name: str = "scope"
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: int = 100
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = 10_000
     # SASL (sidecar/security/sasl/), with Kafka's names: sasl.enabled.mechanisms (Kafka's
     # default is GSSAPI, which Skiff does not serve; listener.name.<l>.sasl.enabled.mechanisms
     # in --config overrides it per listener), connections.max.reauth.ms (KIP-368; 0:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from sidecar.config import storage_format
 from sidecar.protocol.record_batch import CODEC_IDS, PRODUCER, Compression
 
 if TYPE_CHECKING:
@@ -424,8 +425,13 @@ def validate(configs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
     if nulls:
         raise ConfigError("Null value not supported for topic configs: " + ",".join(nulls))
     for name in given:
-        if name not in KEYS:
+        if name not in KEYS and name != storage_format.CONFIG:
             raise ConfigError(f"Unknown topic config name: {name}")
+    if storage_format.CONFIG in given:
+        try:
+            storage_format.parse(given[storage_format.CONFIG])
+        except storage_format.FormatError as exc:
+            raise ConfigError(str(exc)) from None
     overrides: dict[str, str] = {name: value for name, value in given.items() if value is not None}
     parsed = parse_overrides(overrides)
     lag_min = parsed.get("min.compaction.lag.ms", KAFKA_DEFAULTS["min.compaction.lag.ms"])

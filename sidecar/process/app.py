@@ -96,6 +96,7 @@ async def serve(
         started.push_async_callback(store.close)
         store.producer_id_expiration_ms = settings.producer_id_expiration_ms
         store.topic_defaults = topic_config.server_defaults(settings)
+        store.storage_format_default = settings.storage_format
         wakeups = Wakeups(store.redis)
         await wakeups.start()
         started.push_async_callback(wakeups.stop)

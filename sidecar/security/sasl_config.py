@@ -29,9 +29,14 @@ def enabled_mechanisms(settings: Settings, listener: str) -> tuple[str, ...]:
     return settings.sasl_enabled_mechanisms if override is None else parse_mechanisms(override)
 
 
-def reauth_ms(settings: Settings, listener: str) -> int:
-    """connections.max.reauth.ms of the listener (0: sessions never expire)."""
+def reauth_ms(settings: Settings, listener: str, mechanism: str | None = None) -> int:
+    """connections.max.reauth.ms of the listener (0: sessions never expire): as Kafka's
+    SaslChannelBuilder, listener.name.<l>.<mechanism lowercased>.connections.max.reauth.ms
+    first, then listener.name.<l>.connections.max.reauth.ms, then the broker's."""
     override = setting_for(settings, listener, "connections.max.reauth.ms", None)
+    if mechanism is not None:
+        key = f"{mechanism.lower()}.connections.max.reauth.ms"
+        override = setting_for(settings, listener, key, override)
     return settings.connections_max_reauth_ms if override is None else int(override)
 
 
@@ -49,11 +54,13 @@ def check(settings: Settings, listeners: list[str]) -> None:
             raise ValueError(
                 f"listener.name.{listener.lower()}.sasl.enabled.mechanisms: {exc}"
             ) from None
-        try:
-            if reauth_ms(settings, listener) < 0:
-                raise ValueError
-        except ValueError:
-            raise ValueError(
-                f"listener.name.{listener.lower()}.connections.max.reauth.ms: expected a "
-                "number of milliseconds >= 0"
-            ) from None
+        for mechanism in (None, *SASL_MECHANISMS):
+            try:
+                if reauth_ms(settings, listener, mechanism) < 0:
+                    raise ValueError
+            except ValueError:
+                prefix = "" if mechanism is None else f"{mechanism.lower()}."
+                raise ValueError(
+                    f"listener.name.{listener.lower()}.{prefix}connections.max.reauth.ms: "
+                    "expected a number of milliseconds >= 0"
+                ) from None

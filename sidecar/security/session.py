@@ -31,6 +31,9 @@ class ConnectionSecurity:
     # Between SaslHandshake and the end of SaslAuthenticate: the mechanism's server
     # state (sidecar/security/sasl/).
     sasl: Any = None
+    # After SaslHandshake v0 until the exchange ends: the client's SASL tokens come as
+    # bare size-prefixed frames, not SaslAuthenticate requests (server.dispatch).
+    sasl_unframed: bool = False
     sasl_mechanism: str | None = None
     # KIP-368 (connections.max.reauth.ms): monotonic time after which the session must
     # re-authenticate before any other request; None: never.

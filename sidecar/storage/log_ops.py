@@ -4,12 +4,14 @@ compactor's reads, deletes and lease (lua/cleaner.lua)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from sidecar.protocol import stored_batch
 from sidecar.storage import keys, scripts
 
 
@@ -95,17 +97,34 @@ class PartitionLogOps:
         if maxtsoff >= (rlso or 0):
             return maxtsoff, maxts
         best = (-1, -1)
-        pos = lso or 0
-        while pos < hw:
-            entries = await self.read_entries(topic, partition, pos, 1000)
+        async for entries in self.record_chunks(topic, partition, lso or 0, hw):
             for entry_id, f in entries:
                 t = int(f[1])
                 if t > best[1]:
                     best = (int(entry_id[2:]) - 1, t)
-            if len(entries) < 1000:
-                break
-            pos = int(entries[-1][0][2:])
         return best
+
+    async def record_chunks(
+        self, topic: str, partition: int, start: int, end: int
+    ) -> AsyncIterator[list[Any]]:
+        """The records from offset `start` to `end` (exclusive, or the log's end) as
+        `record`-format entries (raw XRANGE shape), a chunk at a time, whatever the
+        topic's storage format: a `batch` topic's batches are expanded
+        (protocol/stored_batch.py)."""
+        info = await self.get_topic(topic)  # type: ignore[attr-defined]
+        batches = info is not None and info.batch_format
+        pos = start
+        while pos < end:
+            entries = await self.read_entries(topic, partition, pos, 50 if batches else 1000)
+            if not entries:
+                return
+            after = int(entries[-1][0][2:])  # one past the last offset read, either format
+            if batches:
+                entries = stored_batch.record_entries(entries, pos)
+            yield [e for e in entries if int(e[0][2:]) <= end]
+            if after <= pos:
+                return
+            pos = after
 
     async def read_entries(self, topic: str, partition: int, start: int, count: int) -> list[Any]:
         """Raw stream entries from offset `start` on (no watermark checks)."""

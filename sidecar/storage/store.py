@@ -15,8 +15,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from sidecar.config import storage_format
 from sidecar.config import topic as topic_config
-from sidecar.protocol import errors
+from sidecar.protocol import errors, stored_batch
 from sidecar.storage import cluster_client, keys, resilience, scripts
 from sidecar.storage.connection import client_for
 from sidecar.storage.identity import StorageIdentity
@@ -51,6 +52,12 @@ class TopicInfo:
     config: Mapping[str, Any] = field(
         default_factory=lambda: dict(topic_config.KAFKA_DEFAULTS), hash=False
     )
+    # skiff.storage.format (config/storage_format.py): fixed when the topic was created.
+    storage_format: str = storage_format.LEGACY
+
+    @property
+    def batch_format(self) -> bool:
+        return self.storage_format == storage_format.BATCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,7 @@ class RedisStore(PartitionLogOps):
         self._topic_names: dict[uuid.UUID, tuple[float, str | None]] = {}
         # Server defaults of topic configs (topic_config.server_defaults(settings)).
         self.topic_defaults: dict[str, Any] = dict(topic_config.KAFKA_DEFAULTS)
+        self.storage_format_default = storage_format.DEFAULT  # --storage-format
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
         self._replicas: tuple[float, int] = (float("-inf"), 0)
         self._shard_replicas: dict[str, int] | None = None  # Redis Cluster: primary -> replicas
@@ -161,7 +169,12 @@ class RedisStore(PartitionLogOps):
         return info
 
     def _topic_info(
-        self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        partitions: int,
+        configs: dict[str, str],
+        fmt: str = storage_format.LEGACY,
     ) -> TopicInfo:
         return TopicInfo(
             name,
@@ -169,12 +182,20 @@ class RedisStore(PartitionLogOps):
             partitions,
             configs,
             topic_config.effective(configs, self.topic_defaults),
+            fmt,
         )
 
     def _topic_from_json(self, name: str, raw: bytes) -> TopicInfo:
         doc = json.loads(raw)
         configs = {str(k): str(v) for k, v in (doc.get("configs") or {}).items()}
-        return self._topic_info(name, uuid.UUID(hex=doc["id"]), int(doc["partitions"]), configs)
+        fmt = doc.get("format")
+        return self._topic_info(
+            name,
+            uuid.UUID(hex=doc["id"]),
+            int(doc["partitions"]),
+            configs,
+            fmt if fmt in storage_format.FORMATS else storage_format.LEGACY,
+        )
 
     async def list_topics(self, fresh: bool = False) -> list[TopicInfo]:
         """fresh: raise RedisUnavailable rather than answer from memory."""
@@ -220,12 +241,19 @@ class RedisStore(PartitionLogOps):
         if it exists already. The registry entry is claimed with HSETNX first so two
         sidecars racing to create the same name agree."""
         configs = dict(configs or {})
-        info = self._topic_info(name, uuid.uuid4(), partitions, configs)
+        fmt = storage_format.chosen(configs, self.storage_format_default)
+        # The format is kept beside the overrides, not among them: no alteration of the
+        # overrides can change it.
+        explicit = configs.pop(storage_format.CONFIG, None) is not None
+        info = self._topic_info(name, uuid.uuid4(), partitions, configs, fmt)
         fields: dict[str, Any] = {
             "id": info.topic_id.hex,
             "partitions": partitions,
             "created_ms": _now_ms(),
+            "format": fmt,
         }
+        if explicit:
+            fields["format_set"] = True  # DescribeConfigs: a topic config, not a default
         if configs:
             fields["configs"] = configs
         doc = json.dumps(fields)
@@ -249,7 +277,13 @@ class RedisStore(PartitionLogOps):
         await self.redis.hset(keys.TOPIC_IDS, info.topic_id.hex, name)
         await self.identity.verify()
         self._topics[name] = (time.monotonic(), info)
-        log.info("created topic %s with %d partition(s), id %s", name, partitions, info.topic_id)
+        log.info(
+            "created topic %s with %d partition(s), id %s, %s format",
+            name,
+            partitions,
+            info.topic_id,
+            fmt,
+        )
         return info
 
     async def delete_topic(self, name: str) -> bool:
@@ -325,11 +359,14 @@ class RedisStore(PartitionLogOps):
         args: list[Any],
         batch_bytes: int = 0,
         retention_bytes: int = -1,
+        batch: bytes | None = None,
     ) -> PreparedAppend:
         """args: ARGV of lua/append.lua without the wake-up channel, the append token,
-        the producer expiry, the batch's byte size and retention.bytes (inserted here).
-        The token makes a resent append (after a lost reply) a no-op that returns the
-        first one's offset."""
+        the producer expiry, the batch's byte size, retention.bytes and the format
+        (inserted here); for a `batch` topic, `batch` holds the checked batch
+        (protocol/stored_batch.py) and args only the seven fixed values. The token makes
+        a resent append (after a lost reply) a no-op that returns the first one's
+        offset."""
         argv = [
             *args[:7],
             keys.wake_channel(topic, partition),
@@ -338,10 +375,40 @@ class RedisStore(PartitionLogOps):
             batch_bytes,
             retention_bytes,
             self.identity.cluster_id or "",
-            *args[7:],
         ]
+        if batch is None:
+            argv.append("r")
+            argv += args[7:]
+        else:
+            argv += ("b", batch)
         script_keys = keys.append_keys(topic, partition)
         return PreparedAppend(script_keys, argv, scripts.APPEND.pack(script_keys, argv))
+
+    def prepare_records(
+        self,
+        info: TopicInfo,
+        partition: int,
+        args: list[Any],
+        batch_bytes: int = 0,
+        retention_bytes: int = -1,
+    ) -> PreparedAppend:
+        """prepare_append for records that came without a Kafka batch (flat t, k, v, h,
+        f after the seven fixed values: the HTTP API, UDP ingest, redrive, legacy
+        message sets): a `batch` topic gets them as one v2 batch, compressed and
+        stamped as its configs say."""
+        if not info.batch_format:
+            return self.prepare_append(info.name, partition, args, batch_bytes, retention_bytes)
+        checked = stored_batch.build(args[7:], info.config, tuple(args[4:7]))
+        fixed = [
+            checked.offsets,
+            2 if checked.append_time >= 0 else 0,
+            checked.max_timestamp,
+            checked.max_timestamp_delta,
+            *args[4:7],
+        ]
+        return self.prepare_append(
+            info.name, partition, fixed, len(checked.data), retention_bytes, checked.data
+        )
 
     async def append(
         self, prepared: PreparedAppend, wait: tuple[int, int] | None = None
@@ -434,21 +501,16 @@ class RedisStore(PartitionLogOps):
 
     async def offset_for_time(self, topic: str, partition: int, ts: int) -> tuple[int, int]:
         """First (offset, timestamp) whose timestamp >= ts, or (-1, -1)."""
-        log_key, _, time_key, _ = keys.partition_keys(topic, partition)
+        time_key = keys.partition_keys(topic, partition)[2]
         lso, hw, _, _ = await self.watermarks(topic, partition)
         hits = await self.redis.zrangebyscore(time_key, ts, "+inf", start=0, num=1)
         if not hits:
             return -1, -1
-        start = max(int(hits[0]), lso)
-        while start < hw:
-            entries = await self.redis.xrange(log_key, f"0-{start + 1}", "+", count=500)
-            if not entries:
-                break
+        async for entries in self.record_chunks(topic, partition, max(int(hits[0]), lso), hw):
             for entry_id, fields in entries:
                 record_ts = int(fields[1])
                 if record_ts >= ts:
                     return int(entry_id[2:]) - 1, record_ts
-            start = int(entries[-1][0][2:])
         return -1, -1
 
 

@@ -33,14 +33,17 @@ def check_keys(batch: DecodedBatch, config: Mapping[str, Any], topic: str, parti
     if "compact" not in config["cleanup.policy"]:
         return
     keyless = [i for i, f in enumerate(batch.records[4::5]) if f & FLAG_KEY_NULL]  # type: ignore[operator]
-    if not keyless:
-        return
+    if keyless:
+        raise keyless_error(keyless, topic, partition)
+
+
+def keyless_error(keyless: list[int], topic: str, partition: int) -> InvalidBatch:
+    """What a compacted topic answers for the records (indexes) without a key."""
     why = (
-        "Compacted topic cannot accept message without key in topic partition "
-        f"{topic}-{partition}"
+        f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
     )
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
-    raise InvalidBatch(
+    return InvalidBatch(
         "INVALID_RECORD",
         f"One or more records have been rejected due to {len(keyless)} record errors in total, "
         f"and only showing the first three errors at most: [{shown}]",
@@ -60,7 +63,16 @@ def check_batch(
     segment.bytes (Kafka refuses a batch no segment could hold)."""
     bounds = timestamp_bounds(config)
     if bounds is not None:
-        _check_timestamps(batch, bounds, int(time.time() * 1000) if now_ms is None else now_ms)
+        check_timestamps(
+            batch.records[0::5],  # type: ignore[arg-type]
+            bounds,
+            int(time.time() * 1000) if now_ms is None else now_ms,
+        )
+    check_segment(size, config, topic, partition)
+
+
+def check_segment(size: int, config: Mapping[str, Any], topic: str, partition: int) -> None:
+    """Kafka refuses a batch no segment could hold (segment.bytes)."""
     segment = config["segment.bytes"]
     if size > segment:
         raise InvalidBatch(
@@ -70,9 +82,9 @@ def check_batch(
         )
 
 
-def _check_timestamps(batch: DecodedBatch, bounds: tuple[int, int], now: int) -> None:
+def check_timestamps(stamps: list[int], bounds: tuple[int, int], now: int) -> None:
+    """Each record's timestamp (in batch order) within (before, after) ms of now."""
     before, after = bounds
-    stamps = batch.records[0::5]  # t of each record (flat t, k, v, h, f)
     # The common case costs two C-level passes; records are looked at one by one only
     # when some timestamp may be out of range (a NO_TIMESTAMP record, -1, is allowed).
     if now - min(stamps) <= before and max(stamps) - now <= after:  # type: ignore[operator]

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +198,21 @@ def start_kafka(
     except RuntimeError as exc:
         raise RuntimeError(f"{exc}\n--- {log} ---\n{tail(log)}") from None
     return port
+
+
+@contextmanager
+def running_kafka(
+    version: str, work: Path, start_timeout: float = 120.0, extra: dict[str, str] | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """start_kafka with its own Processes, stopped by pid on the way out (also on an error or
+    Ctrl-C); yields the broker's port and its JVM process. For tests and bench/vs_kafka.py."""
+    work.mkdir(parents=True, exist_ok=True)
+    procs = Processes()
+    try:
+        port = start_kafka(procs, version, work, start_timeout, extra)
+        yield port, procs.children[-1][1]
+    finally:
+        procs.stop_all()
 
 
 def wait_kafka_ready(port: int, proc: Any, timeout: float) -> None:

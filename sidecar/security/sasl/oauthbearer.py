@@ -1,8 +1,10 @@
 """SASL/OAUTHBEARER (RFC 7628, KIP-255/KIP-768): the client sends a JWT, validated
 here the way Kafka's OAuthBearerValidatorCallbackHandler does: the signature against
 a JWKS (sasl.oauthbearer.jwks.endpoint.url), exp/nbf/iat with
-sasl.oauthbearer.clock.skew.seconds, the expected issuer and audience, and the
-principal from sasl.oauthbearer.sub.claim.name.
+sasl.oauthbearer.clock.skew.seconds, the expected issuer and audience, the principal
+from sasl.oauthbearer.sub.claim.name and the scopes from sasl.oauthbearer.scope.claim.name.
+A JWKS fetch that fails is retried with exponential back-off
+(sasl.oauthbearer.jwks.endpoint.retry.backoff.ms up to ...retry.backoff.max.ms).
 
 A refused token gets Kafka's answer: the server challenge {"status":"invalid_token"},
 then, on the client's %x01, SaslAuthenticationFailed naming the problem (never the
@@ -66,6 +68,9 @@ SETTING_NAMES = {
     "sasl.oauthbearer.sub.claim.name": "sub_claim_name",
     "sasl.oauthbearer.clock.skew.seconds": "clock_skew_seconds",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": "jwks_endpoint_refresh_ms",
+    "sasl.oauthbearer.scope.claim.name": "scope_claim_name",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "jwks_endpoint_retry_backoff_ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "jwks_endpoint_retry_backoff_max_ms",
 }
 
 
@@ -86,6 +91,9 @@ class OAuthBearerSettings:
     sub_claim_name: str = "sub"
     clock_skew_seconds: int = 30
     jwks_endpoint_refresh_ms: int = 3_600_000
+    scope_claim_name: str = "scope"
+    jwks_endpoint_retry_backoff_ms: int = 100
+    jwks_endpoint_retry_backoff_max_ms: int = 10_000
 
     @classmethod
     def for_listener(cls, settings: Settings, listener: str) -> OAuthBearerSettings:
@@ -99,6 +107,11 @@ class OAuthBearerSettings:
             sub_claim_name=settings.sasl_oauthbearer_sub_claim_name,
             clock_skew_seconds=settings.sasl_oauthbearer_clock_skew_seconds,
             jwks_endpoint_refresh_ms=settings.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+            scope_claim_name=settings.sasl_oauthbearer_scope_claim_name,
+            jwks_endpoint_retry_backoff_ms=settings.sasl_oauthbearer_jwks_endpoint_retry_backoff_ms,
+            jwks_endpoint_retry_backoff_max_ms=(
+                settings.sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms
+            ),
         )
         plain: dict[str, str] = {}
         prefixed: dict[str, str] = {}
@@ -134,7 +147,7 @@ def convert(key: str, text: str) -> Any:
         return text or None
     if key == "sasl.oauthbearer.expected.audience":
         return audience_list(text)
-    if key == "sasl.oauthbearer.sub.claim.name":
+    if key in ("sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name"):
         if not text:
             raise OAuthBearerConfigError(f"{key} must name a claim")
         return text
@@ -229,17 +242,27 @@ class Jwks:
     """The keys of sasl.oauthbearer.jwks.endpoint.url, fetched off the event loop,
     refreshed every jwks_endpoint_refresh_ms (in the background: validations keep using
     the keys they have) and at once on an unknown kid (at most once per
-    UNKNOWN_KID_REFRESH_FLOOR_S)."""
+    UNKNOWN_KID_REFRESH_FLOOR_S). A failed fetch is retried in the background after
+    retry_backoff_ms, doubling up to retry_backoff_max_ms, until one works; meanwhile
+    the back-off alone decides when the identity provider is asked again."""
 
     def __init__(
-        self, url: str, refresh_ms: int, kid_floor_s: float = UNKNOWN_KID_REFRESH_FLOOR_S
+        self,
+        url: str,
+        refresh_ms: int,
+        kid_floor_s: float = UNKNOWN_KID_REFRESH_FLOOR_S,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 10_000,
     ) -> None:
         self.url = url
         self.refresh_s = refresh_ms / 1000
         self.kid_floor_s = kid_floor_s
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff_max_s = max(retry_backoff_max_ms, 1) / 1000
         self.keys: dict[str, jwt.PyJWK] = {}
         self.fetched_at: float | None = None  # monotonic time of the last attempt
         self._refreshing: asyncio.Task[None] | None = None
+        self._retrying: asyncio.Task[None] | None = None  # the back-off loop, while failing
         self._failed = False  # the last attempt failed (logged once until it works)
 
     async def key(self, kid: str) -> jwt.PyJWK:
@@ -252,7 +275,11 @@ class Jwks:
         if key is None and not kid and len(self.keys) == 1:
             key = next(iter(self.keys.values()))  # a token without kid, a JWKS of one key
         if key is None and self.fetched_at is not None:
-            if time.monotonic() - self.fetched_at >= self.kid_floor_s:
+            if self._backing_off():
+                if self._refreshing is not None and not self._refreshing.done():
+                    await asyncio.shield(self._refreshing)  # an attempt under way
+                    key = self.keys.get(kid)
+            elif time.monotonic() - self.fetched_at >= self.kid_floor_s:
                 await self.refresh()
                 key = self.keys.get(kid)
             elif self._refreshing is not None:
@@ -264,15 +291,28 @@ class Jwks:
             raise TokenRefused(f"no key with kid {kid[:64]!r} in the JWKS")
         return key
 
+    def _backing_off(self) -> bool:
+        return self._retrying is not None and not self._retrying.done()
+
     def _start_refresh(self) -> None:
+        if self._backing_off():
+            return  # the back-off loop fetches
         if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.get_running_loop().create_task(self._refresh())
 
     async def refresh(self) -> None:
         """Fetch now (joining a fetch already under way)."""
         self._start_refresh()
-        assert self._refreshing is not None
-        await asyncio.shield(self._refreshing)
+        if self._refreshing is not None:
+            await asyncio.shield(self._refreshing)
+
+    async def _retry(self) -> None:
+        delay = min(self.retry_backoff_s, self.retry_backoff_max_s)
+        while self._failed:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.retry_backoff_max_s)
+            self._refreshing = asyncio.get_running_loop().create_task(self._refresh())
+            await asyncio.shield(self._refreshing)
 
     async def _refresh(self) -> None:
         self.fetched_at = time.monotonic()
@@ -280,14 +320,19 @@ class Jwks:
             data = await asyncio.to_thread(_read_jwks, self.url)
             keys = _parse_jwks(data)
         except Exception as exc:  # noqa: BLE001 - any failure keeps the keys we had
-            if not self._failed:
+            if not self._failed:  # once per failure burst
                 _log.warning(
-                    "cannot load the OAUTHBEARER JWKS from %s: %s; keeping %d known key(s)",
+                    "cannot load the OAUTHBEARER JWKS from %s: %s; keeping %d known key(s), "
+                    "retrying after %g s, doubling up to %g s",
                     self.url,
                     exc,
                     len(self.keys),
+                    self.retry_backoff_s,
+                    self.retry_backoff_max_s,
                 )
             self._failed = True
+            if not self._backing_off():
+                self._retrying = asyncio.get_running_loop().create_task(self._retry())
             return
         if self._failed or set(keys) != set(self.keys):
             _log.info("OAUTHBEARER JWKS from %s: key ids %s", self.url, sorted(keys))
@@ -302,6 +347,7 @@ class Jwks:
 class ValidToken:
     principal_name: str
     expires_at: float  # seconds since the epoch (the exp claim)
+    scopes: frozenset[str] = frozenset()  # from sasl.oauthbearer.scope.claim.name
 
 
 class JwtValidator:
@@ -314,7 +360,12 @@ class JwtValidator:
                 "unsecured tokens)"
             )
         self.settings = settings
-        self.jwks = Jwks(settings.jwks_endpoint_url, settings.jwks_endpoint_refresh_ms)
+        self.jwks = Jwks(
+            settings.jwks_endpoint_url,
+            settings.jwks_endpoint_refresh_ms,
+            retry_backoff_ms=settings.jwks_endpoint_retry_backoff_ms,
+            retry_backoff_max_ms=settings.jwks_endpoint_retry_backoff_max_ms,
+        )
 
     async def validate(self, token: str) -> ValidToken:
         try:
@@ -359,7 +410,21 @@ class JwtValidator:
         name = claims.get(s.sub_claim_name)
         if not isinstance(name, str) or not name.strip():
             raise TokenRefused(f"the JWT has no {s.sub_claim_name!r} claim naming the principal")
-        return ValidToken(name, float(claims["exp"]))
+        return ValidToken(name, float(claims["exp"]), _scopes(claims, s.scope_claim_name))
+
+
+def _scopes(claims: Mapping[str, Any], name: str) -> frozenset[str]:
+    """The token's scopes as Kafka's BrokerJwtValidator reads them: a string claim is one
+    scope, a list is several, anything else (or no claim) none; a scope must not be
+    empty."""
+    raw = claims.get(name)
+    values = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    scopes = set()
+    for value in values:
+        if not isinstance(value, str) or not value.strip():
+            raise TokenRefused(f"the JWT's {name!r} claim holds an empty or non-string scope")
+        scopes.add(value.strip())
+    return frozenset(scopes)
 
 
 def parse_client_first(message: bytes) -> tuple[str, str | None, dict[str, str]]:
@@ -394,6 +459,7 @@ class OAuthBearerServer:
         self._expires_at: float | None = None
         self._error: str | None = None  # why the token was refused, once challenged
         self.extensions: dict[str, str] = {}
+        self.scopes: frozenset[str] = frozenset()
 
     async def evaluate(self, response: bytes) -> bytes:
         if self._error is not None:
@@ -419,6 +485,13 @@ class OAuthBearerServer:
             )
         self._principal = KafkaPrincipal("User", valid.principal_name)
         self._expires_at = valid.expires_at
+        self.scopes = valid.scopes
+        _log.debug(
+            "OAUTHBEARER token of %s from %s: scopes %s",
+            valid.principal_name,
+            self.security.peer_host,
+            sorted(valid.scopes),
+        )
         return b""
 
     def _refuse(self, reason: str) -> bytes:
