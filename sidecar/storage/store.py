@@ -263,12 +263,15 @@ class RedisStore(PartitionLogOps):
         sid = self.identity.cluster_id or ""
         # Partition metas first (HSETNX: a re-run or a racing creator changes nothing),
         # so a registered topic always has them; then the registry entry decides.
+        gone = self._publish_gone
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in range(partitions):
                 meta = keys.partition_keys(name, p)[1]
                 pipe.hsetnx(meta, "hw", 0)
                 pipe.hsetnx(meta, "lso", 0)
                 pipe.hsetnx(meta, "sid", sid)
+                if gone:  # sidecars forget what they kept of a partition of this name
+                    pipe.publish(keys.wake_channel(name, p), "gone")
             await pipe.execute()
         if not await self.redis.hsetnx(keys.TOPICS, name, doc):
             # A resent HSETNX (lost reply) finds our own document: created by us.
@@ -295,12 +298,21 @@ class RedisStore(PartitionLogOps):
             # without meta, so no produce recreates a half-deleted partition.
             for p in range(info.partitions):
                 pipe.delete(*keys.all_partition_keys(name, p))
+                if self._publish_gone:
+                    pipe.publish(keys.wake_channel(name, p), "gone")
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
             pipe.hdel(keys.TOPICS, name)
             await pipe.execute()
         self._topics.pop(name, None)
         log.info("deleted topic %s", name)
         return True
+
+    @property
+    def _publish_gone(self) -> bool:
+        """Creating or deleting a topic publishes "gone" on its partitions' channels, so
+        sidecars drop the watermarks they keep (longpoll.py). Not on a Redis Cluster:
+        its pipelines refuse PUBLISH, and sidecars keep no watermarks there."""
+        return not cluster_client.is_cluster(self.redis)
 
     @property
     def replicas_per_partition(self) -> bool:
