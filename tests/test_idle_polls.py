@@ -91,13 +91,16 @@ def fetch_frame(
     return frame[4:], resp.responses[0].partitions[0]
 
 
-@pytest.mark.parametrize("version", [4, 11, 12, 13, 15])
+@pytest.mark.parametrize(
+    ("version", "storage"),
+    [(4, "record"), (11, "record"), (12, "record"), (13, "record"), (15, "record"), (12, "batch")],
+)
 def test_a_long_poll_at_the_end_answers_what_a_read_would_without_one(
-    stack: Stack, version: int
+    stack: Stack, version: int, storage: str
 ) -> None:
     with RawKafka("127.0.0.1", stack.skiff.port) as kafka:
         topic = new_topic("idle")
-        create(kafka, topic)
+        create(kafka, topic, {"skiff.storage.format": storage})
         fill(kafka, topic, 3)
         tid = topic_id(kafka, topic)
         read, p = fetch_frame(kafka, topic, 3, 0, version, tid)  # a read: fills the cache
