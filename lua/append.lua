@@ -218,5 +218,6 @@ end
 redis.call('ZADD', KEYS[5], base, token)
 redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -KEEP_TOKENS - 1)
 
-redis.call('PUBLISH', ARGV[8], hw)
+-- "hw lso": a sidecar keeps both for long polls at the end of the log (longpoll.py).
+redis.call('PUBLISH', ARGV[8], hw .. ' ' .. lso)
 return {base, lso, append_time, 0}

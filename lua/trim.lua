@@ -9,6 +9,7 @@
 -- ARGV[3] retention.ms (-1: off)     ARGV[4] retention.bytes (-1: off)
 -- ARGV[5] XTRIM LIMIT (entries, at least stream-node-max-entries)
 -- ARGV[6] index members to prune per call
+-- ARGV[7] the partition's wake-up channel (a moved log start is PUBLISHed: "hw lso")
 -- Reply: {log start offset, high watermark, 1 if more work remains else 0}
 -- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE.
 
@@ -72,6 +73,8 @@ if new_lso > lso then
     -- whose segment (and max timestamp) stays.
     redis.call('HSET', KEYS[2], 'rlso', lso)
   end
+  -- Sidecars keep each partition's watermarks for long polls (longpoll.py).
+  redis.call('PUBLISH', ARGV[7], hw .. ' ' .. lso)
 end
 
 -- Free what lies below the log start, bounded. `~` removes whole stream nodes only.

@@ -5,13 +5,21 @@ subscription per sidecar turns that into asyncio events, so a waiting Fetch retu
 as soon as data arrives and no sidecar polls Redis in a loop. On a Redis Cluster the
 publish (classic, not sharded) reaches every node, and the subscription is on any one
 node (storage/cluster_client.py ResilientCluster.pubsub picks the next after a loss).
+
+Every change of a partition's high watermark or log start offset publishes "hw lso" on
+its channel (lua/append.lua, lua/trim.lua), and deleting or creating a topic publishes
+"gone". So while the subscription is known to be live, the last values seen for a
+partition (from those messages and from Fetch's reads) are its current ones:
+WatermarkCache lets a long poll at the end of the log wait without reading Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
+from collections.abc import Iterable
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
@@ -20,10 +28,94 @@ from sidecar.storage import keys
 
 log = logging.getLogger(__name__)
 
+PING = b"skiff-wakeups"  # the subscription's own PING payload (its PONG proves it live)
+LIVE_S = 3.0  # the cache answers only while a message or PONG came this recently
+DEAD_S = 10.0  # no message nor PONG for this long: the subscription is lost
+
+
+class WatermarkCache:
+    """(high watermark, log start offset) per wake-up channel, as last published or read.
+
+    Valid only while the subscription is live: on a loss everything is forgotten and
+    nothing is answered until a PONG shows the new subscription in place. A read's
+    values are kept only if no message for its partition (nor a loss) came while it
+    was in flight: the message may be newer than the read, or say the topic is gone."""
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, tuple[int, int]] = {}
+        # channel -> [reads in flight, changes seen]: a read keeps its values only if
+        # the count of changes is what it was when the read began.
+        self._reads: dict[bytes, list[int]] = {}
+        self._live_at = float("-inf")
+        self.enabled = True  # off on a Redis Cluster (see Wakeups)
+
+    def live(self) -> bool:
+        return self.enabled and time.monotonic() - self._live_at < LIVE_S
+
+    def alive(self) -> None:
+        self._live_at = time.monotonic()
+
+    def get(self, channel: bytes) -> tuple[int, int] | None:
+        return self._entries.get(channel) if self.live() else None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget everything (subscription lost, storage reset)."""
+        self._entries.clear()
+        for state in self._reads.values():
+            state[1] += 1
+
+    def lost(self) -> None:
+        self._live_at = float("-inf")
+        self.clear()
+
+    def published(self, channel: bytes, data: bytes) -> None:
+        state = self._reads.get(channel)
+        if state is not None:
+            state[1] += 1
+        if channel not in self._entries:
+            return  # only partitions read through this sidecar are kept
+        parts = data.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            self._entries[channel] = (int(parts[0]), int(parts[1]))
+        elif data != b"released":  # a queue release changes no watermark
+            del self._entries[channel]  # "gone", or a format this sidecar does not know
+
+    def begin(self, channels: Iterable[bytes]) -> list[int]:
+        """Before a read: the change counts to hand to done()."""
+        marks = []
+        for channel in channels:
+            state = self._reads.setdefault(channel, [0, 0])
+            state[0] += 1
+            marks.append(state[1])
+        return marks
+
+    def done(
+        self,
+        channels: Iterable[bytes],
+        marks: list[int],
+        values: list[tuple[int, int]] | None,
+    ) -> None:
+        """After a read (values None: it failed); must follow every begin()."""
+        live = values is not None and self.live()
+        for i, (channel, mark) in enumerate(zip(channels, marks, strict=True)):
+            state = self._reads[channel]
+            if live and state[1] == mark and values is not None:
+                self._entries[channel] = values[i]
+            state[0] -= 1
+            if not state[0]:
+                del self._reads[channel]
+
 
 class Wakeups:
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
+        self.watermarks = WatermarkCache()
+        # A Redis Cluster relays publishes between nodes over its bus, which may drop
+        # them while the subscription itself stays up: no cache there.
+        self.watermarks.enabled = not hasattr(redis, "nodes_manager")
         self._waiters: dict[bytes, set[asyncio.Event]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
@@ -83,6 +175,9 @@ class Wakeups:
             pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.psubscribe(keys.WAKE_PATTERN)
+                # Its PONG comes after the subscription is in place: the cache starts then.
+                await pubsub.ping(PING)
+                heard = loop.time()
                 self._subscribed.set()
                 if lost_at is not None:
                     log.warning("wake-up subscription restored after %.1f s", loop.time() - lost_at)
@@ -95,13 +190,25 @@ class Wakeups:
                     if message is None:
                         if self._stale(pubsub):
                             raise ConnectionError("the Redis primary changed")
+                        if loop.time() - heard > DEAD_S:
+                            raise ConnectionError(f"no PONG for {DEAD_S:.0f} s")
+                        # Quiet: a PING proves the subscription live (for the cache).
+                        await pubsub.ping(PING)
                         continue
+                    heard = loop.time()
+                    if message["type"] == "pong":
+                        self.watermarks.alive()
+                        continue
+                    self.watermarks.alive()
+                    self.watermarks.published(message["channel"], message["data"])
                     for event in self._waiters.get(message["channel"], ()):
                         event.set()
             except asyncio.CancelledError:
+                self.watermarks.lost()
                 await _close(pubsub)
                 raise
             except Exception as exc:  # connection lost: wake everyone, resubscribe
+                self.watermarks.lost()
                 if lost_at is None:
                     lost_at = loop.time()
                     log.warning("wake-up subscription lost (%s); resubscribing", exc)

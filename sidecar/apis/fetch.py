@@ -4,8 +4,10 @@ sets, magic 0 for v0-v1 and magic 1 for v2-v3, see protocol/message_set.py).
 Per request, one MULTI/EXEC reads every partition's watermarks and records (XRANGE
 from the fetch offset), so batches start exactly at the requested offset. Long polls
 wait on the append script's wake-up, registered before the read so no append is
-missed. Sessions are not kept (session_id 0): clients then send full fetches.
-The response is hand-encoded.
+missed. A long poll whose every partition is at its high watermark as the wake-ups and
+earlier reads left it (longpoll.WatermarkCache) does not read at all: it waits, and
+answers those watermarks unless woken. Sessions are not kept (session_id 0): clients
+then send full fetches. The response is hand-encoded.
 """
 
 from __future__ import annotations
@@ -139,8 +141,14 @@ async def _read_once(
         avg = _avg_record_bytes.get((t.name, p.index), 16384.0 if batches else 200.0)
         most = MAX_BATCHES_PER_READ if batches else MAX_RECORDS_PER_READ
         reads.append((t.name, p.index, max(p.offset, 0), max(1, min(most, int(limit / avg) + 1))))
+    # What the read finds is kept for later long polls (unless a wake-up overtook it).
+    cache = broker.wakeups.watermarks
+    channels = [keys.wake_channel(t.name, p.index).encode() for t, p in wanted]
+    marks = cache.begin(channels)
+    seen: list[tuple[int, int]] | None = None
     try:
         results = await broker.store.read(reads)
+        seen = [(r.high_watermark, r.log_start_offset) for r in results]
     except RedisUnavailable:
         # Retriable for every client: it refreshes metadata and fetches again.
         for _, p in wanted:
@@ -152,6 +160,8 @@ async def _read_once(
         for _, p in wanted:
             p.error = errors.UNKNOWN_TOPIC_OR_PARTITION
         return 0
+    finally:
+        cache.done(channels, marks, seen)
     budget = max_bytes
     total = 0
     for (t, p), r in zip(wanted, results, strict=True):
@@ -200,6 +210,22 @@ async def _read_once(
     return total
 
 
+def _at_end(broker: Broker, topics: list[TopicFetch]) -> bool:
+    """Every partition fetches from its high watermark as last published or read: fill
+    in what a read would answer (no records, those watermarks) and say so."""
+    cache = broker.wakeups.watermarks
+    found = []
+    for t in topics:
+        for p in t.partitions:
+            marks = cache.get(keys.wake_channel(t.name, p.index).encode())
+            if p.error or marks is None or p.offset != marks[0]:
+                return False
+            found.append((p, marks))
+    for p, (hw, lso) in found:
+        p.hw, p.lso, p.records, p.count = hw, lso, b"", 0
+    return True
+
+
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     version = request.header.api_version
@@ -213,11 +239,17 @@ async def handle(broker: Broker, request: Any) -> bytes:
         if p.error == errors.NONE
     ]
     event = broker.wakeups.register(channels) if max_wait > 0 and channels else None
+    # Registered first: a wake-up from here on sets the event, and one before is in the
+    # cache already.
+    cached = event is not None and not broker.wakeups.closing and _at_end(broker, topics)
     try:
         while True:
             if event:
                 event.clear()
-            total = await _read_once(broker, topics, body.max_bytes, _magic(version))
+            if cached:
+                total = 0  # idle: no Redis round trip (see _at_end)
+            else:
+                total = await _read_once(broker, topics, body.max_bytes, _magic(version))
             remaining = deadline - time.monotonic()
             has_error = any(p.error for t in topics for p in t.partitions)
             if (
@@ -231,7 +263,11 @@ async def handle(broker: Broker, request: Any) -> bytes:
             try:
                 await asyncio.wait_for(event.wait(), remaining)
             except TimeoutError:
+                if cached and (event.is_set() or not _at_end(broker, topics)):
+                    # Woken (or the cache dropped) as the wait ended: read after all.
+                    await _read_once(broker, topics, body.max_bytes, _magic(version))
                 break  # the last read stands: nothing was appended since
+            cached = False  # woken: read as usual
             if broker.wakeups.closing:
                 break  # shutting down: answer now with the last read
             # The next read gets its own Redis retry time, not what the wait left.

@@ -98,6 +98,7 @@ async def serve(
         store.topic_defaults = topic_config.server_defaults(settings)
         store.storage_format_default = settings.storage_format
         wakeups = Wakeups(store.redis)
+        store.identity.on_reset(lambda _cluster_id: wakeups.watermarks.clear())
         await wakeups.start()
         started.push_async_callback(wakeups.stop)
         if embedded is not None and settings.node_id < 0:

@@ -48,6 +48,7 @@ class PartitionLogOps:
             retention_bytes,
             self.TRIM_XTRIM_LIMIT,
             self.TRIM_INDEX_LIMIT,
+            keys.wake_channel(topic, partition),
         ]
         script_keys = keys.trim_keys(topic, partition)
         while True:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -25,6 +26,7 @@ from sidecar.storage.log_ops import PartitionLogOps
 from sidecar.storage.resilience import RedisUnavailable
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MIN_REDIS = (7, 0)
 REPLICA_CACHE_SECONDS = 0.5
@@ -102,6 +104,7 @@ class RedisStore(PartitionLogOps):
         self._replicas: tuple[float, int] = (float("-inf"), 0)
         self._shard_replicas: dict[str, int] | None = None  # Redis Cluster: primary -> replicas
         self._all_topics: list[TopicInfo] | None = None  # the last full list (Metadata)
+        self._lookups: dict[Any, asyncio.Future[Any]] = {}  # registry reads in flight
         self.identity = StorageIdentity(redis)
         self.identity.on_reset(lambda _cluster_id: self.forget_topics())
 
@@ -157,6 +160,15 @@ class RedisStore(PartitionLogOps):
         cached = self._topics.get(name)
         if cached and not fresh and now - cached[0] < TOPIC_CACHE_SECONDS:
             return cached[1]
+        if fresh:
+            return await self._lookup_topic(name, cached, now)
+        # Requests that find the entry expired together share one lookup: many idle
+        # consumers of one topic then cost one HGET a second, not one each.
+        return await _shared(self._lookups, name, lambda: self._lookup_topic(name, cached, now))
+
+    async def _lookup_topic(
+        self, name: str, cached: tuple[float, TopicInfo | None] | None, now: float
+    ) -> TopicInfo | None:
         try:
             with _stale_ok(cached is not None and cached[1] is not None):
                 raw = await self.redis.hget(keys.TOPICS, name)
@@ -220,19 +232,24 @@ class RedisStore(PartitionLogOps):
         if cached and now - cached[0] < TOPIC_CACHE_SECONDS:
             name = cached[1]
         else:
-            try:
-                with _stale_ok(cached is not None and cached[1] is not None):
-                    raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
-            except RedisUnavailable:
-                if not cached or cached[1] is None:
-                    raise
-                raw = cached[1].encode()
-            name = raw.decode() if raw else None
-            self._topic_names[topic_id] = (now, name)
+            name = await _shared(self._lookups, topic_id, lambda: self._lookup_id(topic_id, now))
         if name is None:
             return None
         info = await self.get_topic(name)
         return info if info is not None and info.topic_id == topic_id else None
+
+    async def _lookup_id(self, topic_id: uuid.UUID, now: float) -> str | None:
+        cached = self._topic_names.get(topic_id)
+        try:
+            with _stale_ok(cached is not None and cached[1] is not None):
+                raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
+        except RedisUnavailable:
+            if not cached or cached[1] is None:
+                raise
+            raw = cached[1].encode()
+        name = raw.decode() if raw else None
+        self._topic_names[topic_id] = (now, name)
+        return name
 
     async def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None
@@ -263,12 +280,15 @@ class RedisStore(PartitionLogOps):
         sid = self.identity.cluster_id or ""
         # Partition metas first (HSETNX: a re-run or a racing creator changes nothing),
         # so a registered topic always has them; then the registry entry decides.
+        gone = self._publish_gone
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in range(partitions):
                 meta = keys.partition_keys(name, p)[1]
                 pipe.hsetnx(meta, "hw", 0)
                 pipe.hsetnx(meta, "lso", 0)
                 pipe.hsetnx(meta, "sid", sid)
+                if gone:  # sidecars forget what they kept of a partition of this name
+                    pipe.publish(keys.wake_channel(name, p), "gone")
             await pipe.execute()
         if not await self.redis.hsetnx(keys.TOPICS, name, doc):
             # A resent HSETNX (lost reply) finds our own document: created by us.
@@ -295,12 +315,21 @@ class RedisStore(PartitionLogOps):
             # without meta, so no produce recreates a half-deleted partition.
             for p in range(info.partitions):
                 pipe.delete(*keys.all_partition_keys(name, p))
+                if self._publish_gone:
+                    pipe.publish(keys.wake_channel(name, p), "gone")
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
             pipe.hdel(keys.TOPICS, name)
             await pipe.execute()
         self._topics.pop(name, None)
         log.info("deleted topic %s", name)
         return True
+
+    @property
+    def _publish_gone(self) -> bool:
+        """Creating or deleting a topic publishes "gone" on its partitions' channels, so
+        sidecars drop the watermarks they keep (longpoll.py). Not on a Redis Cluster:
+        its pipelines refuse PUBLISH, and sidecars keep no watermarks there."""
+        return not cluster_client.is_cluster(self.redis)
 
     @property
     def replicas_per_partition(self) -> bool:
@@ -512,6 +541,25 @@ class RedisStore(PartitionLogOps):
                 if record_ts >= ts:
                     return int(entry_id[2:]) - 1, record_ts
         return -1, -1
+
+
+async def _shared(
+    pending: dict[Any, asyncio.Future[Any]], key: Any, lookup: Callable[[], Awaitable[T]]
+) -> T:
+    """Await the lookup in flight for `key`, or start it: one Redis read for all."""
+    future = pending.get(key)
+    if future is None:
+        future = asyncio.ensure_future(lookup())
+        pending[key] = future
+
+        def finished(done: asyncio.Future[Any]) -> None:
+            pending.pop(key, None)
+            if not done.cancelled():
+                done.exception()  # retrieved: each waiter has raised it already
+
+        future.add_done_callback(finished)
+    # Shielded: a cancelled request does not cancel the lookup others wait for.
+    return await asyncio.shield(future)
 
 
 def _stale_ok(fallback: bool) -> AbstractContextManager[None]:
