@@ -55,6 +55,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from sidecar.config.topic import effective_config
+from sidecar.protocol import stored_batch
 from sidecar.protocol.record_batch import (
     FLAG_KEY_NULL,
     FLAG_VALUE_NULL,
@@ -226,6 +227,21 @@ def due_key(group: str, topic: str, partition: int) -> str:
     return f"{keys.partition_tag(topic, partition)}:q:{group}:due"
 
 
+def lease_key(group: str, topic: str, partition: int) -> str:
+    """`batch` topics: the group's lease starts per in-flight offset (lua/queue_inflight.lua)."""
+    return f"{keys.partition_tag(topic, partition)}:q:{group}:lease"
+
+
+def records_key(group: str, topic: str, partition: int) -> str:
+    """`batch` topics: the group's delivery count and holder per in-flight offset."""
+    return f"{keys.partition_tag(topic, partition)}:q:{group}:rec"
+
+
+def inflight_keys(group: str, topic: str, partition: int) -> list[str]:
+    log_key, meta, _, _ = keys.partition_keys(topic, partition)
+    return [log_key, meta, lease_key(group, topic, partition), records_key(group, topic, partition)]
+
+
 def hint_ttl_ms(cfg: QueueConfig) -> int:
     return 2 * cfg.lock_ms + 60_000
 
@@ -366,7 +382,11 @@ class QueueStore:
                 await self.redis.xgroup_destroy(log_key, consumer_group(group))
             except ResponseError:
                 pass
-            await self.redis.delete(due_key(group, topic, partition))
+            await self.redis.delete(
+                due_key(group, topic, partition),
+                lease_key(group, topic, partition),
+                records_key(group, topic, partition),
+            )
         await self.redis.delete(config_key(group), topics_key(group))
         await self.redis.srem(QUEUES, group)
         self._configs.pop(group, None)
@@ -384,6 +404,12 @@ class QueueStore:
                 out += [(topic, p) for p in range(info.partitions)]
         return out
 
+    async def _batches(self, topic: str) -> bool:
+        """Whether the topic stores whole batches (then lua/queue_inflight.lua keeps the
+        per-record state)."""
+        info = await self.store.get_topic(topic)
+        return info is not None and info.batch_format
+
     async def _ensure(self, group: str, cfg: QueueConfig, topic: str, partition: int) -> None:
         """The consumer group exists on the partition (created at auto_offset_reset)."""
         if (group, topic, partition) in self._ready:
@@ -400,6 +426,14 @@ class QueueStore:
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
         script_keys = [log_key, meta, due_key(group, topic, partition)]
         try:
+            if await self._batches(topic):
+                return int(
+                    await scripts.QUEUE_INFLIGHT(
+                        self.redis,
+                        inflight_keys(group, topic, partition),
+                        ["init", consumer_group(group), start, offset, mode],
+                    )
+                )
             return int(
                 await scripts.QUEUE_INIT(
                     self.redis, script_keys, [consumer_group(group), start, offset, mode]
@@ -461,11 +495,20 @@ class QueueStore:
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
         due = due_key(group, topic, partition)
         ttl = hint_ttl_ms(cfg)
-        reply = await scripts.QUEUE_ACQUIRE(
-            self.redis,
-            [log_key, meta, due],
-            [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder, ttl],
-        )
+        batches = await self._batches(topic)
+        if batches:
+            reply = await scripts.QUEUE_INFLIGHT(
+                self.redis,
+                inflight_keys(group, topic, partition),
+                ["reclaim", grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records]
+                + [self.dead_holder],
+            )
+        else:
+            reply = await scripts.QUEUE_ACQUIRE(
+                self.redis,
+                [log_key, meta, due],
+                [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder, ttl],
+            )
         now = int(reply[0])
         again: dict[int, int] = {}
         dead: list[tuple[int, int]] = []
@@ -499,6 +542,8 @@ class QueueStore:
         left = max_records - len(out)
         if left <= 0:
             return out
+        if batches:
+            return out + await self._claim(cfg, holder, topic, partition, left)
         delivered = scripts.QUEUE_DELIVERED
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hget(meta, "lso")
@@ -532,9 +577,69 @@ class QueueStore:
             await self._run_settle(cfg, holder, topic, partition, below, "finish")
         return out
 
+    async def _claim(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int, left: int
+    ) -> list[Acquired]:
+        """`batch` topics: lease up to `left` new records (the cursor moves past them in
+        lua/queue_inflight.lua), then read their bodies from the batches. Offsets
+        without a record (compacted away) are finished and more are claimed."""
+        skeys = inflight_keys(cfg.group, topic, partition)
+        out: list[Acquired] = []
+        while left > 0:
+            reply = await scripts.QUEUE_INFLIGHT(
+                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left]
+            )
+            now, _, first, end = (int(v) for v in reply)
+            if end <= first:
+                break
+            bodies = await self._batch_bodies(topic, partition, list(range(first, end)))
+            deadline = now + cfg.lock_ms
+            gone = []
+            for offset in range(first, end):
+                fields = bodies.get(offset)
+                if fields is None:
+                    gone.append(offset)
+                    continue
+                out.append(_acquired(topic, partition, offset, 1, deadline, fields))
+            left -= len(bodies)
+            if not gone:
+                break
+            await self._run_settle(cfg, holder, topic, partition, gone, "finish")
+        return out
+
+    async def _batch_bodies(
+        self, topic: str, partition: int, offsets: list[int]
+    ) -> dict[int, list[bytes]]:
+        """Record fields by offset from a `batch` topic: per run of consecutive offsets
+        the batches ending inside it and the one holding its last offset, in one
+        pipeline (a batch's entry id is 0-<its last offset + 1>)."""
+        log_key = keys.partition_keys(topic, partition)[0]
+        runs: list[tuple[int, int]] = []
+        for offset in sorted(set(offsets)):
+            if runs and runs[-1][1] == offset - 1:
+                runs[-1] = (runs[-1][0], offset)
+            else:
+                runs.append((offset, offset))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for first, last in runs:
+                pipe.xrange(log_key, f"0-{first + 1}", f"0-{last + 1}")
+                pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
+            replies = await pipe.execute()
+        wanted = set(offsets)
+        out: dict[int, list[bytes]] = {}
+        for i, (first, _) in enumerate(runs):
+            entries = [*replies[2 * i], *replies[2 * i + 1]]
+            for entry_id, fields in stored_batch.record_entries(entries, first):
+                offset = int(entry_id[2:]) - 1
+                if offset in wanted:
+                    out[offset] = fields
+        return out
+
     async def _bodies(
         self, topic: str, partition: int, offsets: list[int]
     ) -> dict[int, list[bytes]]:
+        if await self._batches(topic):
+            return await self._batch_bodies(topic, partition, offsets)
         log_key = keys.partition_keys(topic, partition)[0]
         async with self.redis.pipeline(transaction=False) as pipe:
             for offset in offsets:
@@ -587,20 +692,36 @@ class QueueStore:
         log_key = keys.partition_keys(topic, partition)[0]
         channel = keys.wake_channel(topic, partition)
         try:
-            reply = await scripts.QUEUE_SETTLE(
-                self.redis,
-                [log_key, due_key(cfg.group, topic, partition)],
-                [
-                    consumer_group(cfg.group),
-                    holder,
-                    cfg.lock_ms,
-                    action,
-                    self.dead_holder,
-                    channel,
-                    hint_ttl_ms(cfg),
-                    *offsets,
-                ],
-            )
+            if await self._batches(topic):
+                reply = await scripts.QUEUE_INFLIGHT(
+                    self.redis,
+                    inflight_keys(cfg.group, topic, partition),
+                    [
+                        "settle",
+                        consumer_group(cfg.group),
+                        holder,
+                        cfg.lock_ms,
+                        action,
+                        self.dead_holder,
+                        channel,
+                        *offsets,
+                    ],
+                )
+            else:
+                reply = await scripts.QUEUE_SETTLE(
+                    self.redis,
+                    [log_key, due_key(cfg.group, topic, partition)],
+                    [
+                        consumer_group(cfg.group),
+                        holder,
+                        cfg.lock_ms,
+                        action,
+                        self.dead_holder,
+                        channel,
+                        hint_ttl_ms(cfg),
+                        *offsets,
+                    ],
+                )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise _queue_error(exc, topic, partition) from None
@@ -645,6 +766,13 @@ class QueueStore:
     async def _counts(
         self, group: str, topic: str, partition: int, offsets: list[int], holder: str
     ) -> dict[int, int]:
+        if await self._batches(topic):
+            raw = await self.redis.hmget(records_key(group, topic, partition), offsets)
+            out = {}
+            for o, v in zip(offsets, raw, strict=True):
+                count, _, by = (v or b"0:").partition(b":")
+                out[o] = int(count) % REJECT_MARK if by.decode() == holder else 0
+            return out
         log_key = keys.partition_keys(topic, partition)[0]
         out = {}
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -704,7 +832,7 @@ class QueueStore:
             )
         args = [len(bodies), 0, max_ts, max_delta, -1, -1, -1, *records]
         size = sum(len(r) for r in records if isinstance(r, bytes))
-        prepared = self.store.prepare_append(name, target, args, size, retention_bytes(info))
+        prepared = self.store.prepare_records(info, target, args, size, retention_bytes(info))
         await self.store.append(prepared)
 
     async def release_holder(self, group: str, holder: str) -> int:
@@ -715,6 +843,9 @@ class QueueStore:
         for topic, partition in await self._partitions(group):
             log_key = keys.partition_keys(topic, partition)[0]
             start = "-"
+            if await self._batches(topic):
+                total += await self._release_batch_holder(cfg, holder, topic, partition)
+                continue
             while True:
                 try:
                     rows = await self.redis.xpending_range(
@@ -730,6 +861,23 @@ class QueueStore:
                 start = f"0-{offsets[-1] + 2}"
         return total
 
+    async def _release_batch_holder(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int
+    ) -> int:
+        total, after = 0, -1
+        while True:
+            held = await scripts.QUEUE_INFLIGHT(
+                self.redis,
+                inflight_keys(cfg.group, topic, partition),
+                ["held", consumer_group(cfg.group), holder, 1000, after],
+            )
+            offsets = [int(o) for o in held]
+            done = await self._run_settle(cfg, holder, topic, partition, offsets, "release")
+            total += sum(1 for e in done.values() if e is None)
+            if len(offsets) < 1000:
+                return total
+            after = offsets[-1]
+
     # -- state ----------------------------------------------------------------------
 
     async def partition_state(
@@ -738,9 +886,16 @@ class QueueStore:
         cfg = await self.config(group)
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
         try:
-            r = await scripts.QUEUE_STATE(
-                self.redis, [log_key, meta], [consumer_group(group), cfg.lock_ms, scan]
-            )
+            if await self._batches(topic):
+                r = await scripts.QUEUE_INFLIGHT(
+                    self.redis,
+                    inflight_keys(group, topic, partition),
+                    ["state", consumer_group(group), cfg.lock_ms, scan],
+                )
+            else:
+                r = await scripts.QUEUE_STATE(
+                    self.redis, [log_key, meta], [consumer_group(group), cfg.lock_ms, scan]
+                )
         except ResponseError as exc:
             raise _queue_error(exc, topic, partition) from None
         if int(r[0]) == 0:
