@@ -861,17 +861,39 @@ class QueueStore:
                 start = f"0-{offsets[-1] + 2}"
         return total
 
+    async def held(
+        self,
+        group: str,
+        holder: str,
+        topic: str,
+        partition: int,
+        count: int = 1000,
+        after: int = -1,
+    ) -> list[int]:
+        """Offsets above `after` leased to `holder` on one partition (the first `count`,
+        ascending); none when the group does not read the partition."""
+        if await self._batches(topic):
+            reply = await scripts.QUEUE_INFLIGHT(
+                self.redis,
+                inflight_keys(group, topic, partition),
+                ["held", consumer_group(group), holder, count, after],
+            )
+            return [int(o) for o in reply]
+        log_key = keys.partition_keys(topic, partition)[0]
+        try:
+            rows = await self.redis.xpending_range(
+                log_key, consumer_group(group), f"0-{after + 2}", "+", count, holder
+            )
+        except ResponseError:
+            return []  # no consumer group on this partition
+        return [int(r["message_id"][2:]) - 1 for r in rows]
+
     async def _release_batch_holder(
         self, cfg: QueueConfig, holder: str, topic: str, partition: int
     ) -> int:
         total, after = 0, -1
         while True:
-            held = await scripts.QUEUE_INFLIGHT(
-                self.redis,
-                inflight_keys(cfg.group, topic, partition),
-                ["held", consumer_group(cfg.group), holder, 1000, after],
-            )
-            offsets = [int(o) for o in held]
+            offsets = await self.held(cfg.group, holder, topic, partition, 1000, after)
             done = await self._run_settle(cfg, holder, topic, partition, offsets, "release")
             total += sum(1 for e in done.values() if e is None)
             if len(offsets) < 1000:
