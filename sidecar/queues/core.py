@@ -49,6 +49,7 @@ import re
 import reprlib
 import secrets
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,7 @@ DEFAULT_DELIVERY_LIMIT = 5  # Kafka's share.delivery.count.limit
 MAX_LOCK_MS = 3_600_000
 MAX_DELIVERY_LIMIT = 1_000
 DESCRIBE_SCAN = 10_000  # pending entries looked at per partition by describe()
+DECODED_BATCHES = 16  # `batch` topics: expanded batches kept for the next acquires
 RELEASED = "~released"
 REASON_LIMIT = "delivery limit"
 REASON_REJECTED = "rejected"
@@ -320,6 +322,10 @@ class QueueStore:
         self._configs: dict[str, tuple[float, QueueConfig | None]] = {}
         self._ready: set[tuple[str, str, int]] = set()  # consumer groups known to exist
         self._topics_seen: set[tuple[str, str]] = set()
+        # A producer's batch may hold thousands of records and acquires take a few
+        # hundred at a time: each batch is expanded once, not once per acquire. Keyed
+        # by the entry and its CRC, so a rewritten entry is expanded again.
+        self._decoded: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
 
     # -- groups -----------------------------------------------------------------
 
@@ -627,13 +633,26 @@ class QueueStore:
             replies = await pipe.execute()
         wanted = set(offsets)
         out: dict[int, list[bytes]] = {}
-        for i, (first, _) in enumerate(runs):
-            entries = [*replies[2 * i], *replies[2 * i + 1]]
-            for entry_id, fields in stored_batch.record_entries(entries, first):
-                offset = int(entry_id[2:]) - 1
-                if offset in wanted:
-                    out[offset] = fields
+        for i in range(len(runs)):
+            for entry in [*replies[2 * i], *replies[2 * i + 1]]:
+                for entry_id, fields in self._expanded(topic, partition, entry):
+                    offset = int(entry_id[2:]) - 1
+                    if offset in wanted:
+                        out[offset] = fields
         return out
+
+    def _expanded(self, topic: str, partition: int, entry: Any) -> list[Any]:
+        data = entry[1][1]
+        key = (topic, partition, entry[0], len(data), bytes(data[17:21]))  # CRC at 17
+        records = self._decoded.get(key)
+        if records is None:
+            records = stored_batch.record_entries([entry])
+            self._decoded[key] = records
+            if len(self._decoded) > DECODED_BATCHES:
+                self._decoded.popitem(last=False)
+        else:
+            self._decoded.move_to_end(key)
+        return records
 
     async def _bodies(
         self, topic: str, partition: int, offsets: list[int]
