@@ -39,6 +39,11 @@ dying in between leaves them to be found again. The due hint
 expiry scan while no lease can have ended. Group config is the hash
 `skiff:{q/<group>}:config`, its topics the set `skiff:{q/<group>}:topics`, and every
 queue group is in the set `skiff:queues`. Every script touches one slot.
+
+On `batch` topics (a stream entry is a whole batch) the per-record state is
+lua/queue_inflight.lua's instead: the consumer group's last-delivered id is only the
+cursor, leases are `skiff:{t/p}:q:<group>:lease` (offset -> lease start) and
+`...:rec` (offset -> "count:holder"), with the same rules and answers.
 """
 
 from __future__ import annotations
