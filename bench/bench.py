@@ -311,9 +311,12 @@ def check_alive(skiff: subprocess.Popen[bytes] | None, log: Path) -> None:
         raise BenchError(f"Skiff exited with {skiff.returncode}" + _log_tail(log))
 
 
-def create_topic(bootstrap: str, topic: str, retention_bytes: int = -1) -> None:
+def create_topic(bootstrap: str, topic: str, retention_bytes: int = -1,
+                 storage_format: str | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"retention.bytes": str(retention_bytes)} if retention_bytes >= 0 else {}
+    if storage_format:
+        config["skiff.storage.format"] = storage_format
     futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
                                             config=config)],
                                   operation_timeout=10, request_timeout=15)

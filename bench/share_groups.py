@@ -10,12 +10,17 @@
   (c) java:  (--java) one Kafka 4.2 KafkaShareConsumer (tests/java-share), explicit
              acknowledgement, commitSync after each poll
 
+With --format batch the share and java phases read a `batch` topic (whole stored
+batches; per-record state in lua/queue_inflight.lua); the raw phase stays on a record
+topic as the ceiling. Results: docs/architecture.md ("Queue groups on `batch` topics").
+
 Each phase reads --records records of --record-bytes from its own 1-partition topic
 (produced beforehand with confluent-kafka) and checks every record came exactly once.
 Starts its own redis-server and Skiff (ports free, both stopped at the end).
 
   .venv/bin/python bench/share_groups.py [--records 20000] [--workers 4] [--batch 500]
                                          [--record-bytes 100] [--java] [--json]
+                                         [--format record|batch]
                                          [--cprofile OUT.prof]
 """
 
@@ -180,6 +185,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "record_bytes": args.record_bytes,
         "workers": args.workers,
         "batch": args.batch,
+        "format": args.format,
     }
     with tempfile.TemporaryDirectory(prefix="skiff-share-bench-") as tmp:
         redis_proc, url = start_redis(Path(tmp), unix_socket=False)
@@ -188,7 +194,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             phases = ["raw", "share"] + (["java"] if args.java else [])
             for phase in phases:
                 topic = f"bench-{phase}-{uuid.uuid4().hex[:6]}"
-                create_topic(bootstrap, topic)
+                fmt = "record" if phase == "raw" else args.format
+                create_topic(bootstrap, topic, storage_format=fmt)
                 produce(bootstrap, topic, args.records, args.record_bytes)
                 progress(f"{phase}: reading and acknowledging {args.records} records")
                 if phase == "raw":
@@ -219,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--batch", type=int, default=500)
     p.add_argument("--java", action="store_true", help="also one Java KafkaShareConsumer")
+    p.add_argument("--format", choices=("record", "batch"), default="record")
     p.add_argument("--json", action="store_true")
     p.add_argument("--cprofile", type=Path, help="profile the sidecar (bench/skiff_cprofile.py)")
     args = p.parse_args(argv)

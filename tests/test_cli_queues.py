@@ -9,6 +9,7 @@ import sys
 import uuid
 from typing import Any
 
+import pytest
 from conftest import ROOT, Skiff
 from test_queues_http import Api, configure, create_topic, produce, read, settle
 
@@ -38,13 +39,16 @@ def as_json(skiff: Skiff, *args: str) -> Any:
     return json.loads(skiff_queues(skiff, *args, "--json").stdout)
 
 
-def test_describe_and_redrive(skiff: Skiff) -> None:
+@pytest.mark.parametrize("fmt", ["record", "batch"])
+def test_describe_and_redrive(skiff: Skiff, fmt: str) -> None:
     tag = uuid.uuid4().hex[:10]
     topic, group, dlq = f"ct-{tag}", f"cg-{tag}", f"ct-{tag}-dlq"
-    create_topic(skiff.bootstrap, topic)
+    create_topic(skiff.bootstrap, topic, fmt=fmt)
     produce(skiff.bootstrap, topic, [b"one", b"two", b"three", b"four"])
     api = Api(skiff.http_port)
-    configure(api, group, dead_letter_topic=dlq)
+    # A lock far longer than the test: offset 2 stays leased while the CLI runs (each
+    # run starts a Python process, slow on a loaded machine).
+    configure(api, group, dead_letter_topic=dlq, lock_ms=600_000)
     recs = read(api, group, topic, "w", 3)
     assert settle(api, group, "reject", "w", recs[:2])[0] == 200
     desc = as_json(skiff, "describe", group)
@@ -67,7 +71,15 @@ def test_describe_and_redrive(skiff: Skiff) -> None:
     proc = skiff_queues(skiff, "describe", f"nope-{tag}", check=False)
     assert proc.returncode == 1 and "does not exist (GROUP_NOT_FOUND)" in proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "sidecar.cli.main", "queues", "list", "--http", "http://127.0.0.1:1"],
+        [
+            sys.executable,
+            "-m",
+            "sidecar.cli.main",
+            "queues",
+            "list",
+            "--http",
+            "http://127.0.0.1:1",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -80,7 +92,6 @@ def test_describe_and_redrive(skiff: Skiff) -> None:
 def test_kafka_consumer_groups_shows_the_queue_depth(skiff: Skiff) -> None:
     """Kafka's own kafka-consumer-groups --describe: the queue group's current offset is
     its lowest unfinished offset, so LAG is the records not finished."""
-    import pytest
     from kafka_tools import ToolsUnavailable, run_tool
 
     tag = uuid.uuid4().hex[:10]

@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from conftest import RedisServer
 
 from sidecar.protocol.record_batch import decode_headers
@@ -20,24 +21,46 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-async def _setup(url: str, n: int, partitions: int = 1) -> tuple[RedisStore, QueueStore, str]:
+@pytest.fixture(params=["record", "batch"])
+def fmt(request: pytest.FixtureRequest) -> str:
+    """Every test runs on both storage formats with the same assertions."""
+    return str(request.param)
+
+
+async def _append(store: RedisStore, topic: str, p: int, records: list[Any]) -> None:
+    n = len(records) // 5
+    info = await store.get_topic(topic, fresh=True)
+    assert info is not None
+    ts = max(records[0::5])
+    args = [n, 0, ts, records[0::5].index(ts), -1, -1, -1, *records]
+    await store.append(store.prepare_records(info, p, args))
+
+
+async def _entries(store: RedisStore, topic: str) -> list[Any]:
+    """A topic's records as record-format entries, whatever its format."""
+    return [e async for chunk in store.record_chunks(topic, 0, 0, 1 << 62) for e in chunk]
+
+
+async def _setup(
+    url: str, n: int, fmt: str, partitions: int = 1
+) -> tuple[RedisStore, QueueStore, str]:
     store = await RedisStore.connect(url)
+    store.storage_format_default = fmt  # dead-letter topics too
     topic = f"q-{uuid.uuid4().hex[:8]}"
-    await store.create_topic(topic, partitions)
+    info = await store.create_topic(topic, partitions)
+    assert info is not None and info.batch_format == (fmt == "batch")
     for p in range(partitions):
         if n:
             records: list[Any] = []
             for i in range(n):
                 records += (1000 + i, f"k{i}".encode(), f"v{i}".encode(), b"", 0)
-            await store.append(
-                store.prepare_append(topic, p, [n, 0, 1000 + n - 1, n - 1, -1, -1, -1, *records])
-            )
+            await _append(store, topic, p, records)
     return store, QueueStore(store), topic
 
 
-def test_leases_counts_release_and_commit(redis_server: RedisServer) -> None:
+def test_leases_counts_release_and_commit(redis_server: RedisServer, fmt: str) -> None:
     async def go() -> None:
-        store, q, topic = await _setup(redis_server.url, 10)
+        store, q, topic = await _setup(redis_server.url, 10, fmt)
         group = f"g-{uuid.uuid4().hex[:6]}"
         await q.configure(group, lock_ms=1000, auto_offset_reset="earliest")
         a = await q.acquire(group, "a", topic, 0, 4)
@@ -85,9 +108,9 @@ def test_leases_counts_release_and_commit(redis_server: RedisServer) -> None:
     run(go())
 
 
-def test_delivery_limit_dead_letters_with_headers(redis_server: RedisServer) -> None:
+def test_delivery_limit_dead_letters_with_headers(redis_server: RedisServer, fmt: str) -> None:
     async def go() -> None:
-        store, q, topic = await _setup(redis_server.url, 3)
+        store, q, topic = await _setup(redis_server.url, 3, fmt)
         group = f"g-{uuid.uuid4().hex[:6]}"
         dlq = f"{topic}.dlq"
         await q.configure(
@@ -107,7 +130,7 @@ def test_delivery_limit_dead_letters_with_headers(redis_server: RedisServer) -> 
         assert [r.offset for r in nxt] == [1]
         # Explicit reject of 1 dead-letters it too.
         assert await q.settle(group, "w", topic, 0, [1], Action.REJECT) == {1: None}
-        entries = await store.read_entries(dlq, 0, 0, 10)
+        entries = await _entries(store, dlq)
         assert len(entries) == 2
         heads = [dict(decode_headers(e[1][7])) for e in entries]
         assert heads[0] == {
@@ -128,9 +151,9 @@ def test_delivery_limit_dead_letters_with_headers(redis_server: RedisServer) -> 
     run(go())
 
 
-def test_reset_latest_default_unknown_group(redis_server: RedisServer) -> None:
+def test_reset_latest_default_unknown_group(redis_server: RedisServer, fmt: str) -> None:
     async def go() -> None:
-        store, q, topic = await _setup(redis_server.url, 5)
+        store, q, topic = await _setup(redis_server.url, 5, fmt)
         group = f"g-{uuid.uuid4().hex[:6]}"
         try:
             await q.acquire(group, "w", topic, 0, 1)
@@ -160,12 +183,12 @@ def test_reset_latest_default_unknown_group(redis_server: RedisServer) -> None:
     run(go())
 
 
-def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> None:
+def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer, fmt: str) -> None:
     """A rejected record whose copy cannot be appended (the dead-letter partition is
     broken) is not handed out again: the next acquire after the lock copies it."""
 
     async def go() -> None:
-        store, q, topic = await _setup(redis_server.url, 2)
+        store, q, topic = await _setup(redis_server.url, 2, fmt)
         group = f"g-{uuid.uuid4().hex[:6]}"
         dlq = f"{topic}.dlq"
         await store.create_topic(dlq, 1)
@@ -175,13 +198,13 @@ def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> N
         saved = await store.redis.hgetall(meta)
         await store.redis.delete(meta)  # appends to the dead-letter partition now fail
         assert await q.settle(group, "w", topic, 0, [got[0].offset], Action.REJECT) == {0: None}
-        assert await store.read_entries(dlq, 0, 0, 10) == []
+        assert await _entries(store, dlq) == []
         assert await q.committed(group, topic, 0) == 0  # not finished: no copy yet
         await store.redis.hset(meta, mapping=saved)
         await asyncio.sleep(1.05)
         nxt = await q.acquire(group, "x", topic, 0, 5)
         assert [r.offset for r in nxt] == [1]  # offset 0 is not handed out again
-        (entry,) = await store.read_entries(dlq, 0, 0, 10)
+        (entry,) = await _entries(store, dlq)
         heads = dict(decode_headers(entry[1][7]))
         assert heads["skiff.dlq.reason"] == b"rejected"
         assert heads["skiff.dlq.delivery.count"] == b"1"
@@ -191,12 +214,14 @@ def test_a_failed_dead_letter_copy_is_made_later(redis_server: RedisServer) -> N
     run(go())
 
 
-def test_due_hint_follows_lock_changes_and_recreated_topics(redis_server: RedisServer) -> None:
+def test_due_hint_follows_lock_changes_and_recreated_topics(
+    redis_server: RedisServer, fmt: str
+) -> None:
     """The scan-skipping hint never hides an available record: after the lock duration
     grows, after a topic is deleted and made again (its consumer group gone)."""
 
     async def go() -> None:
-        store, q, topic = await _setup(redis_server.url, 3)
+        store, q, topic = await _setup(redis_server.url, 3, fmt)
         group = f"g-{uuid.uuid4().hex[:6]}"
         await q.configure(group, lock_ms=300, auto_offset_reset="earliest")
         assert [r.offset for r in await q.acquire(group, "a", topic, 0, 1)] == [0]
@@ -210,7 +235,7 @@ def test_due_hint_follows_lock_changes_and_recreated_topics(redis_server: RedisS
         await store.delete_topic(topic)
         await store.create_topic(topic, 1)
         records: list[Any] = [5, b"k", b"new", b"", 0]
-        await store.append(store.prepare_append(topic, 0, [1, 0, 5, 0, -1, -1, -1, *records]))
+        await _append(store, topic, 0, records)
         got = await q.acquire(group, "c", topic, 0, 5)
         assert [(r.offset, r.value) for r in got] == [(0, b"new")]
         assert await q.settle(group, "c", topic, 0, [0], Action.RELEASE) == {0: None}
@@ -220,9 +245,9 @@ def test_due_hint_follows_lock_changes_and_recreated_topics(redis_server: RedisS
     run(go())
 
 
-def test_max_bytes_hands_the_rest_back_uncounted(redis_server: RedisServer) -> None:
+def test_max_bytes_hands_the_rest_back_uncounted(redis_server: RedisServer, fmt: str) -> None:
     async def go() -> None:
-        store, q, topic = await _setup(redis_server.url, 4)
+        store, q, topic = await _setup(redis_server.url, 4, fmt)
         group = f"g-{uuid.uuid4().hex[:6]}"
         await q.configure(group, auto_offset_reset="earliest")
         got = await q.acquire(group, "a", topic, 0, 4, max_bytes=5)  # k0+v0 is 4 bytes

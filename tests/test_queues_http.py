@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import jsonschema
+import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from conftest import RedisServer, Skiff, start_skiff, stop_process
@@ -51,9 +52,14 @@ def check(name: str, body: Any) -> None:
     jsonschema.validate(body, openapi.schema(name), cls=jsonschema.Draft202012Validator)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, fmt: str = "record") -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+    new = NewTopic(topic, partitions, 1, config={"skiff.storage.format": fmt})
+    admin.create_topics([new])[topic].result(timeout=30)
+
+
+# The tests that exercise per-record state run on both storage formats, same assertions.
+BOTH = pytest.mark.parametrize("fmt", ["record", "batch"])
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], **extra: Any) -> None:
@@ -152,10 +158,11 @@ def test_ten_workers_share_one_partition_exactly_once(skiff: Skiff) -> None:
     assert committed(skiff.bootstrap, group, topic) == [5000]
 
 
-def test_unacknowledged_records_come_back_then_dead_letter(skiff: Skiff) -> None:
+@BOTH
+def test_unacknowledged_records_come_back_then_dead_letter(skiff: Skiff, fmt: str) -> None:
     topic, group = names()
     dlq = f"{topic}-dlq"
-    create_topic(skiff.bootstrap, topic)
+    create_topic(skiff.bootstrap, topic, fmt=fmt)
     values = [b"\x00\xff binary", "naïve".encode(), b"plain"]
     producer = Producer({"bootstrap.servers": skiff.bootstrap})
     for i, v in enumerate(values):
@@ -335,9 +342,10 @@ def test_sidecar_killed_while_holding_leases_loses_nothing(
         stop_process(two.proc)
 
 
-def test_bad_input_and_binary_round_trip(skiff: Skiff) -> None:
+@BOTH
+def test_bad_input_and_binary_round_trip(skiff: Skiff, fmt: str) -> None:
     topic, group = names()
-    create_topic(skiff.bootstrap, topic)
+    create_topic(skiff.bootstrap, topic, fmt=fmt)
     api = Api(skiff.http_port)
     q = f"/v1/queues/{group}"
     # Unknown group: 404 with a message, for every group route.

@@ -39,9 +39,10 @@ def _group() -> str:
     return f"share-{uuid.uuid4().hex[:10]}"
 
 
-def _create(bootstrap: str, topic: str, partitions: int = 1) -> None:
+def _create(bootstrap: str, topic: str, partitions: int = 1, fmt: str = "record") -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    new = NewTopic(topic, partitions, 1, config={"skiff.storage.format": fmt})
+    admin.create_topics([new])[topic].result(30)
 
 
 def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None) -> None:
@@ -149,10 +150,15 @@ def _poll_until(c: ShareConsumer, want: int, timeout_s: float = 60) -> list[dict
 
 
 @pytest.fixture
-def topic(skiff: Skiff) -> Iterator[str]:
+def topic(skiff: Skiff, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A topic of the storage format given by an indirect parameter (BOTH), else record."""
     name = f"share-t-{uuid.uuid4().hex[:10]}"
-    _create(skiff.bootstrap, name)
+    _create(skiff.bootstrap, name, fmt=getattr(request, "param", "record"))
     yield name
+
+
+# The tests that exercise per-record state run on both storage formats, same assertions.
+BOTH = pytest.mark.parametrize("topic", ["record", "batch"], indirect=True)
 
 
 # -- Java KafkaShareConsumer ----------------------------------------------------------
@@ -313,6 +319,7 @@ def test_reject_finishes_and_dead_letters(skiff: Skiff, topic: str) -> None:
     }
 
 
+@BOTH
 def test_past_the_delivery_limit_records_are_dead_lettered(skiff: Skiff, topic: str) -> None:
     group = _group()
     dlq = f"{topic}.dlq"
@@ -365,6 +372,7 @@ def test_records_of_a_silent_consumer_go_to_another_after_the_lock(
     assert offsets["offsets"] == {f"{topic}-0": {"start_offset": 5, "lag": 0}}
 
 
+@BOTH
 def test_admin_tracks_the_lowest_unfinished_offset(skiff: Skiff, topic: str) -> None:
     group = _group()
     _earliest(skiff, group, lock_ms=30_000)
@@ -427,6 +435,7 @@ def test_admin_tracks_the_lowest_unfinished_offset(skiff: Skiff, topic: str) -> 
 # -- raw protocol: errors and session rules --------------------------------------------
 
 
+@BOTH
 def test_share_session_epochs_and_acknowledge_errors(skiff: Skiff, topic: str) -> None:
     group = _group()
     _earliest(skiff, group)
@@ -696,6 +705,7 @@ def test_share_apis_answer_retriable_errors_while_redis_is_down(tmp_path: Path) 
         stop_process(redis_server.proc)
 
 
+@BOTH
 def test_a_crashed_consumers_records_are_released_when_its_connection_closes(
     skiff: Skiff, topic: str
 ) -> None:

@@ -39,6 +39,11 @@ dying in between leaves them to be found again. The due hint
 expiry scan while no lease can have ended. Group config is the hash
 `skiff:{q/<group>}:config`, its topics the set `skiff:{q/<group>}:topics`, and every
 queue group is in the set `skiff:queues`. Every script touches one slot.
+
+On `batch` topics (a stream entry is a whole batch) the per-record state is
+lua/queue_inflight.lua's instead: the consumer group's last-delivered id is only the
+cursor, leases are `skiff:{t/p}:q:<group>:lease` (offset -> lease start) and
+`...:rec` (offset -> "count:holder"), with the same rules and answers.
 """
 
 from __future__ import annotations
@@ -49,12 +54,14 @@ import re
 import reprlib
 import secrets
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from sidecar.config.topic import effective_config
+from sidecar.protocol import stored_batch
 from sidecar.protocol.record_batch import (
     FLAG_KEY_NULL,
     FLAG_VALUE_NULL,
@@ -75,6 +82,7 @@ DEFAULT_DELIVERY_LIMIT = 5  # Kafka's share.delivery.count.limit
 MAX_LOCK_MS = 3_600_000
 MAX_DELIVERY_LIMIT = 1_000
 DESCRIBE_SCAN = 10_000  # pending entries looked at per partition by describe()
+DECODED_BATCHES = 16  # `batch` topics: expanded batches kept for the next acquires
 RELEASED = "~released"
 REASON_LIMIT = "delivery limit"
 REASON_REJECTED = "rejected"
@@ -226,6 +234,21 @@ def due_key(group: str, topic: str, partition: int) -> str:
     return f"{keys.partition_tag(topic, partition)}:q:{group}:due"
 
 
+def lease_key(group: str, topic: str, partition: int) -> str:
+    """`batch` topics: the group's lease starts per in-flight offset (lua/queue_inflight.lua)."""
+    return f"{keys.partition_tag(topic, partition)}:q:{group}:lease"
+
+
+def records_key(group: str, topic: str, partition: int) -> str:
+    """`batch` topics: the group's delivery count and holder per in-flight offset."""
+    return f"{keys.partition_tag(topic, partition)}:q:{group}:rec"
+
+
+def inflight_keys(group: str, topic: str, partition: int) -> list[str]:
+    log_key, meta, _, _ = keys.partition_keys(topic, partition)
+    return [log_key, meta, lease_key(group, topic, partition), records_key(group, topic, partition)]
+
+
 def hint_ttl_ms(cfg: QueueConfig) -> int:
     return 2 * cfg.lock_ms + 60_000
 
@@ -304,6 +327,10 @@ class QueueStore:
         self._configs: dict[str, tuple[float, QueueConfig | None]] = {}
         self._ready: set[tuple[str, str, int]] = set()  # consumer groups known to exist
         self._topics_seen: set[tuple[str, str]] = set()
+        # A producer's batch may hold thousands of records and acquires take a few
+        # hundred at a time: each batch is expanded once, not once per acquire. Keyed
+        # by the entry and its CRC, so a rewritten entry is expanded again.
+        self._decoded: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
 
     # -- groups -----------------------------------------------------------------
 
@@ -366,7 +393,11 @@ class QueueStore:
                 await self.redis.xgroup_destroy(log_key, consumer_group(group))
             except ResponseError:
                 pass
-            await self.redis.delete(due_key(group, topic, partition))
+            await self.redis.delete(
+                due_key(group, topic, partition),
+                lease_key(group, topic, partition),
+                records_key(group, topic, partition),
+            )
         await self.redis.delete(config_key(group), topics_key(group))
         await self.redis.srem(QUEUES, group)
         self._configs.pop(group, None)
@@ -384,6 +415,12 @@ class QueueStore:
                 out += [(topic, p) for p in range(info.partitions)]
         return out
 
+    async def _batches(self, topic: str) -> bool:
+        """Whether the topic stores whole batches (then lua/queue_inflight.lua keeps the
+        per-record state)."""
+        info = await self.store.get_topic(topic)
+        return info is not None and info.batch_format
+
     async def _ensure(self, group: str, cfg: QueueConfig, topic: str, partition: int) -> None:
         """The consumer group exists on the partition (created at auto_offset_reset)."""
         if (group, topic, partition) in self._ready:
@@ -400,6 +437,14 @@ class QueueStore:
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
         script_keys = [log_key, meta, due_key(group, topic, partition)]
         try:
+            if await self._batches(topic):
+                return int(
+                    await scripts.QUEUE_INFLIGHT(
+                        self.redis,
+                        inflight_keys(group, topic, partition),
+                        ["init", consumer_group(group), start, offset, mode],
+                    )
+                )
             return int(
                 await scripts.QUEUE_INIT(
                     self.redis, script_keys, [consumer_group(group), start, offset, mode]
@@ -461,11 +506,20 @@ class QueueStore:
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
         due = due_key(group, topic, partition)
         ttl = hint_ttl_ms(cfg)
-        reply = await scripts.QUEUE_ACQUIRE(
-            self.redis,
-            [log_key, meta, due],
-            [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder, ttl],
-        )
+        batches = await self._batches(topic)
+        if batches:
+            reply = await scripts.QUEUE_INFLIGHT(
+                self.redis,
+                inflight_keys(group, topic, partition),
+                ["reclaim", grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records]
+                + [self.dead_holder],
+            )
+        else:
+            reply = await scripts.QUEUE_ACQUIRE(
+                self.redis,
+                [log_key, meta, due],
+                [grp, holder, cfg.lock_ms, cfg.delivery_limit, max_records, self.dead_holder, ttl],
+            )
         now = int(reply[0])
         again: dict[int, int] = {}
         dead: list[tuple[int, int]] = []
@@ -499,6 +553,8 @@ class QueueStore:
         left = max_records - len(out)
         if left <= 0:
             return out
+        if batches:
+            return out + await self._claim(cfg, holder, topic, partition, left)
         delivered = scripts.QUEUE_DELIVERED
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hget(meta, "lso")
@@ -532,9 +588,82 @@ class QueueStore:
             await self._run_settle(cfg, holder, topic, partition, below, "finish")
         return out
 
+    async def _claim(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int, left: int
+    ) -> list[Acquired]:
+        """`batch` topics: lease up to `left` new records (the cursor moves past them in
+        lua/queue_inflight.lua), then read their bodies from the batches. Offsets
+        without a record (compacted away) are finished and more are claimed."""
+        skeys = inflight_keys(cfg.group, topic, partition)
+        out: list[Acquired] = []
+        while left > 0:
+            reply = await scripts.QUEUE_INFLIGHT(
+                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left]
+            )
+            now, _, first, end = (int(v) for v in reply)
+            if end <= first:
+                break
+            bodies = await self._batch_bodies(topic, partition, list(range(first, end)))
+            deadline = now + cfg.lock_ms
+            gone = []
+            for offset in range(first, end):
+                fields = bodies.get(offset)
+                if fields is None:
+                    gone.append(offset)
+                    continue
+                out.append(_acquired(topic, partition, offset, 1, deadline, fields))
+            left -= len(bodies)
+            if not gone:
+                break
+            await self._run_settle(cfg, holder, topic, partition, gone, "finish")
+        return out
+
+    async def _batch_bodies(
+        self, topic: str, partition: int, offsets: list[int]
+    ) -> dict[int, list[bytes]]:
+        """Record fields by offset from a `batch` topic: per run of consecutive offsets
+        the batches ending inside it and the one holding its last offset, in one
+        pipeline (a batch's entry id is 0-<its last offset + 1>)."""
+        log_key = keys.partition_keys(topic, partition)[0]
+        runs: list[tuple[int, int]] = []
+        for offset in sorted(set(offsets)):
+            if runs and runs[-1][1] == offset - 1:
+                runs[-1] = (runs[-1][0], offset)
+            else:
+                runs.append((offset, offset))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for first, last in runs:
+                pipe.xrange(log_key, f"0-{first + 1}", f"0-{last + 1}")
+                pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
+            replies = await pipe.execute()
+        wanted = set(offsets)
+        out: dict[int, list[bytes]] = {}
+        for i in range(len(runs)):
+            for entry in [*replies[2 * i], *replies[2 * i + 1]]:
+                for entry_id, fields in self._expanded(topic, partition, entry):
+                    offset = int(entry_id[2:]) - 1
+                    if offset in wanted:
+                        out[offset] = fields
+        return out
+
+    def _expanded(self, topic: str, partition: int, entry: Any) -> list[Any]:
+        data = entry[1][1]
+        key = (topic, partition, entry[0], len(data), bytes(data[17:21]))  # CRC at 17
+        records = self._decoded.get(key)
+        if records is None:
+            records = stored_batch.record_entries([entry])
+            self._decoded[key] = records
+            if len(self._decoded) > DECODED_BATCHES:
+                self._decoded.popitem(last=False)
+        else:
+            self._decoded.move_to_end(key)
+        return records
+
     async def _bodies(
         self, topic: str, partition: int, offsets: list[int]
     ) -> dict[int, list[bytes]]:
+        if await self._batches(topic):
+            return await self._batch_bodies(topic, partition, offsets)
         log_key = keys.partition_keys(topic, partition)[0]
         async with self.redis.pipeline(transaction=False) as pipe:
             for offset in offsets:
@@ -587,20 +716,36 @@ class QueueStore:
         log_key = keys.partition_keys(topic, partition)[0]
         channel = keys.wake_channel(topic, partition)
         try:
-            reply = await scripts.QUEUE_SETTLE(
-                self.redis,
-                [log_key, due_key(cfg.group, topic, partition)],
-                [
-                    consumer_group(cfg.group),
-                    holder,
-                    cfg.lock_ms,
-                    action,
-                    self.dead_holder,
-                    channel,
-                    hint_ttl_ms(cfg),
-                    *offsets,
-                ],
-            )
+            if await self._batches(topic):
+                reply = await scripts.QUEUE_INFLIGHT(
+                    self.redis,
+                    inflight_keys(cfg.group, topic, partition),
+                    [
+                        "settle",
+                        consumer_group(cfg.group),
+                        holder,
+                        cfg.lock_ms,
+                        action,
+                        self.dead_holder,
+                        channel,
+                        *offsets,
+                    ],
+                )
+            else:
+                reply = await scripts.QUEUE_SETTLE(
+                    self.redis,
+                    [log_key, due_key(cfg.group, topic, partition)],
+                    [
+                        consumer_group(cfg.group),
+                        holder,
+                        cfg.lock_ms,
+                        action,
+                        self.dead_holder,
+                        channel,
+                        hint_ttl_ms(cfg),
+                        *offsets,
+                    ],
+                )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise _queue_error(exc, topic, partition) from None
@@ -645,6 +790,13 @@ class QueueStore:
     async def _counts(
         self, group: str, topic: str, partition: int, offsets: list[int], holder: str
     ) -> dict[int, int]:
+        if await self._batches(topic):
+            raw = await self.redis.hmget(records_key(group, topic, partition), offsets)
+            out = {}
+            for o, v in zip(offsets, raw, strict=True):
+                count, _, by = (v or b"0:").partition(b":")
+                out[o] = int(count) % REJECT_MARK if by.decode() == holder else 0
+            return out
         log_key = keys.partition_keys(topic, partition)[0]
         out = {}
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -704,7 +856,7 @@ class QueueStore:
             )
         args = [len(bodies), 0, max_ts, max_delta, -1, -1, -1, *records]
         size = sum(len(r) for r in records if isinstance(r, bytes))
-        prepared = self.store.prepare_append(name, target, args, size, retention_bytes(info))
+        prepared = self.store.prepare_records(info, target, args, size, retention_bytes(info))
         await self.store.append(prepared)
 
     async def release_holder(self, group: str, holder: str) -> int:
@@ -715,6 +867,9 @@ class QueueStore:
         for topic, partition in await self._partitions(group):
             log_key = keys.partition_keys(topic, partition)[0]
             start = "-"
+            if await self._batches(topic):
+                total += await self._release_batch_holder(cfg, holder, topic, partition)
+                continue
             while True:
                 try:
                     rows = await self.redis.xpending_range(
@@ -730,6 +885,45 @@ class QueueStore:
                 start = f"0-{offsets[-1] + 2}"
         return total
 
+    async def held(
+        self,
+        group: str,
+        holder: str,
+        topic: str,
+        partition: int,
+        count: int = 1000,
+        after: int = -1,
+    ) -> list[int]:
+        """Offsets above `after` leased to `holder` on one partition (the first `count`,
+        ascending); none when the group does not read the partition."""
+        if await self._batches(topic):
+            reply = await scripts.QUEUE_INFLIGHT(
+                self.redis,
+                inflight_keys(group, topic, partition),
+                ["held", consumer_group(group), holder, count, after],
+            )
+            return [int(o) for o in reply]
+        log_key = keys.partition_keys(topic, partition)[0]
+        try:
+            rows = await self.redis.xpending_range(
+                log_key, consumer_group(group), f"0-{after + 2}", "+", count, holder
+            )
+        except ResponseError:
+            return []  # no consumer group on this partition
+        return [int(r["message_id"][2:]) - 1 for r in rows]
+
+    async def _release_batch_holder(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int
+    ) -> int:
+        total, after = 0, -1
+        while True:
+            offsets = await self.held(cfg.group, holder, topic, partition, 1000, after)
+            done = await self._run_settle(cfg, holder, topic, partition, offsets, "release")
+            total += sum(1 for e in done.values() if e is None)
+            if len(offsets) < 1000:
+                return total
+            after = offsets[-1]
+
     # -- state ----------------------------------------------------------------------
 
     async def partition_state(
@@ -738,9 +932,16 @@ class QueueStore:
         cfg = await self.config(group)
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
         try:
-            r = await scripts.QUEUE_STATE(
-                self.redis, [log_key, meta], [consumer_group(group), cfg.lock_ms, scan]
-            )
+            if await self._batches(topic):
+                r = await scripts.QUEUE_INFLIGHT(
+                    self.redis,
+                    inflight_keys(group, topic, partition),
+                    ["state", consumer_group(group), cfg.lock_ms, scan],
+                )
+            else:
+                r = await scripts.QUEUE_STATE(
+                    self.redis, [log_key, meta], [consumer_group(group), cfg.lock_ms, scan]
+                )
         except ResponseError as exc:
             raise _queue_error(exc, topic, partition) from None
         if int(r[0]) == 0:

@@ -549,7 +549,7 @@ class QueueApi:
                 -1,
                 *decoded.records,
             ]
-            prepared = store.prepare_append(topic, partition, args, size, retention_bytes(info))
+            prepared = store.prepare_records(info, partition, args, size, retention_bytes(info))
             result = await store.append(prepared)
             bases[partition] = result.base_offset
         return web.json_response(

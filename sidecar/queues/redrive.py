@@ -98,4 +98,4 @@ async def _append(
     max_ts = max(r.timestamp for r in records)
     delta = next(i for i, r in enumerate(records) if r.timestamp == max_ts)
     args = [len(records), 0, max_ts, delta, -1, -1, -1, *flat]
-    await store.append(store.prepare_append(topic, partition, args, size, retention_bytes(info)))
+    await store.append(store.prepare_records(info, partition, args, size, retention_bytes(info)))

@@ -26,10 +26,8 @@ from sidecar.queues.core import (
     QueueError,
     QueueStore,
     RecordError,
-    consumer_group,
     queue_store,
 )
-from sidecar.storage.share_store import ShareStore
 from sidecar.storage.store import TopicInfo
 
 log = logging.getLogger("skiff.share")
@@ -73,11 +71,10 @@ async def release_partitions(
     """Release what the member holds on these partitions (its share session there
     closed), leaving what it acquired through other sidecars' sessions alone."""
     core = queues(broker)
-    store = ShareStore(broker.store.redis)
     released = 0
     for topic, partition in partitions:
         while True:
-            offsets = await store.pending_of(topic, partition, consumer_group(group_id), member_id)
+            offsets = await core.held(group_id, member_id, topic, partition)
             if not offsets:
                 break
             try:

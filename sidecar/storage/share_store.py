@@ -15,7 +15,6 @@ import json
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
 from sidecar.storage import keys, resilience, scripts
 from sidecar.storage.group_store import Fenced
@@ -66,18 +65,6 @@ class ShareStore:
     async def delete(self, group_id: str) -> None:
         await self.redis.delete(share_key(group_id))
         await self.redis.srem(SHARE_GROUPS, group_id)
-
-    async def pending_of(
-        self, topic: str, partition: int, consumer_group: str, holder: str, count: int = 1000
-    ) -> list[int]:
-        """Offsets pending under `holder` in a queue group's consumer group on one
-        partition (the first `count`); none when the group has no consumer group there."""
-        log_key = keys.partition_keys(topic, partition)[0]
-        try:
-            rows = await self.redis.xpending_range(log_key, consumer_group, "-", "+", count, holder)
-        except ResponseError:
-            return []
-        return [int(r["message_id"][2:]) - 1 for r in rows]
 
     async def all_ids(self) -> list[str]:
         return sorted(m.decode() for m in await self.redis.smembers(SHARE_GROUPS))
