@@ -2,7 +2,9 @@
 per key with its offset unchanged, removes tombstones once older than
 delete.retention.ms, honours min.compaction.lag.ms, never removes the log's last record;
 consumers (raw Fetch, confluent-kafka, Java) read a compacted log with gaps to its end.
-Records without a key are refused at produce time, as Kafka does."""
+Records without a key are refused at produce time, as Kafka does. The tests with the
+`sidecar` fixture run on both storage formats with the same expectations: on `batch`
+topics the compactor rebuilds batches into a new stream and swaps it in."""
 
 from __future__ import annotations
 
@@ -27,10 +29,21 @@ from log_helpers import (
 from rawkafka import RawKafka, Rec, build_batch, fetched_records
 
 
+@pytest.fixture(params=["record", "batch"])
+def storage_format(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def sidecar(own_redis: RedisServer, tmp_path: Path) -> Skiff:
+def sidecar(own_redis: RedisServer, tmp_path: Path, storage_format: str) -> Skiff:
     server = start_skiff(
-        tmp_path / "skiff.log", "--redis-url", own_redis.url, "--log-cleaner-backoff-ms", "100"
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--log-cleaner-backoff-ms",
+        "100",
+        "--storage-format",
+        storage_format,
     )
     yield server
     stop_process(server.proc)
@@ -51,7 +64,9 @@ def log_view(kafka: RawKafka, topic: str) -> list[tuple[int, bytes | None, bytes
     return [(r.offset, r.key, r.value) for r in read_from(kafka, topic, 0)]  # type: ignore[misc]
 
 
-def test_keeps_latest_value_per_key_with_offsets(sidecar: Skiff, own_redis: RedisServer) -> None:
+def test_keeps_latest_value_per_key_with_offsets(
+    sidecar: Skiff, own_redis: RedisServer, storage_format: str
+) -> None:
     with RawKafka("127.0.0.1", sidecar.port) as kafka:
         topic = new_topic("compact")
         # Two new records over five kept is a dirty ratio of 2/7: above 0.25.
@@ -74,6 +89,12 @@ def test_keeps_latest_value_per_key_with_offsets(sidecar: Skiff, own_redis: Redi
             (20, b"k0", b"r4-0"),
             (21, b"k9", b"r4-9"),
         ]
+        # What the stream holds: kept records, or batches keeping their last offset.
+        stream = own_redis.client().xrange(f"skiff:{{{topic}/0}}:log")
+        if storage_format == "batch":
+            assert [(i, list(f)) for i, f in stream] == [(b"0-20", [b"b"]), (b"0-22", [b"b"])]
+        else:
+            assert [i for i, _ in stream] == [b"0-%d" % o for o in range(17, 23)]
     # Consumers read the log with its gaps to the end.
     consumer = Consumer(
         {
