@@ -8,9 +8,11 @@ topics the compactor rebuilds batches into a new stream and swaps it in."""
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clients import java_client
@@ -26,7 +28,7 @@ from log_helpers import (
     read_from,
     wait_for,
 )
-from rawkafka import RawKafka, Rec, build_batch, fetched_records
+from rawkafka import RawKafka, Rec, build_batch, fetched_records, read_batches
 
 
 @pytest.fixture(params=["record", "batch"])
@@ -239,6 +241,40 @@ def test_two_sidecars_share_the_work(own_redis: RedisServer, tmp_path: Path) -> 
     finally:
         for s in servers:
             stop_process(s.proc)
+
+
+def _ms(at: Any) -> int:
+    """kio reads a timestamp field as a datetime."""
+    return int(at.timestamp() * 1000) if isinstance(at, datetime.datetime) else int(at)
+
+
+def test_kept_records_unchanged(sidecar: Skiff, own_redis: RedisServer) -> None:
+    """A cleaned batch holds the kept records as they were: LogAppendTime timestamps,
+    headers, keys, values and offsets; its CRC is valid and its codec the producer's."""
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("unchanged")
+        configs = {
+            "cleanup.policy": "compact",
+            "message.timestamp.type": "LogAppendTime",
+            "min.cleanable.dirty.ratio": "0.01",
+        }
+        create(kafka, topic, configs)
+        recs = [
+            Rec(key=b"a", value=b"1", headers=(("h", b"x"),)),
+            Rec(key=b"b", value=b"1"),
+            Rec(key=b"a", value=b"2", headers=(("h", None), ("i", b""))),
+        ]
+        first = produce(kafka, topic, build_batch(recs, compression=1)).log_append_time
+        second = produce(kafka, topic, keyed([("c", "1")])).log_append_time
+        first, second = (_ms(t) for t in (first, second))
+        wait_for(lambda: cleaned(own_redis, topic) == 4, what="a compaction pass")
+        after = read_batches(fetch(kafka, topic, 0).records)
+        assert all(b.crc_ok and b.timestamp_type == 1 for b in after)
+        assert [r for b in after for r in b.records] == [
+            Rec(key=b"b", value=b"1", timestamp=first, offset=1),
+            Rec(key=b"a", value=b"2", headers=(("h", None), ("i", b"")), timestamp=first, offset=2),
+            Rec(key=b"c", value=b"1", timestamp=second, offset=3),
+        ]
 
 
 @pytest.mark.parametrize("codec", ["gzip", "zstd"])
