@@ -23,7 +23,10 @@ Every Redis call is bounded (CHUNK entries read, DELETE_BATCH ids deleted), so R
 never blocked for long. One sidecar compacts a partition at a time: its leader (as
 Metadata spreads leadership), holding a short lease (`skiff:{t/p}:cleaner`, PX) renewed
 per chunk; a pass that loses the lease stops. With nothing to clean the compactor sleeps
-log.cleaner.backoff.ms, as Kafka's cleaner threads do."""
+log.cleaner.backoff.ms, as Kafka's cleaner threads do.
+
+`batch` topics (one stream entry per batch) cannot XDEL single records: `_batch_pass`
+rebuilds the cleaned batches into a new stream and swaps it in (lua/cleaner.lua)."""
 
 from __future__ import annotations
 
