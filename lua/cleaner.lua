@@ -3,8 +3,20 @@
 --
 -- KEYS[1] lease  skiff:{t/p}:cleaner (string: holder token, PX expiry)
 -- KEYS[2] meta   skiff:{t/p}:meta
--- ARGV[1] 'acquire' | 'renew' | 'done' | 'release'   ARGV[2] token   ARGV[3] lease ms
+-- KEYS[3] log    skiff:{t/p}:log        (write, swap: `batch` topics)
+-- KEYS[4] clean  skiff:{t/p}:log.clean  (the cleaned log being written)
+-- ARGV[1] 'acquire' | 'renew' | 'done' | 'release' | 'write' | 'swap'
+-- ARGV[2] token   ARGV[3] lease ms
 -- done: ARGV[4] cleaned-up-to offset (only grows), ARGV[5..] meta field, value pairs
+-- write: ARGV[4..] entry ID, batch pairs appended to the clean stream (lease renewed);
+--   ARGV[4] '' deletes the clean stream first (a pass starts)
+-- swap: ARGV[4] the last log entry ID the clean stream has, ARGV[5] most entries to
+--   copy, then as done from ARGV[6] (cleaned-up-to, field, value pairs). The entries
+--   appended to the log after ARGV[4] are copied, the clean stream takes the log's last
+--   ID and replaces it (RENAME), all in this one script: readers see the log before or
+--   after compaction, never between. Reply -1: more than ARGV[5] entries to copy
+--   (nothing done; the caller copies some with write and asks again); -2: the log has
+--   consumer groups (queues), which a RENAME would lose: the clean stream is dropped.
 -- Reply: 1 when the caller holds (held) the lease, else 0.
 
 local op = ARGV[1]
@@ -32,19 +44,67 @@ if op == 'renew' then
   return 1
 end
 
-if op == 'done' then
-  if redis.call('EXISTS', KEYS[2]) == 0 then
-    return 0
-  end
+local function done(at)
   local cleaned = tonumber(redis.call('HGET', KEYS[2], 'cleaned') or '0')
-  local upto = tonumber(ARGV[4])
+  local upto = tonumber(ARGV[at])
   if upto < cleaned then
     upto = cleaned
   end
   redis.call('HSET', KEYS[2], 'cleaned', upto)
-  for i = 5, #ARGV, 2 do
+  for i = at + 1, #ARGV, 2 do
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
   end
+end
+
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  if KEYS[4] then
+    redis.call('DEL', KEYS[4])
+  end
+  if op == 'done' or op == 'write' or op == 'swap' then
+    return 0
+  end
+end
+
+if op == 'done' then
+  done(4)
+  return 1
+end
+
+if op == 'write' then
+  local first = 4
+  if ARGV[4] == '' then
+    redis.call('DEL', KEYS[4])
+    first = 5
+  end
+  for i = first, #ARGV, 2 do
+    redis.call('XADD', KEYS[4], ARGV[i], 'b', ARGV[i + 1])
+  end
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+  return 1
+end
+
+if op == 'swap' then
+  if redis.call('EXISTS', KEYS[3]) == 1 and #redis.call('XINFO', 'GROUPS', KEYS[3]) > 0 then
+    redis.call('DEL', KEYS[4])
+    return -2
+  end
+  local limit = tonumber(ARGV[5])
+  local tail = redis.call('XRANGE', KEYS[3], '(' .. ARGV[4], '+', 'COUNT', limit + 1)
+  if #tail > limit then
+    return -1
+  end
+  for _, e in ipairs(tail) do
+    redis.call('XADD', KEYS[4], e[1], unpack(e[2]))
+  end
+  local hw = redis.call('HGET', KEYS[2], 'hw')
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    -- The log's last ID, so an append finds the stream as it left it.
+    redis.call('XSETID', KEYS[4], '0-' .. hw)
+    redis.call('RENAME', KEYS[4], KEYS[3])
+  else
+    redis.call('DEL', KEYS[3])  -- nothing kept and nothing appended since
+  end
+  done(6)
   return 1
 end
 

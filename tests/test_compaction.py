@@ -2,13 +2,17 @@
 per key with its offset unchanged, removes tombstones once older than
 delete.retention.ms, honours min.compaction.lag.ms, never removes the log's last record;
 consumers (raw Fetch, confluent-kafka, Java) read a compacted log with gaps to its end.
-Records without a key are refused at produce time, as Kafka does."""
+Records without a key are refused at produce time, as Kafka does. The tests with the
+`sidecar` fixture run on both storage formats with the same expectations: on `batch`
+topics the compactor rebuilds batches into a new stream and swaps it in."""
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clients import java_client
@@ -24,13 +28,24 @@ from log_helpers import (
     read_from,
     wait_for,
 )
-from rawkafka import RawKafka, Rec, build_batch, fetched_records
+from rawkafka import RawKafka, Rec, build_batch, fetched_records, read_batches
+
+
+@pytest.fixture(params=["record", "batch"])
+def storage_format(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
-def sidecar(own_redis: RedisServer, tmp_path: Path) -> Skiff:
+def sidecar(own_redis: RedisServer, tmp_path: Path, storage_format: str) -> Skiff:
     server = start_skiff(
-        tmp_path / "skiff.log", "--redis-url", own_redis.url, "--log-cleaner-backoff-ms", "100"
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--log-cleaner-backoff-ms",
+        "100",
+        "--storage-format",
+        storage_format,
     )
     yield server
     stop_process(server.proc)
@@ -51,7 +66,9 @@ def log_view(kafka: RawKafka, topic: str) -> list[tuple[int, bytes | None, bytes
     return [(r.offset, r.key, r.value) for r in read_from(kafka, topic, 0)]  # type: ignore[misc]
 
 
-def test_keeps_latest_value_per_key_with_offsets(sidecar: Skiff, own_redis: RedisServer) -> None:
+def test_keeps_latest_value_per_key_with_offsets(
+    sidecar: Skiff, own_redis: RedisServer, storage_format: str
+) -> None:
     with RawKafka("127.0.0.1", sidecar.port) as kafka:
         topic = new_topic("compact")
         # Two new records over five kept is a dirty ratio of 2/7: above 0.25.
@@ -74,6 +91,12 @@ def test_keeps_latest_value_per_key_with_offsets(sidecar: Skiff, own_redis: Redi
             (20, b"k0", b"r4-0"),
             (21, b"k9", b"r4-9"),
         ]
+        # What the stream holds: kept records, or batches keeping their last offset.
+        stream = own_redis.client().xrange(f"skiff:{{{topic}/0}}:log")
+        if storage_format == "batch":
+            assert [(i, list(f)) for i, f in stream] == [(b"0-20", [b"b"]), (b"0-22", [b"b"])]
+        else:
+            assert [i for i, _ in stream] == [b"0-%d" % o for o in range(17, 23)]
     # Consumers read the log with its gaps to the end.
     consumer = Consumer(
         {
@@ -218,6 +241,40 @@ def test_two_sidecars_share_the_work(own_redis: RedisServer, tmp_path: Path) -> 
     finally:
         for s in servers:
             stop_process(s.proc)
+
+
+def _ms(at: Any) -> int:
+    """kio reads a timestamp field as a datetime."""
+    return int(at.timestamp() * 1000) if isinstance(at, datetime.datetime) else int(at)
+
+
+def test_kept_records_unchanged(sidecar: Skiff, own_redis: RedisServer) -> None:
+    """A cleaned batch holds the kept records as they were: LogAppendTime timestamps,
+    headers, keys, values and offsets; its CRC is valid and its codec the producer's."""
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("unchanged")
+        configs = {
+            "cleanup.policy": "compact",
+            "message.timestamp.type": "LogAppendTime",
+            "min.cleanable.dirty.ratio": "0.01",
+        }
+        create(kafka, topic, configs)
+        recs = [
+            Rec(key=b"a", value=b"1", headers=(("h", b"x"),)),
+            Rec(key=b"b", value=b"1"),
+            Rec(key=b"a", value=b"2", headers=(("h", None), ("i", b""))),
+        ]
+        first = produce(kafka, topic, build_batch(recs, compression=1)).log_append_time
+        second = produce(kafka, topic, keyed([("c", "1")])).log_append_time
+        first, second = (_ms(t) for t in (first, second))
+        wait_for(lambda: cleaned(own_redis, topic) == 4, what="a compaction pass")
+        after = read_batches(fetch(kafka, topic, 0).records)
+        assert all(b.crc_ok and b.timestamp_type == 1 for b in after)
+        assert [r for b in after for r in b.records] == [
+            Rec(key=b"b", value=b"1", timestamp=first, offset=1),
+            Rec(key=b"a", value=b"2", headers=(("h", None), ("i", b"")), timestamp=first, offset=2),
+            Rec(key=b"c", value=b"1", timestamp=second, offset=3),
+        ]
 
 
 @pytest.mark.parametrize("codec", ["gzip", "zstd"])

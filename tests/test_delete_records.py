@@ -1,17 +1,20 @@
 """DeleteRecords (v0-v2) and DescribeLogDirs (v0-v4) through raw requests, confluent-kafka's
 AdminClient and the Java AdminClient; deleting a topic removes every Redis key of its
-partitions. Expected answers are Apache Kafka 3.9's (tools/kafka_reference)."""
+partitions. Expected answers are Apache Kafka 3.9's (tools/kafka_reference). The log
+tests run on both storage formats with the same expected answers; on `batch` topics the
+log start may fall inside a stored batch."""
 
 from __future__ import annotations
 
 import struct
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from clients import java_client
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from log_helpers import (
@@ -33,12 +36,17 @@ from log_helpers import (
     read_from,
     wait_for,
 )
-from rawkafka import RawKafka, Rec, build_batch
+from rawkafka import RawKafka, Rec, build_batch, fetched_records
 
 DESCRIBE_LOG_DIRS = 35
 
 
 BASE_TS = 1_700_000_000_000
+FORMATS = pytest.mark.parametrize("storage_format", ["record", "batch"])
+
+
+def formatted(storage_format: str) -> dict[str, str]:
+    return {"skiff.storage.format": storage_format}
 
 
 def fill(kafka: RawKafka, topic: str, n: int, partition: int = 0, key: bool = True) -> None:
@@ -48,11 +56,12 @@ def fill(kafka: RawKafka, topic: str, n: int, partition: int = 0, key: bool = Tr
     assert produce(kafka, topic, batch, partition).error_code == NONE
 
 
+@FORMATS
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_delete_records_moves_log_start(skiff: Skiff, version: int) -> None:
+def test_delete_records_moves_log_start(skiff: Skiff, version: int, storage_format: str) -> None:
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         topic = new_topic("dr")
-        create(kafka, topic, partitions=2)
+        create(kafka, topic, formatted(storage_format), partitions=2)
         fill(kafka, topic, 10, 0)
         fill(kafka, topic, 4, 1)
         assert delete_records(kafka, topic, {0: 6, 1: -1}, version) == {0: (NONE, 6), 1: (NONE, 4)}
@@ -91,10 +100,11 @@ def test_delete_records_refused_on_compact_only_topic(skiff: Skiff) -> None:
         assert delete_records(kafka, both, {0: 1}) == {0: (NONE, 1)}
 
 
-def test_delete_records_confluent_admin(skiff: Skiff) -> None:
+@FORMATS
+def test_delete_records_confluent_admin(skiff: Skiff, storage_format: str) -> None:
     admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
     topic = new_topic("dr-confluent")
-    admin.create_topics([NewTopic(topic, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, 1, config=formatted(storage_format))])[topic].result(30)
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         wait_for(lambda: _exists(kafka, topic), what="topic")
         fill(kafka, topic, 8)
@@ -109,6 +119,60 @@ def test_delete_records_confluent_admin(skiff: Skiff) -> None:
     assert err.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
 
 
+@FORMATS
+def test_fetch_below_the_log_start_inside_a_batch(skiff: Skiff, storage_format: str) -> None:
+    """DeleteRecords moves the log start into a batch: a fetch at the log start gets the
+    batch holding it (on `batch` topics the whole stored batch, as Kafka serves a
+    segment's batch; on `record` topics the records from there), one below it
+    OFFSET_OUT_OF_RANGE; consumers see the records from the log start on."""
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        topic = new_topic("dr-inside")
+        create(kafka, topic, formatted(storage_format))
+        fill(kafka, topic, 10)
+        assert delete_records(kafka, topic, {0: 6}) == {0: (NONE, 6)}
+        at = fetch(kafka, topic, 6)
+        assert (at.error_code, at.log_start_offset, at.high_watermark) == (NONE, 6, 10)
+        first = 0 if storage_format == "batch" else 6
+        got = [(r.offset, r.value) for r in fetched_records(at.records)]
+        assert got == [(o, f"v{o}".encode()) for o in range(first, 10)]
+        if storage_format == "batch":
+            sent = build_batch(
+                [Rec(value=f"v{i}".encode(), key=f"k{i}".encode()) for i in range(10)],
+                base_timestamp=BASE_TS,
+            )
+            # The stored bytes as produced; only the partition leader epoch is the broker's.
+            assert at.records[:12] + at.records[16:] == sent[:12] + sent[16:]
+        for below in (5, 0):
+            p = fetch(kafka, topic, below)
+            assert (p.error_code, p.high_watermark, p.log_start_offset, p.records) == (
+                OFFSET_OUT_OF_RANGE,
+                -1,
+                -1,
+                b"",
+            )
+        assert list_offset(kafka, topic, EARLIEST) == (6, -1)
+        assert list_offset(kafka, topic, BASE_TS + 2) == (6, BASE_TS + 6)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": skiff.bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        seen: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 4:
+            assert time.monotonic() < deadline, seen
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.append((msg.offset(), msg.value()))
+        assert seen == [(o, f"v{o}".encode()) for o in range(6, 10)]
+    finally:
+        consumer.close()
+
+
 def _exists(kafka: RawKafka, topic: str) -> bool:
     try:
         list_offset(kafka, topic, LATEST)
@@ -117,10 +181,11 @@ def _exists(kafka: RawKafka, topic: str) -> bool:
         return False
 
 
-def test_delete_records_java_admin(skiff: Skiff) -> None:
+@FORMATS
+def test_delete_records_java_admin(skiff: Skiff, storage_format: str) -> None:
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         topic = new_topic("dr-java")
-        create(kafka, topic)
+        create(kafka, topic, formatted(storage_format))
         fill(kafka, topic, 8)
     assert java_client.delete_records(skiff.bootstrap, topic, 0, 3) == {"low_watermark": 3}
     beyond = java_client.delete_records(skiff.bootstrap, topic, 0, 9)
@@ -136,8 +201,11 @@ def _describe(kafka: RawKafka, version: int, topics: Any) -> Any:
     return result
 
 
-def test_describe_log_dirs(own_redis: RedisServer, tmp_path: Path) -> None:
-    server = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url)
+@FORMATS
+def test_describe_log_dirs(own_redis: RedisServer, tmp_path: Path, storage_format: str) -> None:
+    server = start_skiff(
+        tmp_path / "skiff.log", "--redis-url", own_redis.url, "--storage-format", storage_format
+    )
     try:
         with RawKafka("127.0.0.1", server.port) as kafka:
             a, b = new_topic("dirs-a"), new_topic("dirs-b")

@@ -18,8 +18,13 @@ from telemetry_helpers import scrape, value
 
 
 @pytest.fixture
-def sidecar(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
-    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url)
+def sidecar(
+    own_redis: RedisServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Skiff]:
+    # A test may ask for a storage format (indirect parametrization); else the default.
+    fmt = getattr(request, "param", None)
+    extra = ("--storage-format", fmt) if fmt else ()
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url, *extra)
     yield skiff
     stop_process(skiff.proc)
 
@@ -76,6 +81,7 @@ def test_counters_move_by_the_records_and_bytes(sidecar: Skiff, topic: str) -> N
     assert value(after, "skiff_scrape_truncated") == 0
 
 
+@pytest.mark.parametrize("sidecar", ["record", "batch"], indirect=True)
 def test_real_clients_move_record_counters_and_lag(sidecar: Skiff, topic: str) -> None:
     producer = Producer({"bootstrap.servers": sidecar.bootstrap, "linger.ms": 20})
     for i in range(10):

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import confluent_kafka
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 
@@ -44,13 +45,18 @@ def test_script_reloaded_after_script_flush(
     assert [(m.offset(), m.value()) for m in got] == [(0, b"before"), (1, b"after")]
 
 
-def test_log_append_time(own_redis: RedisServer, tmp_path: Path, topic: str) -> None:
+@pytest.mark.parametrize("storage_format", ["record", "batch"])
+def test_log_append_time(
+    own_redis: RedisServer, tmp_path: Path, topic: str, storage_format: str
+) -> None:
     server = start_skiff(
         tmp_path / "skiff.log",
         "--redis-url",
         own_redis.url,
         "--message-timestamp-type",
         "LogAppendTime",
+        "--storage-format",
+        storage_format,
     )
     try:
         before = int(time.time() * 1000)

@@ -23,7 +23,10 @@ Every Redis call is bounded (CHUNK entries read, DELETE_BATCH ids deleted), so R
 never blocked for long. One sidecar compacts a partition at a time: its leader (as
 Metadata spreads leadership), holding a short lease (`skiff:{t/p}:cleaner`, PX) renewed
 per chunk; a pass that loses the lease stops. With nothing to clean the compactor sleeps
-log.cleaner.backoff.ms, as Kafka's cleaner threads do."""
+log.cleaner.backoff.ms, as Kafka's cleaner threads do.
+
+`batch` topics (one stream entry per batch) cannot XDEL single records: `_batch_pass`
+rebuilds the cleaned batches into a new stream and swaps it in (lua/cleaner.lua)."""
 
 from __future__ import annotations
 
@@ -38,7 +41,9 @@ from sidecar.cluster import Cluster
 from sidecar.config.topic import LONG_MAX
 from sidecar.maintenance.background import BackgroundLoop
 from sidecar.maintenance.log_bytes import record_bytes
+from sidecar.protocol import stored_batch
 from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL
+from sidecar.storage import keys
 from sidecar.storage.store import RedisStore, StoreError, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,13 @@ CHUNK = 1000  # entries per XRANGE
 DELETE_BATCH = 500  # ids per XDEL
 MAX_KEYS = 1_000_000  # keys in one pass's map (Kafka: log.cleaner.dedupe.buffer.size)
 LEASE_MS = 30_000
+# `batch` topics: stream entries per XRANGE, and what one write to the cleaned log
+# carries at most (entries, bytes); entries the final swap copies at most.
+BATCH_CHUNK = 100
+WRITE_ENTRIES = 100
+WRITE_BYTES = 4 << 20
+SWAP_COPY = 1000
+CATCH_UP_ROUNDS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +150,13 @@ class Compactor(BackgroundLoop):
         )
         if not due and dirty > 0 and config["max.compaction.lag.ms"] < LONG_MAX:
             first = await store.read_entries(name, partition, start, 1)
-            if first and now - int(first[0][1][1]) > config["max.compaction.lag.ms"]:
-                due = True
+            if first:
+                entry_id, f = first[0]
+                ts = (
+                    stored_batch.first_timestamp(entry_id, f[1]) if info.batch_format else int(f[1])
+                )
+                if now - ts > config["max.compaction.lag.ms"]:
+                    due = True
         if not due and tomb_ts is not None and 0 <= tomb_ts < horizon:
             due = True  # a kept tombstone has outlived delete.retention.ms
         if not due:
@@ -151,6 +168,8 @@ class Compactor(BackgroundLoop):
         plan = await self._plan(info, partition)  # again, now under the lease
         if plan is None:
             return None
+        if info.batch_format:
+            return await self._batch_pass(info, partition, plan)
         hw, lso, start, end, horizon, total = (
             plan.hw,
             plan.lso,
@@ -246,6 +265,147 @@ class Compactor(BackgroundLoop):
                         return latest, offset
                     latest[f[3]] = offset
                 pos = offset + 1
+            if not await self.store.cleaner_lease(name, partition, "renew", self.token, LEASE_MS):
+                return None, end
+        return latest, end
+
+    # -- `batch` topics ------------------------------------------------------------------
+
+    async def _batch_pass(self, info: TopicInfo, partition: int, plan: Plan) -> PassResult | None:
+        """A pass over a `batch` topic: stream IDs only grow, so a cleaned batch cannot
+        replace its entry in place. The cleaned log [lso, end) goes into a new stream
+        (lua/cleaner.lua `write`), each batch rebuilt with the records it keeps and its
+        base and last offset (as Kafka's cleaner), a batch keeping nothing left out;
+        batches appended meanwhile are copied after it, and one script copies the last
+        few and renames it over the log (`swap`), so readers never see a half-cleaned
+        log and the Fetch path is unchanged."""
+        store, name, config = self.store, info.name, info.config
+        latest, end = await self._batch_latest(name, partition, plan.start, plan.end)
+        if latest is None:
+            return None
+        last = plan.hw - 1
+        kept = removed = kept_bytes = 0
+        oldest_tomb = -1
+        pending: list[bytes] = []
+        pending_bytes = 0
+        started = False
+
+        async def flush() -> bool:
+            nonlocal pending, pending_bytes, started
+            if not pending and started:
+                return await store.cleaner_lease(name, partition, "renew", self.token, LEASE_MS)
+            head = [] if started else [""]
+            started = True
+            ok = await store.clean_write(name, partition, self.token, LEASE_MS, *head, *pending)
+            pending, pending_bytes = [], 0
+            return ok
+
+        pos = plan.lso
+        copied = b"0-0"
+        while pos < end:
+            entries = await store.read_entries(name, partition, pos, BATCH_CHUNK)
+            if not entries:
+                break
+            for entry_id, f in entries:
+                stop = stored_batch.last_offset(entry_id) + 1
+                if stop > end:
+                    pos = end
+                    break
+                pos = stop
+                copied = entry_id
+                data = f[1]
+                batch = list(stored_batch.records(entry_id, data))
+                keep = []
+                for record in batch:
+                    offset, ts = record.offset, record.timestamp
+                    tombstone = record.value is None
+                    if offset != last and (
+                        record.key is None
+                        or latest.get(record.key, offset) > offset
+                        or (tombstone and ts < plan.horizon)
+                    ):
+                        removed += 1
+                        continue
+                    keep.append(record)
+                    if tombstone and offset != last and (oldest_tomb < 0 or ts < oldest_tomb):
+                        oldest_tomb = ts
+                kept += len(keep)
+                if not keep:
+                    continue
+                if len(keep) < len(batch):
+                    data = stored_batch.rebuild(entry_id, data, keep, config)
+                kept_bytes += len(data)
+                pending += (entry_id, data)
+                pending_bytes += len(data)
+                if len(pending) >= 2 * WRITE_ENTRIES or pending_bytes >= WRITE_BYTES:
+                    if not await flush():
+                        return None
+            if len(entries) < BATCH_CHUNK:
+                pos = max(pos, end)
+            if self._stopping or not await flush():
+                return None
+        if not started and not await flush():
+            return None
+
+        fields: list[Any] = ["ckept", kept, "ctombts", oldest_tomb]
+        first_score, end_score = await store.byte_scores(name, partition, end)
+        appended_to_end = plan.total if end == plan.hw else end_score
+        if appended_to_end is not None:
+            fields += ["cbytes", max(appended_to_end - first_score - kept_bytes, 0)]
+        # What was appended since the pass began follows the cleaned part, copied in
+        # bounded steps until the swap can take the rest in one script.
+        for _ in range(CATCH_UP_ROUNDS):
+            swapped = await store.clean_swap(
+                name, partition, self.token, LEASE_MS, copied, SWAP_COPY, end, *fields
+            )
+            if swapped == 1:
+                break
+            if swapped == -2:
+                log.warning("%s-%d not compacted: queues read its log", name, partition)
+                return None
+            if swapped != -1 or self._stopping:
+                return None
+            tail = await store.redis.xrange(
+                keys.partition_keys(name, partition)[0], b"(" + copied, "+", count=BATCH_CHUNK
+            )
+            pairs = [x for entry_id, f in tail for x in (entry_id, f[1])]
+            if tail and not await store.clean_write(name, partition, self.token, LEASE_MS, *pairs):
+                return None
+            if tail:
+                copied = tail[-1][0]
+        else:
+            return None  # appends outran the copy: the next round tries again
+        if removed:
+            log.info(
+                "compacted %s-%d up to offset %d: removed %d, kept %d records",
+                name,
+                partition,
+                end,
+                removed,
+                kept,
+            )
+        return PassResult(end, removed, kept)
+
+    async def _batch_latest(
+        self, name: str, partition: int, start: int, end: int
+    ) -> tuple[dict[bytes, int] | None, int]:
+        """_latest_offsets of a `batch` topic; a full map ends the part at a batch."""
+        latest: dict[bytes, int] = {}
+        pos = start
+        while pos < end:
+            entries = await self.store.read_entries(name, partition, pos, BATCH_CHUNK)
+            if not entries:
+                break
+            for entry_id, f in entries:
+                base = stored_batch.base_offset(entry_id, f[1])
+                if base >= end:
+                    return latest, end
+                records = [r for r in stored_batch.records(entry_id, f[1]) if r.key is not None]
+                if len(latest) + len(records) > MAX_KEYS and base > start:
+                    return latest, base
+                for r in records:
+                    latest[r.key] = r.offset
+                pos = stored_batch.last_offset(entry_id) + 1
             if not await self.store.cleaner_lease(name, partition, "renew", self.token, LEASE_MS):
                 return None, end
         return latest, end

@@ -66,6 +66,7 @@ CODEC_MASK = 0x07
 # writes, so both formats answer alike (Skiff's Metadata reports no leader epochs).
 LEADER_EPOCH = 0
 
+_CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _DECOMPRESS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, 4: zstd_decode}
 
 
@@ -271,6 +272,45 @@ def placed(entry_id: bytes, data: bytes) -> bytes:
     return (
         PREFIX.pack(base_offset(entry_id, data), len(data) - LOG_OVERHEAD, LEADER_EPOCH) + data[16:]
     )
+
+
+def records(entry_id: bytes, data: bytes) -> DefaultRecordBatch:
+    """The records of a stored batch, their offsets absolute."""
+    return DefaultRecordBatch(placed(entry_id, data))
+
+
+def rebuild(entry_id: bytes, data: bytes, kept: list[Any], config: Mapping[str, Any]) -> bytes:
+    """A batch cleaned by compaction: only the records `kept` (from `records`), as
+    Kafka's cleaner rebuilds a batch (MemoryRecords.filterTo): its base and last offset
+    (lastOffsetDelta) stay, so the offsets between are gaps and the entry ID is
+    unchanged; producer fields, transactional bit, codec and timestamp type stay. Stored
+    with base offset 0, as every stored batch."""
+    (_, _, _, _, _, attributes, last_delta, _, max_ts, pid, epoch, seq, _) = HEADER.unpack_from(
+        data, 0
+    )
+    base = base_offset(entry_id, data)
+    builder = DefaultRecordBatchBuilder(2, 0, attributes & 0x10, pid, epoch, seq, 2**31 - 1)
+    for record in kept:
+        builder.append(
+            record.offset - base, record.timestamp, record.key, record.value, record.headers
+        )
+    out = bytearray(builder.build())
+    LAST_DELTA.pack_into(out, LAST_DELTA_AT, last_delta)
+    codec = attributes & CODEC_MASK
+    if codec:
+        out = compress_records(out, codec, _level(config, _CODEC_NAMES[codec]))
+    if attributes & TIMESTAMP_TYPE_BIT:
+        out[ATTRIBUTES_AT + 1] |= TIMESTAMP_TYPE_BIT
+        MAX_TS.pack_into(out, MAX_TS_AT, max_ts)
+    CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
+def first_timestamp(entry_id: bytes, data: bytes) -> int:
+    """The timestamp of a stored batch's first record (LogAppendTime: the append time)."""
+    for record in records(entry_id, data):
+        return int(record.timestamp)
+    return -1
 
 
 def record_entries(entries: list[Any], start: int = 0) -> list[Any]:

@@ -44,6 +44,12 @@ def cleaner_key(topic: str, partition: int) -> str:
     return f"{partition_tag(topic, partition)}:cleaner"
 
 
+def cleaned_log_key(topic: str, partition: int) -> str:
+    """Stream the compactor of a `batch` topic writes the cleaned log into before it
+    replaces the log (lua/cleaner.lua `swap`)."""
+    return f"{partition_tag(topic, partition)}:log.clean"
+
+
 def append_keys(topic: str, partition: int) -> list[str]:
     """KEYS of lua/append.lua: the partition's keys, its tokens and its byte index."""
     return [
@@ -62,7 +68,11 @@ def trim_keys(topic: str, partition: int) -> list[str]:
 def all_partition_keys(topic: str, partition: int) -> list[str]:
     """Every key a partition may have: what deleting its topic removes. A new
     per-partition key must be listed here."""
-    return [*append_keys(topic, partition), cleaner_key(topic, partition)]
+    return [
+        *append_keys(topic, partition),
+        cleaner_key(topic, partition),
+        cleaned_log_key(topic, partition),
+    ]
 
 
 def wake_channel(topic: str, partition: int) -> str:

@@ -169,3 +169,46 @@ class PartitionLogOps:
                 [op, token, lease_ms, *done],
             )
         )
+
+    def _clean_keys(self, topic: str, partition: int) -> list[str]:
+        log_key, meta = keys.partition_keys(topic, partition)[:2]
+        return [
+            keys.cleaner_key(topic, partition),
+            meta,
+            log_key,
+            keys.cleaned_log_key(topic, partition),
+        ]
+
+    async def clean_write(
+        self, topic: str, partition: int, token: str, lease_ms: int, *pairs: Any
+    ) -> bool:
+        """Append (entry ID, batch) pairs to the cleaned log of a `batch` topic
+        (lua/cleaner.lua `write`; a first pair '' starts it afresh); False when the lease
+        is lost or the partition gone."""
+        return bool(
+            await scripts.CLEANER(
+                self.redis, self._clean_keys(topic, partition), ["write", token, lease_ms, *pairs]
+            )
+        )
+
+    async def clean_swap(
+        self,
+        topic: str,
+        partition: int,
+        token: str,
+        lease_ms: int,
+        after: bytes,
+        most: int,
+        *done: Any,
+    ) -> int:
+        """Replace the log of a `batch` topic by its cleaned log, copying what was
+        appended after entry `after` (lua/cleaner.lua `swap`): 1 done, 0 lease lost or
+        partition gone, -1 more than `most` entries to copy, -2 the log has consumer
+        groups."""
+        return int(
+            await scripts.CLEANER(
+                self.redis,
+                self._clean_keys(topic, partition),
+                ["swap", token, lease_ms, after, most, *done],
+            )
+        )
