@@ -195,8 +195,17 @@ def test_confluent_admin_create_grow_delete_like_kafka(
             _outcome(f)
             for f in admin.create_partitions([NewPartitions(base, 6)], validate_only=True).values()
         ]
-        meta = admin.list_topics(base, timeout=30)
-        out.append(("partitions", str(len(meta.topics[base].partitions))))
+        # A KRaft broker's metadata cache catches up with CreatePartitions asynchronously
+        # (under load it answered 2 for a while): wait for the grown count, up to a
+        # deadline, then record what is seen.
+        deadline = time.monotonic() + 30
+        while True:
+            meta = admin.list_topics(base, timeout=30)
+            seen = len(meta.topics[base].partitions)
+            if seen == 5 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        out.append(("partitions", str(seen)))
         cluster = admin.describe_cluster().result(timeout=30)
         out.append(("cluster", f"{len(cluster.nodes)} node(s), {cluster.controller is not None}"))
         out += [_outcome(f) for f in admin.delete_topics([base]).values()]
