@@ -2,13 +2,18 @@
 and body decoding every request goes through before its handler (sidecar.server's
 decode_body). A malformed frame may raise only BadFrame or CloseConnection (the
 connection is closed with one log line); anything else, a crash or an abort is a
-finding. Run by tests/test_fuzz.py in a child process (an abort must not take pytest
+finding. Inputs that start with the byte 0xB7 are instead a produced record batch for
+`batch` topics' decoder of untrusted batches (sidecar.protocol.stored_batch.check,
+after record_batch.single_batch), which may raise only InvalidBatch; after 0xB8 the
+same with the batch's CRC32C made to match, so mutations get past the CRC check. Run by
+tests/test_fuzz.py in a child process (an abort must not take pytest
 down):
 
     python tests/fuzz_decode.py CORPUS_DIR -max_total_time=SECONDS [libFuzzer flags]
 
 CORPUS_DIR is seeded with a valid frame for every API and version Skiff serves
-(tests/request_samples.py); libFuzzer adds the inputs that reach new code.
+(tests/request_samples.py) and a valid batch per codec; libFuzzer adds the inputs that
+reach new code.
 """
 
 from __future__ import annotations
@@ -17,13 +22,55 @@ import sys
 from pathlib import Path
 
 import atheris
+from crc32c import crc32c
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 with atheris.instrument_imports(include=["sidecar", "kio"]):
     from sidecar import apis
+    from sidecar.protocol import stored_batch
     from sidecar.protocol.framing import BadFrame, CloseConnection, parse_header_prefix
+    from sidecar.protocol.record_batch import InvalidBatch, single_batch
     from sidecar.server import decode_body
+
+BATCH_INPUT, BATCH_INPUT_CRC_FIXED = 0xB7, 0xB8
+NOW_MS = 1_700_000_000_000
+_TOPIC = {
+    "message.timestamp.type": "CreateTime",
+    "cleanup.policy": "delete",
+    "compression.type": "producer",
+    "message.timestamp.difference.max.ms": 2**63 - 1,
+    "message.timestamp.before.max.ms": 2**63 - 1,
+    "message.timestamp.after.max.ms": 2**63 - 1,
+}
+# Topic configs the batch decoder branches on: key checks, timestamp bounds,
+# recompression, LogAppendTime stamping.
+CONFIGS = [
+    _TOPIC,
+    {**_TOPIC, "cleanup.policy": "compact", "message.timestamp.before.max.ms": 10**9},
+    {**_TOPIC, "compression.type": "gzip", "message.timestamp.type": "LogAppendTime"},
+    {**_TOPIC, "compression.type": "uncompressed"},
+]
+
+
+def one_input(data: bytes) -> None:
+    if data[:1] == bytes([BATCH_INPUT]):
+        one_batch(data[1:])
+    elif data[:1] == bytes([BATCH_INPUT_CRC_FIXED]):
+        batch = bytearray(data[1:])
+        if len(batch) >= 61:
+            batch[17:21] = crc32c(memoryview(batch)[21:]).to_bytes(4, "big")
+        one_batch(bytes(batch))
+    else:
+        one_frame(data)
+
+
+def one_batch(data: bytes) -> None:
+    try:
+        view = single_batch(data)
+        stored_batch.check(view, CONFIGS[len(data) % len(CONFIGS)], "t", 0, NOW_MS)
+    except InvalidBatch:
+        pass
 
 
 def one_frame(data: bytes) -> None:
@@ -48,9 +95,16 @@ def seed(corpus: Path) -> None:
     for key, version in request_samples.served():
         frame = request_samples.frame(key, version, request_samples.body(key, version), 1)
         (corpus / f"seed-{key}-{version}").write_bytes(frame[4:])
+    from rawkafka import Rec, build_batch
+
+    records = [Rec(b"value %d" % i, key=None if i == 2 else b"k%d" % i) for i in range(4)]
+    for codec in range(5):
+        batch = build_batch(records, base_timestamp=NOW_MS, compression=codec)
+        (corpus / f"seed-batch-{codec}").write_bytes(bytes([BATCH_INPUT]) + batch)
+        (corpus / f"seed-batch-crc-{codec}").write_bytes(bytes([BATCH_INPUT_CRC_FIXED]) + batch)
 
 
 if __name__ == "__main__":
     seed(Path(sys.argv[1]))
-    atheris.Setup(sys.argv, one_frame)
+    atheris.Setup(sys.argv, one_input)
     atheris.Fuzz()

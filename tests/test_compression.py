@@ -6,6 +6,13 @@ For each topic compression.type x each producer codec (one topic per case, a few
 records each, produced with confluent-kafka): the Java client, confluent-kafka and
 kafka-python read every record back byte for byte, and a raw Fetch shows the batches
 carry the expected codec and start exactly at the fetch offset.
+
+On `batch` topics (skiff.storage.format, issue 16) a batch is stored as its producer
+sent it, recompressed on append when the topic's compression.type names another codec;
+Fetch serves whole batches, so a fetch from inside one starts at its base offset (as
+from Kafka) and clients drop the records before the fetch offset. Every raw-Fetch case
+runs on both formats; the clients read back the `producer` topics (stored as sent) and
+two recompressed ones on `batch` topics, not the whole matrix again.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 import pytest
 from clients import confluent_client, kafka_python_client
 from conftest import Skiff
+from formats import FORMATS
 from rawkafka import RawKafka, fetch_request, read_batches
 from records import assert_same, make_records
 
@@ -119,19 +127,21 @@ class Case:
 
 
 @pytest.fixture(scope="module")
-def matrix(skiff: Skiff) -> dict[tuple[str, str], Case]:
-    """One topic per (compression.type, producer codec), each holding N records produced
-    in one batch by confluent-kafka with that codec."""
+def matrix(skiff: Skiff) -> dict[tuple[str, str, str], Case]:
+    """One topic per (compression.type, producer codec, storage format), each holding N
+    records produced in one batch by confluent-kafka with that codec."""
     records = make_records(N, 7)
     cases = {}
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         for topic_type in TOPIC_TYPES:
             for codec in PRODUCER_CODECS:
-                name = f"cz-{topic_type}-{codec}-{uuid.uuid4().hex[:8]}"
-                create_topic(kafka, name, {"compression.type": topic_type})
-                cases[(topic_type, codec)] = Case(name, records)
+                for fmt in FORMATS:
+                    name = f"cz-{topic_type}-{codec}-{fmt[0]}-{uuid.uuid4().hex[:8]}"
+                    configs = {"compression.type": topic_type, "skiff.storage.format": fmt}
+                    create_topic(kafka, name, configs)
+                    cases[(topic_type, codec, fmt)] = Case(name, records)
 
-    def produce(key: tuple[str, str]) -> None:
+    def produce(key: tuple[str, str, str]) -> None:
         meta = confluent_client.produce(
             skiff.bootstrap, cases[key].topic, records, compression=key[1]
         )
@@ -143,31 +153,50 @@ def matrix(skiff: Skiff) -> dict[tuple[str, str], Case]:
 
 
 CASES = [(t, c) for t in TOPIC_TYPES for c in PRODUCER_CODECS]
+READ_BACK = [(t, c, "record") for t, c in CASES] + [
+    (t, c, "batch")
+    for t, c in CASES
+    if t == "producer" or (t, c) in (("zstd", "lz4"), ("uncompressed", "gzip"))
+]
 
 
+def from_offset(data: bytes, offset: int) -> list[dict[str, Any]]:
+    """The fetched records from `offset` on: what a client keeps of a whole batch."""
+    return [r for r in records_of(data) if r["offset"] >= offset]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(("topic_type", "codec"), CASES, ids=[f"{t}-{c}" for t, c in CASES])
 def test_fetched_batches_carry_the_topic_codec(
-    skiff: Skiff, matrix: dict[tuple[str, str], Case], topic_type: str, codec: str
+    skiff: Skiff,
+    matrix: dict[tuple[str, str, str], Case],
+    topic_type: str,
+    codec: str,
+    fmt: str,
 ) -> None:
-    case = matrix[(topic_type, codec)]
+    case = matrix[(topic_type, codec, fmt)]
     want = expected_codec(topic_type, codec)
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         for offset in (0, MID):
             data = raw_fetch(kafka, case.topic, offset)
             batches = batch_codecs(data)
-            # One batch (same codec and timestamp type), starting at the fetch offset.
-            assert batches == [(offset, want, 0)], batches
+            # One batch (same codec and timestamp type), starting at the fetch offset on
+            # a `record` topic, the producer's whole batch on a `batch` topic.
+            assert batches == [(offset if fmt == "record" else 0, want, 0)], batches
             assert all(b.crc_ok for b in read_batches(data))
-            assert_same(case.records[offset:], records_of(data), offset, partition=0)
+            assert_same(case.records[offset:], from_offset(data, offset), offset, partition=0)
 
 
 @pytest.mark.parametrize("consumer", list(CONSUMERS))
-@pytest.mark.parametrize(("topic_type", "codec"), CASES, ids=[f"{t}-{c}" for t, c in CASES])
+@pytest.mark.parametrize(
+    ("topic_type", "codec", "fmt"), READ_BACK, ids=[f"{t}-{c}-{f}" for t, c, f in READ_BACK]
+)
 def test_clients_read_every_record_back(
     skiff: Skiff,
-    matrix: dict[tuple[str, str], Case],
+    matrix: dict[tuple[str, str, str], Case],
     topic_type: str,
     codec: str,
+    fmt: str,
     consumer: str,
 ) -> None:
     fetched = expected_codec(topic_type, codec)
@@ -175,7 +204,7 @@ def test_clients_read_every_record_back(
     if consumer == "kafka-python" and name in kafka_python_client.MISSING_CODECS:
         missing = kafka_python_client.MISSING_CODECS[name]
         pytest.skip(f"kafka-python cannot read {name} here: install {missing}")
-    case = matrix[(topic_type, codec)]
+    case = matrix[(topic_type, codec, fmt)]
     got = CONSUMERS[consumer].consume(skiff.bootstrap, case.topic, 0, 0, N)
     assert_same(case.records, got, 0, partition=0)
 
@@ -183,38 +212,47 @@ def test_clients_read_every_record_back(
 # -- several producer codecs in one `producer` topic ---------------------------------------------
 
 
-def test_producer_topic_serves_each_record_with_its_producers_codec(skiff: Skiff) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_producer_topic_serves_each_record_with_its_producers_codec(skiff: Skiff, fmt: str) -> None:
     topic = f"cz-mixed-{uuid.uuid4().hex[:8]}"
     records = make_records(5 * len(PRODUCER_CODECS), 11)
     with RawKafka("127.0.0.1", skiff.port) as kafka:
-        create_topic(kafka, topic, {})  # compression.type defaults to producer
+        # compression.type defaults to producer
+        create_topic(kafka, topic, {"skiff.storage.format": fmt})
         for i, codec in enumerate(PRODUCER_CODECS):
             chunk = records[5 * i : 5 * i + 5]
             confluent_client.produce(skiff.bootstrap, topic, chunk, compression=codec)
         data = raw_fetch(kafka, topic, 0)
         assert batch_codecs(data) == [(5 * i, i, 0) for i in range(5)]
         assert_same(records, records_of(data), 0, partition=0)
-        # From inside the gzip records: the first batch starts exactly there.
+        # From inside the gzip records: the first batch starts exactly there on a
+        # `record` topic, at the gzip batch's base offset on a `batch` topic.
         data = raw_fetch(kafka, topic, 7)
-        assert batch_codecs(data) == [(7, 1, 0)] + [(5 * i, i, 0) for i in range(2, 5)]
-        assert_same(records[7:], records_of(data), 7, partition=0)
+        first = 7 if fmt == "record" else 5
+        assert batch_codecs(data) == [(first, 1, 0)] + [(5 * i, i, 0) for i in range(2, 5)]
+        assert_same(records[7:], from_offset(data, 7), 7, partition=0)
     for name, client in CONSUMERS.items():
         got = client.consume(skiff.bootstrap, topic, 0, 0, len(records))
         assert_same_as(name, records, got, 0)
 
 
-def test_compressed_log_append_time_batches(skiff: Skiff) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_compressed_log_append_time_batches(skiff: Skiff, fmt: str) -> None:
     topic = f"cz-lat-{uuid.uuid4().hex[:8]}"
     records = make_records(10, 12)
     with RawKafka("127.0.0.1", skiff.port) as kafka:
-        create_topic(
-            kafka, topic, {"compression.type": "zstd", "message.timestamp.type": "LogAppendTime"}
-        )
+        configs = {
+            "compression.type": "zstd",
+            "message.timestamp.type": "LogAppendTime",
+            "skiff.storage.format": fmt,
+        }
+        create_topic(kafka, topic, configs)
         confluent_client.produce(skiff.bootstrap, topic, records, compression="lz4")
         data = raw_fetch(kafka, topic, 3)
-        assert batch_codecs(data) == [(3, 4, 1)]
+        first = 3 if fmt == "record" else 0
+        assert batch_codecs(data) == [(first, 4, 1)]
         [batch] = read_batches(data)
-        assert batch.crc_ok and len(batch.records) == 7
+        assert batch.crc_ok and len(batch.records) == 10 - first
         append_time = batch.records[0].timestamp
         assert {r.timestamp for r in batch.records} == {append_time}
     for name, client in CONSUMERS.items():

@@ -9,8 +9,11 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import redis
 from conftest import RedisServer, free_port, start_redis, start_skiff, stop_process
+from formats import FORMATS
+from log_helpers import create
 from rawkafka import RawKafka, build_batch, fetch_request, fetched_records, produce_request
 
 from sidecar.storage.scripts import APPEND
@@ -125,14 +128,16 @@ class DroppingProxy:
         self._server.close()
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_a_lost_append_reply_is_resent_without_duplicating(
-    own_redis: RedisServer, tmp_path: Path
+    own_redis: RedisServer, tmp_path: Path, fmt: str
 ) -> None:
     proxy = DroppingProxy(own_redis.port)
     server = start_skiff(tmp_path / "skiff.log", "--redis-url", f"redis://127.0.0.1:{proxy.port}/0")
     topic = f"dur-{uuid.uuid4().hex[:8]}"
     try:
         with RawKafka("127.0.0.1", server.port) as kafka:
+            create(kafka, topic, {"skiff.storage.format": fmt})
             assert produce(kafka, topic, [b"first"], acks=1) == (NONE, 0)
             proxy.armed.set()
             # Not an idempotent producer: only the append token prevents a second copy.
@@ -143,5 +148,8 @@ def test_a_lost_append_reply_is_resent_without_duplicating(
     finally:
         stop_process(server.proc)
         proxy.close()
-    # And in Redis itself: four entries, contiguous.
-    assert redis.Redis(port=own_redis.port).xlen(f"skiff:{{{topic}/0}}:log") == 4
+    # And in Redis itself: four entries, contiguous (three batches on a `batch` topic).
+    ids = [i for i, _ in redis.Redis(port=own_redis.port).xrange(f"skiff:{{{topic}/0}}:log")]
+    assert ids == (
+        [b"0-1", b"0-2", b"0-3", b"0-4"] if fmt == "record" else [b"0-1", b"0-3", b"0-4"]
+    )

@@ -1,6 +1,8 @@
 """Idempotent and transactional producers, raw protocol: resent batches, sequence gaps,
 stale epochs and fenced transactional ids, against the append script's producer state.
-Each check also reads the log: every record is stored exactly once."""
+Each check also reads the log: every record is stored exactly once. Every test runs on
+`record` and `batch` topics (skiff.storage.format): on `batch` topics a batch is one
+stream entry, so a duplicate must not add one either."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import uuid
 
 import pytest
 from conftest import RedisServer, Skiff, start_skiff, stop_process
+from formats import FORMATS
+from log_helpers import create
 from rawkafka import RawKafka, build_batch, fetch_request, fetched_records, produce_request
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
@@ -16,6 +20,8 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 PRODUCER_FENCED = 90
 
+pytestmark = pytest.mark.parametrize("fmt", FORMATS)
+
 
 @pytest.fixture
 def kafka(skiff: Skiff) -> RawKafka:
@@ -23,8 +29,10 @@ def kafka(skiff: Skiff) -> RawKafka:
         yield client
 
 
-def new_topic() -> str:
-    return f"idem-{uuid.uuid4().hex[:10]}"
+def new_topic(kafka: RawKafka, fmt: str) -> str:
+    name = f"idem-{uuid.uuid4().hex[:10]}"
+    create(kafka, name, {"skiff.storage.format": fmt})
+    return name
 
 
 def init_producer(kafka: RawKafka, transactional_id: str | None = None, **kw: int) -> tuple:
@@ -50,8 +58,8 @@ def log_values(kafka: RawKafka, topic: str) -> list[bytes | None]:
     return [r.value for r in fetched_records(resp.responses[0].partitions[0].records)]
 
 
-def test_a_resent_batch_returns_its_offset_and_is_stored_once(kafka: RawKafka) -> None:
-    topic = new_topic()
+def test_a_resent_batch_returns_its_offset_and_is_stored_once(kafka: RawKafka, fmt: str) -> None:
+    topic = new_topic(kafka, fmt)
     _, pid, epoch = init_producer(kafka)
     assert send(kafka, topic, [b"a", b"b"], pid, epoch, 0) == (NONE, 0)
     assert send(kafka, topic, [b"c"], pid, epoch, 2) == (NONE, 2)
@@ -61,8 +69,8 @@ def test_a_resent_batch_returns_its_offset_and_is_stored_once(kafka: RawKafka) -
     assert log_values(kafka, topic) == [b"a", b"b", b"c"]
 
 
-def test_a_sequence_gap_is_out_of_order_and_stores_nothing(kafka: RawKafka) -> None:
-    topic = new_topic()
+def test_a_sequence_gap_is_out_of_order_and_stores_nothing(kafka: RawKafka, fmt: str) -> None:
+    topic = new_topic(kafka, fmt)
     _, pid, epoch = init_producer(kafka)
     assert send(kafka, topic, [b"a"], pid, epoch, 0) == (NONE, 0)
     assert send(kafka, topic, [b"c"], pid, epoch, 2)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -72,16 +80,16 @@ def test_a_sequence_gap_is_out_of_order_and_stores_nothing(kafka: RawKafka) -> N
     assert log_values(kafka, topic) == [b"a", b"b"]
 
 
-def test_an_unknown_producer_may_start_at_any_sequence(kafka: RawKafka) -> None:
+def test_an_unknown_producer_may_start_at_any_sequence(kafka: RawKafka, fmt: str) -> None:
     """KIP-360: state may have expired; Kafka accepts the first batch it sees."""
-    topic = new_topic()
+    topic = new_topic(kafka, fmt)
     _, pid, epoch = init_producer(kafka)
     assert send(kafka, topic, [b"x"], pid, epoch, 17) == (NONE, 0)
     assert send(kafka, topic, [b"y"], pid, epoch, 18) == (NONE, 1)
 
 
-def test_a_transactional_id_fences_its_previous_producer(kafka: RawKafka) -> None:
-    topic = new_topic()
+def test_a_transactional_id_fences_its_previous_producer(kafka: RawKafka, fmt: str) -> None:
+    topic = new_topic(kafka, fmt)
     txn = f"txn-{uuid.uuid4().hex[:8]}"
     assert init_producer(kafka, txn)[0] == NONE
     _, pid, old_epoch = init_producer(kafka, txn)[0:3]
@@ -101,11 +109,11 @@ def test_a_transactional_id_fences_its_previous_producer(kafka: RawKafka) -> Non
 
 
 def test_producer_state_survives_a_sidecar_restart(
-    own_redis: RedisServer, tmp_path: pytest.TempPathFactory
+    own_redis: RedisServer, tmp_path: pytest.TempPathFactory, fmt: str
 ) -> None:
-    topic = new_topic()
     first = start_skiff(tmp_path / "one.log", "--redis-url", own_redis.url)  # type: ignore[operator]
     with RawKafka("127.0.0.1", first.port) as kafka:
+        topic = new_topic(kafka, fmt)
         _, pid, epoch = init_producer(kafka)
         assert send(kafka, topic, [b"a"], pid, epoch, 0) == (NONE, 0)
     stop_process(first.proc)
@@ -119,11 +127,12 @@ def test_producer_state_survives_a_sidecar_restart(
         stop_process(second.proc)
 
 
-def test_producer_state_expires(own_redis: RedisServer, tmp_path: pytest.TempPathFactory) -> None:
+def test_producer_state_expires(
+    own_redis: RedisServer, tmp_path: pytest.TempPathFactory, fmt: str
+) -> None:
     """After producer.id.expiration.ms the producer is unknown: any sequence is taken."""
     import time
 
-    topic = new_topic()
     server = start_skiff(
         tmp_path / "skiff.log",  # type: ignore[operator]
         "--redis-url",
@@ -133,6 +142,7 @@ def test_producer_state_expires(own_redis: RedisServer, tmp_path: pytest.TempPat
     )
     try:
         with RawKafka("127.0.0.1", server.port) as kafka:
+            topic = new_topic(kafka, fmt)
             _, pid, epoch = init_producer(kafka)
             assert send(kafka, topic, [b"a"], pid, epoch, 0) == (NONE, 0)
             assert send(kafka, topic, [b"b"], pid, epoch, 9)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER

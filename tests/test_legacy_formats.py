@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from clients import aiokafka_client, confluent_client, kafka_python_client
 from conftest import RedisServer, Skiff, free_port, start_redis, start_skiff, stop_process
+from formats import FORMATS
 from rawkafka import (
     Message,
     RawKafka,
@@ -57,18 +58,34 @@ def new_topic(prefix: str = "legacy") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture(scope="module", params=FORMATS)
+def fmt(request: pytest.FixtureRequest) -> str:
+    """The storage format of the topics a test creates: the raw Produce v0-v2 and Fetch
+    v0-v3 tests run on `record` and `batch` topics (a message set is stored as one v2
+    batch there; Fetch v0-v3 down-converts stored batches)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def kafka(skiff: Skiff) -> Iterator[RawKafka]:
     with RawKafka("127.0.0.1", skiff.port) as client:
         yield client
 
 
-def create(kafka: RawKafka, topic: str, partitions: int = 1) -> None:
+def create(kafka: RawKafka, topic: str, partitions: int = 1, fmt: str = "record") -> None:
+    configs = [{"name": "skiff.storage.format", "value": fmt}]
     resp = kafka.request(
         19,
         7,
         {
-            "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1}],
+            "topics": [
+                {
+                    "name": topic,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "configs": configs,
+                }
+            ],
             "timeout": 5000,
         },
     )
@@ -135,10 +152,10 @@ CASES = [
 
 @pytest.mark.parametrize(("version", "magic", "codec"), CASES)
 def test_produce_old_versions_store_every_record(
-    kafka: RawKafka, version: int, magic: int, codec: int
+    kafka: RawKafka, version: int, magic: int, codec: int, fmt: str
 ) -> None:
     topic = new_topic()
-    create(kafka, topic)
+    create(kafka, topic, fmt=fmt)
     kafka.request(PRODUCE, 9, produce_request(topic, {0: build_batch([Rec(b"first")])}))
     records = sample(6)
     p = produce_old(kafka, version, topic, message_set(records, magic, codec))
@@ -157,10 +174,10 @@ def test_produce_old_versions_store_every_record(
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_produce_with_a_bad_crc_is_corrupt_and_stores_nothing(
-    kafka: RawKafka, version: int
+    kafka: RawKafka, version: int, fmt: str
 ) -> None:
     topic = new_topic()
-    create(kafka, topic)
+    create(kafka, topic, fmt=fmt)
     magic = 1 if version == 2 else 0
     data = message_set(sample(3), magic)
     # The second message is corrupt: nothing of the set may be stored.
@@ -171,19 +188,19 @@ def test_produce_with_a_bad_crc_is_corrupt_and_stores_nothing(
     assert stored(kafka, topic) == (0, [])
 
 
-def test_a_bad_inner_crc_is_corrupt_too(kafka: RawKafka) -> None:
+def test_a_bad_inner_crc_is_corrupt_too(kafka: RawKafka, fmt: str) -> None:
     # The wrapper's CRC is right; Kafka checks the inner messages' CRCs as well.
     topic = new_topic()
-    create(kafka, topic)
+    create(kafka, topic, fmt=fmt)
     inner = corrupt_message_crc(message_set(sample(3), 1))
     p = produce_old(kafka, 2, topic, compressed_message(inner, 1, GZIP, 2, BASE_TS))
     assert (p["error_code"], p["base_offset"]) == (CORRUPT_MESSAGE, -1)
     assert stored(kafka, topic) == (0, [])
 
 
-def test_wrapper_inner_offsets_become_contiguous_offsets(kafka: RawKafka) -> None:
+def test_wrapper_inner_offsets_become_contiguous_offsets(kafka: RawKafka, fmt: str) -> None:
     topic = new_topic()
-    create(kafka, topic)
+    create(kafka, topic, fmt=fmt)
     kafka.request(PRODUCE, 9, produce_request(topic, {0: build_batch([Rec(b"a"), Rec(b"b")])}))
     # Magic 1: inner offsets relative (0, 1, 2), the wrapper's the last inner one.
     relative = sample(3, "r")
@@ -200,11 +217,11 @@ def test_wrapper_inner_offsets_become_contiguous_offsets(kafka: RawKafka) -> Non
     assert got[5:] == [replace(r, offset=5 + i, timestamp=-1) for i, r in enumerate(absolute)]
 
 
-def test_empty_and_truncated_message_sets(kafka: RawKafka) -> None:
+def test_empty_and_truncated_message_sets(kafka: RawKafka, fmt: str) -> None:
     # As Kafka: a set without a complete message appends nothing and is no error; a
     # truncated last message is dropped and the complete ones before it are stored.
     topic = new_topic()
-    create(kafka, topic)
+    create(kafka, topic, fmt=fmt)
     p = produce_old(kafka, 2, topic, b"")
     assert (p["error_code"], p["base_offset"], p["log_append_time"]) == (NONE, -1, -1)
     records = sample(3)
@@ -213,18 +230,18 @@ def test_empty_and_truncated_message_sets(kafka: RawKafka) -> None:
     assert stored(kafka, topic) == (2, [replace(r, offset=i) for i, r in enumerate(records[:2])])
 
 
-def test_a_v2_batch_in_produce_v2_is_accepted(kafka: RawKafka) -> None:
+def test_a_v2_batch_in_produce_v2_is_accepted(kafka: RawKafka, fmt: str) -> None:
     # Kafka checks the record format only from Produce v3 on.
     topic = new_topic()
-    create(kafka, topic)
+    create(kafka, topic, fmt=fmt)
     rec = Rec(b"v", key=b"k", headers=(("h", b"1"),), timestamp=BASE_TS)
     assert produce_old(kafka, 2, topic, build_batch([rec]))["base_offset"] == 0
     assert stored(kafka, topic) == (1, [replace(rec, offset=0)])
 
 
-def test_magic0_records_have_no_timestamp_to_find(kafka: RawKafka) -> None:
+def test_magic0_records_have_no_timestamp_to_find(kafka: RawKafka, fmt: str) -> None:
     topic = new_topic()
-    create(kafka, topic)
+    create(kafka, topic, fmt=fmt)
     produce_old(kafka, 0, topic, message_set(sample(3), 0))
     resp = kafka.request(LIST_OFFSETS, 1, list_offsets_request(topic, {0: 0}))
     assert (resp.topics[0].partitions[0].offset, resp.topics[0].partitions[0].timestamp) == (
@@ -238,7 +255,7 @@ def test_magic0_records_have_no_timestamp_to_find(kafka: RawKafka) -> None:
 
 
 @pytest.fixture(scope="module")
-def fetch_topic(skiff: Skiff) -> tuple[str, list[Rec]]:
+def fetch_topic(skiff: Skiff, fmt: str) -> tuple[str, list[Rec]]:
     """10 records in two v2 batches, with headers (which old formats drop), null keys,
     an empty and a null value."""
     topic = new_topic("legacy-fetch")
@@ -246,6 +263,7 @@ def fetch_topic(skiff: Skiff) -> tuple[str, list[Rec]]:
         replace(r, headers=(("h", b"x"),) if i % 3 == 0 else ()) for i, r in enumerate(sample(10))
     ]
     with RawKafka("127.0.0.1", skiff.port) as kafka:
+        create(kafka, topic, fmt=fmt)
         kafka.request(METADATA, 12, metadata_request([topic]))
         for batch in (records[:6], records[6:]):
             resp = kafka.request(PRODUCE, 9, produce_request(topic, {0: build_batch(batch)}))
@@ -293,9 +311,9 @@ def test_fetch_old_versions_respect_partition_max_bytes(
     assert read_message_set(p["records"]) == [as_message(records[2], magic)]
 
 
-def test_fetch_v3_respects_the_request_max_bytes(kafka: RawKafka) -> None:
+def test_fetch_v3_respects_the_request_max_bytes(kafka: RawKafka, fmt: str) -> None:
     topic = new_topic()
-    create(kafka, topic, partitions=2)
+    create(kafka, topic, partitions=2, fmt=fmt)
     for partition in (0, 1):
         data = build_batch([Rec(b"x" * 100, timestamp=BASE_TS + i) for i in range(5)])
         kafka.request(PRODUCE, 9, produce_request(topic, {partition: data}))

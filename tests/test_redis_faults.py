@@ -15,11 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from faults_harness import PersistentRedis, ProduceLoop, check_exactly_once
+from formats import FORMATS
 from rawkafka import (
     RawKafka,
     build_batch,
@@ -41,10 +43,11 @@ PARTITIONS = 2
 ENV = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000", "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500"}
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
+def create_topic(bootstrap: str, partitions: int, fmt: str = "record") -> str:
     name = f"fault-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    new = NewTopic(name, partitions, 1, config={"skiff.storage.format": fmt})
+    admin.create_topics([new])[name].result(30)
     return name
 
 
@@ -113,17 +116,18 @@ def readyz(port: int) -> int:
         return int(exc.code)
 
 
-def test_redis_restart_during_a_produce_loop(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_redis_restart_during_a_produce_loop(tmp_path: Path, fmt: str) -> None:
     """Redis stops (SIGTERM) while an idempotent acks=all producer and a group member
     run, and starts again on the same port 5 s later: the producer finishes, every
     acknowledged record is in the log once, in order, at its acknowledged offset; the
     member reads them all; the sidecar is registered again; /readyz went from 200 to 503
-    while Redis was away and back to 200."""
+    while Redis was away and back to 200. On `record` and `batch` topics."""
     store = PersistentRedis(tmp_path / "redis").start()
     server = start_skiff(tmp_path / "skiff.log", "--redis-url", store.url, env=ENV)
     try:
         assert readyz(server.http_port) == 200
-        topic = create_topic(server.bootstrap, PARTITIONS)
+        topic = create_topic(server.bootstrap, PARTITIONS, fmt)
         reader = GroupReader(server.bootstrap, topic)
         reader.start()
         loop = ProduceLoop(server.bootstrap, topic, PARTITIONS)

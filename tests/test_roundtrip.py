@@ -7,6 +7,12 @@ Java client when ``mvn`` is on PATH and tests/clients/java_client.py exists. Eac
 produces N records of tests/records.py to a fresh topic per codec it supports; those
 topics are produced once per module and reused by the cross-client, ListOffsets, Redis
 and mid-batch tests.
+
+Storage formats (issue 16): the tests where storage matters run on `record` and `batch`
+topics with the same assertions. On `batch` topics every client's round trip uses its
+cross codec and no compression, and librdkafka every codec: the stored bytes are the
+producer's batches, so what varies with the format is each producer's batches and each
+consumer's reading of them (all cross pairs), not every client x codec pair again.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ import pytest
 import redis
 from clients import aiokafka_client, confluent_client, kafka_python_client
 from crc32c import crc32c
+from formats import FORMATS, prepare_topic
 from records import (
     assert_same,
     backward_steps,
     expected_offset_for_time,
     make_records,
 )
+
+from sidecar.protocol import stored_batch
 
 N = 10_000
 SEED = 1
@@ -85,24 +94,25 @@ class Produced:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self.topics: dict[tuple[str, str], Topic] = {}
-        self.failed: dict[tuple[str, str], str] = {}
+        self.topics: dict[tuple[str, str, str], Topic] = {}
+        self.failed: dict[tuple[str, str, str], str] = {}
 
-    def get(self, client: str, codec: str) -> Topic:
-        key = (client, codec)
+    def get(self, client: str, codec: str, storage_format: str = "record") -> Topic:
+        key = (client, codec, storage_format)
         if key in self.failed:
-            pytest.fail(f"producing with {client}/{codec} failed earlier: {self.failed[key]}")
+            pytest.fail(f"producing with {key} failed earlier: {self.failed[key]}")
         if key not in self.topics:
             try:
-                self.topics[key] = self._produce(client, codec)
+                self.topics[key] = self._produce(client, codec, storage_format)
             except BaseException as exc:
                 self.failed[key] = repr(exc)[:2000]
                 raise
         return self.topics[key]
 
-    def _produce(self, client: str, codec: str) -> Topic:
-        name = f"rt-{client}-{codec}-{uuid.uuid4().hex[:8]}"
+    def _produce(self, client: str, codec: str, storage_format: str) -> Topic:
+        name = f"rt-{client}-{codec}-{storage_format[0]}-{uuid.uuid4().hex[:8]}"
         records = dataset(client)
+        prepare_topic(self.bootstrap, name, storage_format)
         meta = CLIENTS[client].produce(self.bootstrap, name, records, compression=codec)
         assert [m["offset"] for m in meta] == list(range(N)), (
             f"{client} was told offsets other than 0..{N - 1}: first "
@@ -126,17 +136,27 @@ def produced(skiff: Any) -> Produced:
 
 # --------------------------------------------------------------------------- round trips
 
-ROUND_TRIPS = [(c, codec) for c in CLIENTS for codec in ALL_CODECS]
+ROUND_TRIPS = [(c, codec, "record") for c in CLIENTS for codec in ALL_CODECS] + sorted(
+    {
+        (c, codec, "batch")
+        for c in CLIENTS
+        for codec in ((ALL_CODECS if c == "confluent" else ()) + ("none", cross_codec(c)))
+    }
+)
 
 
 @pytest.mark.parametrize(
-    ("client", "codec"), ROUND_TRIPS, ids=[f"{c}-{codec}" for c, codec in ROUND_TRIPS]
+    ("client", "codec", "storage_format"),
+    ROUND_TRIPS,
+    ids=[f"{c}-{codec}-{f}" for c, codec, f in ROUND_TRIPS],
 )
-def test_round_trip(skiff: Any, produced: Produced, client: str, codec: str) -> None:
+def test_round_trip(
+    skiff: Any, produced: Produced, client: str, codec: str, storage_format: str
+) -> None:
     if codec not in codecs(client):
         missing = getattr(CLIENTS[client], "MISSING_CODECS", {}).get(codec, "?")
         pytest.skip(f"{client} cannot use {codec} here: install the {missing} package")
-    topic = produced.get(client, codec)
+    topic = produced.get(client, codec, storage_format)
     got = CLIENTS[client].consume(skiff.bootstrap, topic.name, 0, 0, N)
     assert_same(topic.records, got, 0, partition=0)
 
@@ -144,9 +164,12 @@ def test_round_trip(skiff: Any, produced: Produced, client: str, codec: str) -> 
 CROSS = [(p, c) for p in CLIENTS for c in CLIENTS if p != c]
 
 
+@pytest.mark.parametrize("storage_format", FORMATS)
 @pytest.mark.parametrize(("producer", "consumer"), CROSS, ids=[f"{p}-to-{c}" for p, c in CROSS])
-def test_cross_client(skiff: Any, produced: Produced, producer: str, consumer: str) -> None:
-    topic = produced.get(producer, cross_codec(producer))
+def test_cross_client(
+    skiff: Any, produced: Produced, producer: str, consumer: str, storage_format: str
+) -> None:
+    topic = produced.get(producer, cross_codec(producer), storage_format)
     got = CLIENTS[consumer].consume(skiff.bootstrap, topic.name, 0, 0, N)
     assert_same(topic.records, got, 0, partition=0)
 
@@ -181,9 +204,10 @@ def timestamp_specs(records: list[dict[str, Any]]) -> dict[str, int]:
     return specs
 
 
+@pytest.mark.parametrize("storage_format", FORMATS)
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_list_offsets(skiff: Any, produced: Produced, client: str) -> None:
-    topic = produced.get(client, cross_codec(client))
+def test_list_offsets(skiff: Any, produced: Produced, client: str, storage_format: str) -> None:
+    topic = produced.get(client, cross_codec(client), storage_format)
     adapter = CLIENTS[client]
     earliest = adapter.list_offsets(skiff.bootstrap, topic.name, 0, "earliest")
     latest = adapter.list_offsets(skiff.bootstrap, topic.name, 0, "latest")
@@ -248,7 +272,36 @@ def test_records_are_plain_redis_stream_entries(
     redis_server: Any, produced: Produced, client: str
 ) -> None:
     topic = produced.get(client, cross_codec(client))
+    assert_record_entries(topic, stream_entries(redis_server, topic.name))
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_batch_topics_keep_each_producer_batch_as_one_entry(
+    redis_server: Any, produced: Produced, client: str
+) -> None:
+    """On a `batch` topic: one entry per produced batch, ID 0-<last offset + 1>, field
+    `b` holding a valid v2 batch with base offset 0 (Fetch writes the real one in), the
+    batches contiguous; expanded, they are exactly the `record` topic's entries."""
+    topic = produced.get(client, cross_codec(client), "batch")
     entries = stream_entries(redis_server, topic.name)
+    assert 0 < len(entries) < N
+    assert all(fields[0] == stored_batch.FIELD and len(fields) == 2 for _, fields in entries)
+    first = 0
+    for entry_id, fields in entries:
+        data = fields[1]
+        header = stored_batch.header(data)
+        assert (header[0], header[3]) == (0, 2), f"batch at {entry_id!r}: base offset, magic"
+        assert crc32c(data[21:]) == header[4], f"batch at {entry_id!r}: CRC32C"
+        assert stored_batch.base_offset(entry_id, data) == first
+        first = stored_batch.last_offset(entry_id) + 1
+    assert first == N
+    assert_record_entries(topic, stored_batch.record_entries(entries))
+
+
+def assert_record_entries(topic: Topic, entries: list[Any]) -> None:
+    """`entries` (a record topic's XRANGE reply, or batches expanded) are topic's records,
+    one entry per offset."""
+    client = topic.producer
     assert len(entries) == N
     codec = ALL_CODECS.index(topic.codec)
     for i, (entry_id, fields) in enumerate(entries):
@@ -370,11 +423,13 @@ def first_batch(records: bytes) -> dict[str, int]:
     }
 
 
+@pytest.mark.parametrize("storage_format", FORMATS)
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_fetch_from_middle_of_a_batch(
-    skiff: Any, redis_server: Any, topic: str, client: str
+    skiff: Any, redis_server: Any, topic: str, client: str, storage_format: str
 ) -> None:
     adapter = CLIENTS[client]
+    prepare_topic(skiff.bootstrap, topic, storage_format)
     records = mid_batch_records()
     if not getattr(adapter, "NULL_HEADER_VALUES", True):
         records = [
@@ -391,19 +446,27 @@ def test_fetch_from_middle_of_a_batch(
     got = adapter.consume(skiff.bootstrap, topic, 0, MID_AT, MID_N - MID_AT)
     assert_same(records[MID_AT:], got, MID_AT, partition=0)
 
-    # On the wire: the first batch Skiff returns starts at the fetch offset itself.
+    # On the wire: on a `record` topic the first batch Skiff returns starts at the fetch
+    # offset itself; on a `batch` topic it is the producer's whole batch, as from Kafka,
+    # and the client left out the records before the fetch offset (checked above).
     error, data = raw_fetch(skiff.bootstrap, topic, 0, MID_AT)
     assert error == 0
     batch = first_batch(data)
-    assert batch["base_offset"] == MID_AT, batch
+    if storage_format == "record":
+        assert batch["base_offset"] == MID_AT, batch
+    else:
+        assert (batch["base_offset"], batch["count"]) == (0, MID_N), batch
     assert batch["first_offset_delta"] == 0, batch
 
 
+@pytest.mark.parametrize("storage_format", FORMATS)
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_fetch_from_middle_of_large_topic(skiff: Any, produced: Produced, client: str) -> None:
+def test_fetch_from_middle_of_large_topic(
+    skiff: Any, produced: Produced, client: str, storage_format: str
+) -> None:
     """Seek into the middle of a 10k-record topic (inside one of the producer's batches,
     most likely) and read a stretch across several batches."""
-    topic = produced.get(client, "none")
+    topic = produced.get(client, "none", storage_format)
     start, count = 4321, 1500
     got = CLIENTS[client].consume(skiff.bootstrap, topic.name, 0, start, count)
     assert_same(topic.records[start : start + count], got, start, partition=0)

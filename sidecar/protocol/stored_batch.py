@@ -24,7 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
+import cramjam
+import zstandard
+from aiokafka.codec import snappy_decode
 from aiokafka.errors import CorruptRecordException
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
@@ -67,7 +69,17 @@ CODEC_MASK = 0x07
 LEADER_EPOCH = 0
 
 _CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-_DECOMPRESS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, 4: zstd_decode}
+# The most a batch's records section may inflate to. A few KB of zstd or gzip can stand
+# for gigabytes: Kafka streams records out of a compressed batch and so never holds them
+# all, Skiff holds one batch's records at a time, so it bounds them (the request limit,
+# --max-request-bytes' default). More is MESSAGE_TOO_LARGE.
+MAX_INFLATED = 100 * 1024 * 1024
+# cramjam decompressors writing into a buffer they may not outgrow (Kafka's gzip is one
+# gzip member, lz4 an LZ4 frame, zstd zstd frames: what aiokafka's codecs read).
+_INFLATE_INTO = {1: cramjam.gzip.decompress_into, 3: cramjam.lz4.decompress_into}
+_INFLATE_INTO[4] = cramjam.zstd.decompress_into
+_OUTGROWN = "failed to write whole buffer"  # cramjam's error when the buffer is too small
+XERIAL = b"\x82SNAPPY\x00"
 
 
 @dataclass(slots=True)
@@ -146,12 +158,14 @@ def check(
             f"Invalid sequence number {base_sequence} in record batch with producerId "
             f"{producer_id}",
         )
-    stamps, keyless = _walk(view, count)
+    raw = inflated(view, codec) if codec else view
+    compacted = "compact" in config["cleanup.policy"]
+    stamps, keyless = _walk(raw, count, compacted)
     max_ts = max(stamps)
     max_delta = stamps.index(max_ts)
     log_append = config["message.timestamp.type"] == "LogAppendTime"
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    if keyless and "compact" in config["cleanup.policy"]:
+    if keyless:
         raise produce_limits.keyless_error(keyless, topic, partition)
     if not log_append:
         bounds = timestamp_bounds(config)
@@ -160,7 +174,7 @@ def check(
     data: bytes | bytearray | memoryview = view
     target = config["compression.type"]
     if target != "producer" and CODEC_IDS[target] != codec:
-        data = recompress(view, codec, CODEC_IDS[target], _level(config, target))
+        data = _compressed(bytearray(raw), CODEC_IDS[target], _level(config, target))
     append_time = -1
     if log_append:
         data = _stamp(data, now)
@@ -177,33 +191,110 @@ def check(
     )
 
 
-def _walk(view: memoryview, count: int) -> tuple[list[int], list[int]]:
-    """Each record's timestamp and the indexes of records without a key, checking that
-    the records parse and that their offset deltas run 0, 1, 2, ... (Kafka refuses
-    anything else from a client)."""
-    stamps: list[int] = []
-    keyless: list[int] = []
+def _walk(
+    raw: bytes | bytearray | memoryview, count: int, compacted: bool
+) -> tuple[list[int], list[int]]:
+    """Each record's timestamp and, on a compacted topic, the indexes of records without
+    a key, checking that the records of `raw` (an uncompressed batch) parse, fill the
+    batch exactly and that their offset deltas run 0, 1, 2, ... (Kafka refuses anything
+    else from a client). The records are parsed in C (aiokafka's Cython reader); Python
+    only reads their fields, in comprehensions."""
     try:
-        for i, record in enumerate(DefaultRecordBatch(bytes(view))):
-            if record.offset != i:
-                raise InvalidBatch(
-                    "INVALID_RECORD",
-                    f"Inner record offset delta {record.offset} of record {i} is not {i}",
-                )
-            stamps.append(record.timestamp)
-            if record.key is None:
-                keyless.append(i)
+        records = list(DefaultRecordBatch(raw))
     except (CorruptRecordException, ValueError, IndexError, UnicodeDecodeError) as exc:
         raise InvalidBatch("CORRUPT_MESSAGE", f"undecodable record: {exc}") from None
+    except Exception as exc:  # whatever else a hostile record makes the reader raise
+        raise InvalidBatch("CORRUPT_MESSAGE", f"undecodable batch: {exc!r}") from None
+    if len(records) != count:
+        raise InvalidBatch(
+            "CORRUPT_MESSAGE", f"record batch says {count} records but holds {len(records)}"
+        )
+    offsets = [r.offset for r in records]
+    if offsets != list(range(count)):
+        i = next(i for i, o in enumerate(offsets) if o != i)
+        raise InvalidBatch(
+            "INVALID_RECORD", f"Inner record offset delta {offsets[i]} of record {i} is not {i}"
+        )
+    stamps = [r.timestamp for r in records]
+    keyless = [i for i, r in enumerate(records) if r.key is None] if compacted else []
+    return stamps, keyless
+
+
+def inflated(view: memoryview, codec: int, limit: int = MAX_INFLATED) -> bytearray:
+    """The batch with its records section decompressed (codec bits cleared, CRC left as
+    sent), refusing a section that would inflate past `limit` bytes: the decompressor
+    writes into a buffer that grows by doubling up to the limit, never past it."""
+    records = view[BATCH_HEADER:]
+    try:
+        if codec == 2:
+            if _snappy_size(records) > limit:
+                raise _too_large(limit)
+            out = bytearray(view[:BATCH_HEADER]) + snappy_decode(bytes(records))
+        else:
+            into = _INFLATE_INTO[codec]
+            size = min(_inflated_size(codec, records), limit)
+            while True:
+                out = bytearray(BATCH_HEADER + size)
+                try:
+                    written = into(records, memoryview(out)[BATCH_HEADER:])
+                    break
+                except cramjam.DecompressionError as exc:
+                    if _OUTGROWN not in str(exc):
+                        raise
+                    if size >= limit:
+                        raise _too_large(limit) from None
+                    size = min(2 * size, limit)
+            del out[BATCH_HEADER + written :]
+            out[:BATCH_HEADER] = view[:BATCH_HEADER]
     except InvalidBatch:
         raise
-    except Exception as exc:  # decompression errors come in many types
-        raise InvalidBatch("CORRUPT_MESSAGE", f"undecodable batch: {exc!r}") from None
-    if len(stamps) != count:
-        raise InvalidBatch(
-            "CORRUPT_MESSAGE", f"record batch says {count} records but holds {len(stamps)}"
-        )
-    return stamps, keyless
+    except Exception as exc:  # cramjam's and the snappy decoder's errors
+        raise InvalidBatch("CORRUPT_MESSAGE", f"undecodable records section: {exc!r}") from None
+    out[ATTRIBUTES_AT + 1] &= ~CODEC_MASK & 0xFF
+    return out
+
+
+def _inflated_size(codec: int, records: memoryview) -> int:
+    """A first buffer size for the decompressed section: a zstd frame's content size
+    when its header gives one (it only sizes the buffer), else 16 times the compressed
+    size (a larger buffer costs page faults; a smaller one, another pass)."""
+    if codec == 4:
+        try:
+            size = zstandard.frame_content_size(records)
+        except zstandard.ZstdError:
+            size = -1
+        if size >= 0:
+            return max(size, 1)
+    return max(1 << 16, 16 * len(records))
+
+
+def _snappy_size(data: memoryview) -> int:
+    """What a snappy records section (raw, or xerial's framing of raw blocks that Kafka
+    clients write) inflates to, from the lengths each raw block starts with."""
+    if bytes(data[:8]) != XERIAL or len(data) < 16:
+        return _uvarint(data, 0)
+    total, pos = 0, 16
+    while pos + 4 <= len(data):
+        (block,) = struct.unpack_from(">i", data, pos)
+        total += _uvarint(data, pos + 4)
+        pos += 4 + max(block, 0)
+    return total
+
+
+def _uvarint(data: memoryview, pos: int) -> int:
+    value = shift = 0
+    for byte in data[pos : pos + 5]:
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+    raise InvalidBatch("CORRUPT_MESSAGE", "bad snappy block length")
+
+
+def _too_large(limit: int) -> InvalidBatch:
+    return InvalidBatch(
+        "MESSAGE_TOO_LARGE", f"the records section of the batch inflates past {limit} bytes"
+    )
 
 
 def _level(config: Mapping[str, Any], codec: str) -> int:
@@ -216,11 +307,11 @@ def recompress(view: memoryview, codec: int, target: int, level: int) -> bytearr
     """The batch with its records section in codec `target` instead of `codec` (the
     topic's compression.type differs from the producer's): one decompression and one
     compression of the whole section, no per-record work. Producer fields kept."""
-    records = view[BATCH_HEADER:]
-    raw = bytes(_DECOMPRESS[codec](bytes(records))) if codec else bytes(records)
-    out = bytearray(view[:BATCH_HEADER])
-    out[ATTRIBUTES_AT + 1] &= ~CODEC_MASK & 0xFF
-    out += raw
+    return _compressed(inflated(view, codec) if codec else bytearray(view), target, level)
+
+
+def _compressed(out: bytearray, target: int, level: int) -> bytearray:
+    """An uncompressed batch with its records section compressed with `target`."""
     LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
     if target:
         out = compress_records(out, target, level)
