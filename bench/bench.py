@@ -260,11 +260,14 @@ class Phase:
 
 
 async def raw_append(url: str, topic: str, records: int, value: bytes, batch: int,
-                     probe: RedisProbe, retention_bytes: int = -1) -> dict[str, Any]:
+                     probe: RedisProbe, retention_bytes: int = -1,
+                     fmt: str = "record") -> dict[str, Any]:
     store = await RedisStore.connect(url, "bench")  # SCRIPT LOADs lua/append.lua
     configs = {"retention.bytes": str(retention_bytes)} if retention_bytes >= 0 else {}
+    configs["skiff.storage.format"] = fmt
     try:
-        if await store.create_topic(topic, 1, configs) is None:
+        info = await store.create_topic(topic, 1, configs)
+        if info is None:
             raise BenchError(f"topic {topic} exists already")
         step = max(records // 10, batch)
         next_report = step
@@ -278,8 +281,9 @@ async def raw_append(url: str, topic: str, records: int, value: bytes, batch: in
                 # producer id, epoch, base sequence, then the flat records.
                 args: list[Any] = [n, 0, ts, 0, -1, -1, -1, *flat]
                 size = estimate(flat)  # the batch's bytes, as Produce measures them
+                # A batch topic: the records built into one v2 batch, one XADD per call.
                 result = await store.append(
-                    store.prepare_append(topic, 0, args, size, retention_bytes))
+                    store.prepare_records(info, 0, args, size, retention_bytes))
                 if result.base_offset != done:
                     raise BenchError(f"raw append returned base offset {result.base_offset}, "
                                      f"expected {done}")
@@ -312,11 +316,10 @@ def check_alive(skiff: subprocess.Popen[bytes] | None, log: Path) -> None:
 
 
 def create_topic(bootstrap: str, topic: str, retention_bytes: int = -1,
-                 storage_format: str | None = None) -> None:
+                 fmt: str = "record") -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"retention.bytes": str(retention_bytes)} if retention_bytes >= 0 else {}
-    if storage_format:
-        config["skiff.storage.format"] = storage_format
+    config["skiff.storage.format"] = fmt
     futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
                                             config=config)],
                                   operation_timeout=10, request_timeout=15)
@@ -539,7 +542,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress(f"(a) raw EVALSHA append.lua: {args.records:,} records, "
                  f"{args.batch:,} per call")
         raw = asyncio.run(raw_append(url, f"bench-raw-{run_id}", args.records, value,
-                                     args.batch, probe, args.retention_bytes))
+                                     args.batch, probe, args.retention_bytes, args.format))
         progress(f"(a) done: {raw['records_per_s']:,.0f} records/s")
 
         skiff_proc, bootstrap = start_skiff(url, skiff_log, args.cprofile)
@@ -547,7 +550,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         warm_up(bootstrap, f"bench-warmup-{run_id}", value, args.batch)
         progress("warm-up done (one batch produced and read back through Skiff, untimed)")
         topic = f"bench-{run_id}"
-        create_topic(bootstrap, topic, args.retention_bytes)
+        create_topic(bootstrap, topic, args.retention_bytes, args.format)
         progress(f"(b) produce through Skiff to {topic}: {args.records:,} records")
         prod = produce(bootstrap, topic, args.records, value, args.batch, probe, skiff_proc,
                        skiff_log, args.py_spy and args.py_spy / "produce.txt")
@@ -583,6 +586,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "records": args.records,
         "record_bytes": args.record_bytes,
         "batch_records": args.batch,
+        "storage_format": args.format,
         "partitions": 1,
         "cpus": cpus,
         "shared_cpus_note": (f"{cpus} CPU(s) shared by redis-server, Skiff and the bench "
@@ -668,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retention-bytes", type=int, default=-1,
                         help="retention.bytes of the topics of (a) and (b), so every append "
                         "also trims (size retention); skips (c). Default -1: off")
+    parser.add_argument("--format", choices=("batch", "record"), default="record",
+                        help="skiff.storage.format of the topics of (a) and (b); for batch, "
+                        "(a) appends each call's records as one batch (one XADD)")
     parser.add_argument("--json", action="store_true",
                         help="print the results as one JSON object on stdout")
     parser.add_argument("--keep-logs", action="store_true",

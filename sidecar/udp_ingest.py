@@ -360,12 +360,12 @@ class UdpIngest:
                 self._next_partition = p + 1
             by_partition.setdefault(p, []).append(d)
         results = await asyncio.gather(
-            *(self._append_partition(p, ds, log_append) for p, ds in by_partition.items())
+            *(self._append_partition(info, p, ds, log_append) for p, ds in by_partition.items())
         )
         self.stats.batches += len(results)
 
     async def _append_partition(
-        self, partition: int, batch: list[Datagram], log_append: bool
+        self, info: TopicInfo, partition: int, batch: list[Datagram], log_append: bool
     ) -> None:
         base_flags = FLAG_LOG_APPEND if log_append else 0
         max_ts, max_delta = -1, 0
@@ -382,7 +382,8 @@ class UdpIngest:
         args = [len(batch), 1 if log_append else 0, max_ts, max_delta, -1, -1, -1, *records]
         store = self.broker.store
         try:
-            await store.append(store.prepare_append(self.topic, partition, args))
+            # a `batch` topic stores the datagrams as one batch (storage_format.py)
+            await store.append(store.prepare_records(info, partition, args))
         except StoreError as exc:
             self.stats.failed += len(batch)
             log.warning(

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from conftest import RedisServer, Skiff, start_skiff, stop_process
-from kafka_tools import ToolsUnavailable, kafka_configs, reference_kafka
+from kafka_tools import ToolsUnavailable, kafka_configs, kafka_topics, reference_kafka
 from rawkafka import RawKafka, build_batch, produce_request
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
@@ -93,6 +93,14 @@ def test_kafka_configs_alter_and_describe_topic_like_kafka(kafka: str, skiff: Sk
     for side, bootstrap in (("kafka", kafka), ("skiff", skiff.bootstrap)):
         _create(bootstrap, topic)
         answers[side] = [_tool_answer(kafka_configs(bootstrap, *args)) for args in steps]
+    # Skiff's own topic config skiff.storage.format (listed by --all) is no Kafka config:
+    # compared without it, checked below and in test_kafka_tools_storage_format.
+    format_line = (
+        "  skiff.storage.format=record sensitive=false synonyms="
+        "{DEFAULT_CONFIG:skiff.storage.format=record}"
+    )
+    assert format_line in answers["skiff"][7][1]
+    answers["skiff"][7][1].remove(format_line)
     assert answers["skiff"] == answers["kafka"]
     got = answers["skiff"]
     assert got[0] == (0, [f"Completed updating config for topic {topic}."])
@@ -125,6 +133,68 @@ def test_kafka_configs_alter_and_describe_topic_like_kafka(kafka: str, skiff: Sk
             "Cannot update these configs dynamically: Set(num.partitions)"
         ],
     )
+
+
+def test_kafka_tools_storage_format(skiff: Skiff) -> None:
+    """skiff.storage.format through Kafka's own tools: kafka-topics --create --config
+    sets it, kafka-configs --describe shows it (a topic config when named at creation,
+    else a default), and altering it is refused with one clear message."""
+    batch, plain = name("fmt-b"), name("fmt-r")
+    # Kafka 3.9's kafka-topics checks config names against Kafka's own before sending
+    # (LogConfig.validate): it cannot name Skiff's; an AdminClient (or `skiff topics
+    # create --format`) can.
+    local = kafka_topics(
+        skiff.bootstrap,
+        *("--create", "--topic", batch, "--partitions", "1"),
+        *("--config", "skiff.storage.format=batch"),
+    )
+    assert local.returncode == 1
+    assert "Unknown topic config name: skiff.storage.format" in local.stdout
+    _create(skiff.bootstrap, batch, {"skiff.storage.format": "batch"})
+    _create(skiff.bootstrap, plain)
+    entity = ("--entity-type", "topics", "--entity-name", batch)
+    assert _tool_answer(kafka_configs(skiff.bootstrap, "--describe", *entity)) == (
+        0,
+        [
+            f"Dynamic configs for topic {batch} are:",
+            "  skiff.storage.format=batch sensitive=false synonyms="
+            "{DYNAMIC_TOPIC_CONFIG:skiff.storage.format=batch}",
+        ],
+    )
+    plain_entity = ("--entity-type", "topics", "--entity-name", plain)
+    described = kafka_configs(skiff.bootstrap, "--describe", *plain_entity, "--all")
+    assert (
+        "  skiff.storage.format=record sensitive=false synonyms="
+        "{DEFAULT_CONFIG:skiff.storage.format=record}"
+    ) in described.stdout.splitlines()
+    refusal = (
+        1,
+        [
+            "Caused by: org.apache.kafka.common.errors.InvalidConfigurationException: "
+            "skiff.storage.format is fixed when a topic is created and cannot be altered: "
+            "create a new topic with the format you want and copy the records into it"
+        ],
+    )
+    for change in (
+        ("--add-config", "skiff.storage.format=record"),
+        ("--delete-config", "skiff.storage.format"),
+    ):
+        assert _tool_answer(kafka_configs(skiff.bootstrap, "--alter", *entity, *change)) == (
+            refusal
+        )
+    admin = _admin(skiff.bootstrap)
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in (batch, plain)]
+    entries = {
+        r.name: c["skiff.storage.format"]
+        for r, f in admin.describe_configs(resources).items()
+        for c in [f.result(timeout=30)]
+    }
+    assert (entries[batch].value, entries[batch].source, entries[batch].is_read_only) == (
+        "batch",
+        1,  # DYNAMIC_TOPIC_CONFIG
+        True,
+    )
+    assert (entries[plain].value, entries[plain].source) == ("record", 5)  # DEFAULT_CONFIG
 
 
 def test_kafka_configs_describes_the_sidecar_broker(skiff: Skiff) -> None:

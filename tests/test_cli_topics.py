@@ -166,6 +166,8 @@ def test_create_list_describe_delete(target: Target, name: str) -> None:
         "3",
         "ReplicationFactor:",
         "1",
+        # Skiff's storage format (a broker that does not report it: not shown)
+        *(["Format:", "record"] if target.name == "skiff" else []),
     ]
     header = lines.index(next(line for line in lines if line.startswith("PARTITION")))
     assert lines[header].split() == [
@@ -188,6 +190,34 @@ def test_create_list_describe_delete(target: Target, name: str) -> None:
     assert again["partitions"] == 1 and again["topic_id"] != created["topic_id"]
     assert [p["high_watermark"] for p in describe(target, name)["partitions"]] == [0]
     skiff(target, "topics", "delete", name)
+
+
+def test_storage_format(target: Target, name: str) -> None:
+    """create --format (or --config skiff.storage.format) sets it, describe shows it,
+    alter refuses it before sending; Kafka refuses the name."""
+    if target.name == "kafka":
+        error = fails(target, "topics", "create", name, "--format", "batch")
+        assert "Unknown topic config name: skiff.storage.format" in error
+        return
+    created = skiff_json(target, "topics", "create", name, "--format", "batch")
+    given = {c["name"]: (c["value"], c["source"]) for c in created["configs"]}
+    assert given["skiff.storage.format"] == ("batch", "DYNAMIC_TOPIC_CONFIG")
+    assert describe(target, name)["storage_format"] == "batch"
+    first = skiff(target, "topics", "describe", name).stdout.splitlines()[0]
+    assert first.split()[-2:] == ["Format:", "batch"]
+    assert configs(target, name)["skiff.storage.format"] == ("batch", "DYNAMIC_TOPIC_CONFIG")
+    plain = name + "-r"
+    skiff(target, "topics", "create", plain, "--config", "skiff.storage.format=record")
+    assert configs(target, plain)["skiff.storage.format"] == ("record", "DYNAMIC_TOPIC_CONFIG")
+    error = refused(target, "topics", "alter", name, "--config", "skiff.storage.format=record")
+    assert "INVALID_CONFIG (skiff.storage.format is fixed when a topic is created" in error
+    error = refused(
+        target, "topics", "create", name + "-x", "--format", "batch",
+        "--config", "skiff.storage.format=record",
+    )  # fmt: skip
+    assert "--format batch and --config skiff.storage.format=record disagree" in error
+    for topic in (name, plain):
+        skiff(target, "topics", "delete", topic)
 
 
 def test_create_refusals(target: Target, name: str) -> None:

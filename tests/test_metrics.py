@@ -18,13 +18,19 @@ from telemetry_helpers import scrape, value
 
 
 @pytest.fixture
+def storage_format() -> str:
+    """The sidecar's --storage-format; tests parametrize it (or `sidecar` indirectly)."""
+    return "record"
+
+
+@pytest.fixture
 def sidecar(
-    own_redis: RedisServer, tmp_path: Path, request: pytest.FixtureRequest
+    own_redis: RedisServer, tmp_path: Path, storage_format: str, request: pytest.FixtureRequest
 ) -> Iterator[Skiff]:
-    # A test may ask for a storage format (indirect parametrization); else the default.
-    fmt = getattr(request, "param", None)
-    extra = ("--storage-format", fmt) if fmt else ()
-    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url, *extra)
+    fmt = getattr(request, "param", None) or storage_format
+    skiff = start_skiff(
+        tmp_path / "skiff.log", "--redis-url", own_redis.url, "--storage-format", fmt
+    )
     yield skiff
     stop_process(skiff.proc)
 
@@ -38,7 +44,10 @@ def wait_until(check, timeout: float = 10.0):  # type: ignore[no-untyped-def]
         time.sleep(0.05)
 
 
-def test_counters_move_by_the_records_and_bytes(sidecar: Skiff, topic: str) -> None:
+@pytest.mark.parametrize("storage_format", ["record", "batch"])
+def test_counters_move_by_the_records_and_bytes(
+    sidecar: Skiff, topic: str, storage_format: str
+) -> None:
     before = scrape(sidecar.http_port)
     assert value(before, "skiff_topic_records_in_total", topic=topic) == 0
     batch = build_batch([b"a" * 10, b"b" * 20, b"c" * 30])
@@ -48,14 +57,18 @@ def test_counters_move_by_the_records_and_bytes(sidecar: Skiff, topic: str) -> N
         assert response.responses[0].partition_responses[0].error_code == 0
         fetched = kafka.request(1, 12, fetch_request(topic, {0: 1}))
         records = fetched.responses[0].partitions[0].records
-        assert [r.value for r in fetched_records(records)] == [b"b" * 20, b"c" * 30]
+        # A batch topic answers the whole stored batch, as Kafka: offset 0 comes too.
+        got = [(r.offset, r.value) for r in fetched_records(records)]
+        skipped = [(0, b"a" * 10)] if storage_format == "batch" else []
+        assert got == [*skipped, (1, b"b" * 20), (2, b"c" * 30)]
         failed = kafka.request(1, 12, fetch_request(topic, {0: 100}))
         assert failed.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
 
     after = scrape(sidecar.http_port)
     assert value(after, "skiff_topic_records_in_total", topic=topic) == 3
     assert value(after, "skiff_topic_bytes_in_total", topic=topic) == len(batch)
-    assert value(after, "skiff_topic_records_out_total", topic=topic) == 2
+    # records counted per returned batch (Kafka's MessagesOutPerSec counts so too)
+    assert value(after, "skiff_topic_records_out_total", topic=topic) == 2 + len(skipped)
     assert value(after, "skiff_topic_bytes_out_total", topic=topic) == len(records)
     assert value(after, "skiff_requests_total", api="produce", version="9") == 1
     assert value(after, "skiff_requests_total", api="fetch", version="12") == 2

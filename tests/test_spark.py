@@ -37,10 +37,10 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def new_topic(skiff: Skiff, partitions: int) -> str:
+def new_topic(skiff: Skiff, partitions: int, config: dict[str, str] | None = None) -> str:
     name = f"spark-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
     return name
 
 
@@ -123,6 +123,31 @@ def test_batch_read_returns_exactly_the_records(
     got = rows(df)
     assert len(got) == len(produced) == 400
     assert set(got) == produced
+
+
+@pytest.mark.parametrize("path", ("skiff-redis", "skiff-kafka"))
+def test_batch_format_topic_reads_exact_ranges(
+    spark: Any, skiff: Skiff, redis_server: RedisServer, path: str
+) -> None:
+    """A `batch` topic (one stream entry per produced batch) reads as a `record` topic
+    does on both read paths, also for ranges that start and end inside a stored batch."""
+    topic = new_topic(skiff, 2, {"skiff.storage.format": "batch"})
+    produced = produce(skiff, topic, 200, 2)
+    entries = sum(redis_server.client().xlen(f"skiff:{{{topic}/{p}}}:log") for p in (0, 1))
+    assert entries < 200  # batches of several records
+    assert sorted(rows(batch_reader(spark, path, skiff, redis_server, topic).load())) == sorted(
+        produced
+    )
+    starting = {topic: {"0": 13, "1": 50}}
+    ending = {topic: {"0": 57, "1": 51}}
+    df = (
+        batch_reader(spark, path, skiff, redis_server, topic)
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .load()
+    )
+    want = sorted(r for r in produced if (r[0] == 0 and 13 <= r[1] < 57) or r[:2] == (1, 50))
+    assert sorted(rows(df)) == want and len(want) == 45
 
 
 @pytest.mark.parametrize("path", READ_PATHS)

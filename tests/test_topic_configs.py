@@ -155,6 +155,8 @@ def now_ms() -> int:
 
 # -- CreateTopics -----------------------------------------------------------------------------
 
+FORMAT = "skiff.storage.format"
+
 
 @pytest.mark.parametrize("version", range(2, 8))
 def test_create_topics_stores_configs_and_v5_lists_them(
@@ -182,13 +184,15 @@ def test_create_topics_stores_configs_and_v5_lists_them(
     }
     assert stored(redis_server, name)["configs"] == overrides  # type: ignore[index]
     if version >= 5:
-        assert [c.name for c in result.configs] == sorted(KAFKA_DEFAULTS)
+        # Kafka's configs and Skiff's skiff.storage.format (the server default: record),
+        # read-only as it cannot be altered
+        assert [c.name for c in result.configs] == sorted([*KAFKA_DEFAULTS, FORMAT])
         expected = {
             n: (overrides[n], TOPIC_CONFIG) if n in overrides else (v, DEFAULT_CONFIG)
             for n, v in KAFKA_DEFAULTS.items()
         }
-        assert listed(result) == expected
-        assert not any(c.read_only or c.is_sensitive for c in result.configs)
+        assert listed(result) == {**expected, FORMAT: ("record", DEFAULT_CONFIG)}
+        assert [c.name for c in result.configs if c.read_only or c.is_sensitive] == [FORMAT]
         assert (result.num_partitions, result.replication_factor) == (1, 1)
 
 
@@ -198,7 +202,10 @@ def test_a_topic_without_configs_stores_none_and_lists_kafka_defaults(
     name = new_topic()
     result = create(kafka, name, [])
     assert result.error_code == NONE
-    assert listed(result) == {n: (v, DEFAULT_CONFIG) for n, v in KAFKA_DEFAULTS.items()}
+    assert listed(result) == {
+        **{n: (v, DEFAULT_CONFIG) for n, v in KAFKA_DEFAULTS.items()},
+        FORMAT: ("record", DEFAULT_CONFIG),
+    }
     assert "configs" not in stored(redis_server, name)  # type: ignore[operator]
 
 
@@ -209,7 +216,10 @@ def test_validate_only_lists_configs_and_creates_nothing(
     result = create(kafka, name, [("retention.ms", "5")], validate_only=True)
     assert result.error_code == NONE
     assert listed(result)["retention.ms"] == ("5", TOPIC_CONFIG)
-    assert len(result.configs) == len(KAFKA_DEFAULTS)
+    assert len(result.configs) == len(KAFKA_DEFAULTS) + 1  # and skiff.storage.format
+    assert stored(redis_server, name) is None
+    result = create(kafka, name, [(FORMAT, "batch")], validate_only=True)
+    assert listed(result)[FORMAT] == ("batch", TOPIC_CONFIG)
     assert stored(redis_server, name) is None
     result = create(kafka, name, [("retention.ms", "x")], validate_only=True)
     assert result.error_code == INVALID_CONFIG
@@ -547,8 +557,11 @@ def test_flags_set_server_defaults_and_topic_configs_override_them(
                 "message.timestamp.after.max.ms": "60000",
             }
             assert listed(result) == {
-                n: (changed[n], STATIC_BROKER_CONFIG) if n in changed else (v, DEFAULT_CONFIG)
-                for n, v in KAFKA_DEFAULTS.items()
+                **{
+                    n: (changed[n], STATIC_BROKER_CONFIG) if n in changed else (v, DEFAULT_CONFIG)
+                    for n, v in KAFKA_DEFAULTS.items()
+                },
+                FORMAT: ("record", DEFAULT_CONFIG),
             }
             own = create_ok(
                 kafka,

@@ -49,9 +49,13 @@ class Ingest:
         self.sock.sendto(data, self.address)
 
     def stored(self) -> int:
-        return sum(
-            int(self.redis.xlen(f"skiff:{{{self.topic}/{p}}}:log")) for p in range(PARTITIONS)
-        )
+        """Records stored: the last entry's ID is one past its last offset in either
+        storage format (a `batch` topic keeps a batch per entry)."""
+        total = 0
+        for p in range(PARTITIONS):
+            last = self.redis.xrevrange(f"skiff:{{{self.topic}/{p}}}:log", count=1)
+            total += int(last[0][0].split(b"-")[1]) if last else 0
+        return total
 
     def wait_stored(self, count: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -73,8 +77,17 @@ class Ingest:
 
 
 @pytest.fixture
+def storage_format() -> str:
+    """The sidecar's --storage-format; the tests that store records run on both."""
+    return "record"
+
+
+BOTH_FORMATS = pytest.mark.parametrize("storage_format", ["record", "batch"])
+
+
+@pytest.fixture
 def ingest(
-    own_redis: RedisServer, tmp_path: Path, request: pytest.FixtureRequest
+    own_redis: RedisServer, tmp_path: Path, request: pytest.FixtureRequest, storage_format: str
 ) -> Iterator[Ingest]:
     topic = f"udp-{uuid.uuid4().hex[:8]}"
     udp_port = free_udp_port()
@@ -91,6 +104,8 @@ def ingest(
         topic,
         "--udp-stats-interval-ms",
         "200",
+        "--storage-format",
+        storage_format,
         *extra,
     )
     deadline = time.monotonic() + 30
@@ -119,7 +134,8 @@ def consume_all(bootstrap: str, topic: str, count: int) -> list[object]:
     return got
 
 
-def test_ten_thousand_datagrams_land_exactly_once(ingest: Ingest) -> None:
+@BOTH_FORMATS
+def test_ten_thousand_datagrams_land_exactly_once(ingest: Ingest, storage_format: str) -> None:
     total, chunk = 10_000, 100
     for start in range(0, total, chunk):
         for i in range(start, start + chunk):
@@ -128,6 +144,11 @@ def test_ten_thousand_datagrams_land_exactly_once(ingest: Ingest) -> None:
         # so neither the kernel's socket buffer nor the sidecar's queue overflows.
         ingest.wait_stored(start + chunk)
     assert ingest.stored() == total
+    entries = sum(
+        int(ingest.redis.xlen(f"skiff:{{{ingest.topic}/{p}}}:log")) for p in range(PARTITIONS)
+    )
+    # record: an entry per datagram; batch: an entry per append of up to 100 datagrams
+    assert entries == total if storage_format == "record" else entries < total
     messages = consume_all(ingest.server.bootstrap, ingest.topic, total)
     by_partition: dict[int, list[bytes]] = {}
     for m in messages:
@@ -150,6 +171,7 @@ def test_ten_thousand_datagrams_land_exactly_once(ingest: Ingest) -> None:
     }
 
 
+@BOTH_FORMATS
 @pytest.mark.parametrize("ingest", [("--message-max-bytes", "1000")], indirect=True)
 def test_framing_keys_headers_and_bad_datagrams(ingest: Ingest) -> None:
     json_value = b'{"not": "framed", "temperature": 21.5}'

@@ -15,6 +15,7 @@ from typing import Any
 
 from sidecar.apis.replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
 from sidecar.broker import Broker
+from sidecar.config import storage_format
 from sidecar.config.admin import AdminError
 from sidecar.config.topic import describe
 from sidecar.protocol import errors
@@ -151,17 +152,32 @@ async def _create(
         "topic_id": info.topic_id if info else uuid.uuid4(),
         "num_partitions": partitions,
         "replication_factor": 1,
-        "configs": [
-            {
-                "name": e.name,
-                "value": e.value,
-                "read_only": e.read_only,
-                "config_source": e.source,
-                "is_sensitive": e.sensitive,
-            }
-            for e in describe(configs, broker.store.topic_defaults)
-        ],
+        "configs": _configs(broker, configs, info),
     }
+
+
+def _configs(broker: Broker, configs: dict[str, str], info: Any) -> list[dict[str, Any]]:
+    """The new topic's configs sorted by name, skiff.storage.format among them."""
+    out = [
+        {
+            "name": e.name,
+            "value": e.value,
+            "read_only": e.read_only,
+            "config_source": e.source,
+            "is_sensitive": e.sensitive,
+        }
+        for e in describe(configs, broker.store.topic_defaults)
+    ]
+    explicit = storage_format.CONFIG in configs
+    if info is not None:
+        fmt = info.storage_format
+    else:  # validate_only: the format it would have
+        fmt = storage_format.chosen(configs, broker.store.storage_format_default)
+    entry = storage_format.config_entry(fmt, explicit, False, False)
+    out.append(
+        {k: entry[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+    )
+    return sorted(out, key=lambda e: e["name"])
 
 
 def _refused(topic: Any, code: int, message: str) -> dict[str, Any]:

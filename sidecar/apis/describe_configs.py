@@ -57,7 +57,12 @@ async def _describe(broker: Broker, resource: Any, synonyms: bool, docs: bool) -
     if info is None:
         return _result(resource, errors.UNKNOWN_TOPIC_OR_PARTITION)
     configs = describe_topic(
-        info.configs, broker.store.topic_defaults, resource.configuration_keys, synonyms, docs
+        info.configs,
+        broker.store.topic_defaults,
+        resource.configuration_keys,
+        synonyms,
+        docs,
+        (info.storage_format, info.storage_format_set),
     )
     return {**_result(resource), "configs": configs}
 

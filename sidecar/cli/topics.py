@@ -6,7 +6,7 @@ they work against Skiff and against any Kafka broker.
 
     skiff topics list [--exclude-internal]
     skiff topics create TOPIC [--partitions N] [--replication-factor R] [--config K=V]...
-        [--if-not-exists] [--validate-only]
+        [--format batch|record] [--if-not-exists] [--validate-only]
     skiff topics describe [TOPIC...] [--all-configs] [--exclude-internal]
     skiff topics alter TOPIC [--partitions N] [--config K=V]... [--delete-config K]...
         [--append-config K=V]... [--subtract-config K=V]... [--validate-only]
@@ -46,6 +46,7 @@ from sidecar.admin import (
     UnsupportedApi,
 )
 from sidecar.cli.groups import _json, _table, common_arguments
+from sidecar.config import storage_format
 from sidecar.validation import topic_configs, topic_names
 
 WAIT_STEP = 0.1  # seconds between Metadata polls while a change settles
@@ -113,6 +114,12 @@ def add_parser(subparsers: Any) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="a topic config, e.g. retention.ms=86400000; repeatable",
+    )
+    create.add_argument(
+        "--format",
+        choices=storage_format.FORMATS,
+        help="skiff.storage.format, fixed at creation: batch (an entry per produced batch) "
+        "or record (an entry per record, XRANGE-readable); default: the broker's",
     )
     create.add_argument(
         "--if-not-exists", action="store_true", help="succeed if the topic exists already"
@@ -225,8 +232,18 @@ def _refused_locally(args: argparse.Namespace) -> str | None:
     try:
         if args.topics_command == "create":
             topic_names.check(args.topic)
-            topic_configs.validate(args.config)
+            configs = topic_configs.validate(args.config)
+            named = configs.get(storage_format.CONFIG)
+            if args.format and named and storage_format.parse(named) != args.format:
+                return (
+                    f"--format {args.format} and --config {storage_format.CONFIG}={named} "
+                    "disagree: give one"
+                )
         elif args.topics_command == "alter":
+            named = [n for n, _ in args.config + args.append_config + args.subtract_config]
+            named += args.delete_config
+            if storage_format.CONFIG in named:
+                return f"INVALID_CONFIG ({storage_format.ALTER_REFUSED})"
             for name, value in args.config:
                 topic_configs.check_value(name, value)
     except topic_names.InvalidTopicName as exc:
@@ -376,6 +393,8 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _create(args: argparse.Namespace) -> int:
     configs = dict(args.config)
+    if args.format:
+        configs[storage_format.CONFIG] = args.format
     async with _admin(args) as admin:
         try:
             created = await admin.create_topic(
@@ -480,6 +499,10 @@ async def _describe_topic(admin: AdminClient, found: TopicMetadata) -> dict[str,
             }
             for p in (found.partitions[i] for i in sorted(found.partitions))
         ],
+        # skiff.storage.format (None from a broker that does not report it)
+        "storage_format": next(
+            (c.value for c in configs or () if c.name == storage_format.CONFIG), None
+        ),
         "configs": None if configs is None else _config_rows(configs),
         "configs_unavailable": note,
     }
@@ -490,6 +513,7 @@ def _print_topic(topic: dict[str, Any], all_configs: bool) -> None:
         f"Topic: {topic['topic']}  TopicId: {topic['topic_id'] or '-'}  "
         f"Partitions: {len(topic['partitions'])}  "
         f"ReplicationFactor: {topic['replication_factor'] or '-'}"
+        + (f"  Format: {topic['storage_format']}" if topic["storage_format"] else "")
         + ("  (internal)" if topic["internal"] else "")
     )
     print()

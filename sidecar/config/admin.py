@@ -104,15 +104,20 @@ def describe_topic(
     names: Iterable[str] | None,
     include_synonyms: bool,
     include_documentation: bool,
+    fmt: tuple[str, bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Every topic config (or those named in `names`; unknown names are left out, as
-    Kafka does), in the order a Kafka broker lists them."""
+    Kafka does), in the order a Kafka broker lists them; then, given the topic's
+    (storage format, named at creation), Skiff's skiff.storage.format."""
     wanted = set(names) if names else None
-    return [
+    entries = [
         topic_entry(KEYS[n], overrides, defaults, include_synonyms, include_documentation)
         for n in TOPIC_ORDER
         if wanted is None or n in wanted
     ]
+    if fmt is not None and (wanted is None or storage_format.CONFIG in wanted):
+        entries.append(storage_format.config_entry(*fmt, include_synonyms, include_documentation))
+    return entries
 
 
 # -- alterations ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ server.properties). Altering it later is refused (config/admin.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 CONFIG = "skiff.storage.format"
 BATCH = "batch"
@@ -47,3 +48,28 @@ ALTER_REFUSED = (
     f"{CONFIG} is fixed when a topic is created and cannot be altered: create a new topic "
     "with the format you want and copy the records into it"
 )
+
+DOCUMENTATION = (
+    "How the topic's partitions are kept in Redis: batch (one stream entry per produced "
+    "batch, stored as sent) or record (one entry per record, readable with XRANGE). Fixed "
+    "when the topic is created."
+)
+SOURCE_TOPIC, SOURCE_DEFAULT = 1, 5  # DescribeConfigs' ConfigSource ids
+STRING_TYPE = 2  # DescribeConfigs' ConfigType id
+
+
+def config_entry(fmt: str, explicit: bool, synonyms: bool, docs: bool) -> dict[str, Any]:
+    """The DescribeConfigs entry of a topic's format: a topic config when CreateTopics
+    named it, else a default (the server's when the topic was created). Read-only: it
+    cannot be altered."""
+    source = SOURCE_TOPIC if explicit else SOURCE_DEFAULT
+    return {
+        "name": CONFIG,
+        "value": fmt,
+        "read_only": True,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": [{"name": CONFIG, "value": fmt, "source": source}] if synonyms else [],
+        "config_type": STRING_TYPE,
+        "documentation": DOCUMENTATION if docs else None,
+    }

@@ -56,6 +56,8 @@ class TopicInfo:
     )
     # skiff.storage.format (config/storage_format.py): fixed when the topic was created.
     storage_format: str = storage_format.LEGACY
+    # CreateTopics named the format (DescribeConfigs: a topic config, not a default).
+    storage_format_set: bool = False
 
     @property
     def batch_format(self) -> bool:
@@ -187,6 +189,7 @@ class RedisStore(PartitionLogOps):
         partitions: int,
         configs: dict[str, str],
         fmt: str = storage_format.LEGACY,
+        fmt_set: bool = False,
     ) -> TopicInfo:
         return TopicInfo(
             name,
@@ -195,6 +198,7 @@ class RedisStore(PartitionLogOps):
             configs,
             topic_config.effective(configs, self.topic_defaults),
             fmt,
+            fmt_set,
         )
 
     def _topic_from_json(self, name: str, raw: bytes) -> TopicInfo:
@@ -207,6 +211,7 @@ class RedisStore(PartitionLogOps):
             int(doc["partitions"]),
             configs,
             fmt if fmt in storage_format.FORMATS else storage_format.LEGACY,
+            bool(doc.get("format_set")),
         )
 
     async def list_topics(self, fresh: bool = False) -> list[TopicInfo]:
@@ -262,7 +267,7 @@ class RedisStore(PartitionLogOps):
         # The format is kept beside the overrides, not among them: no alteration of the
         # overrides can change it.
         explicit = configs.pop(storage_format.CONFIG, None) is not None
-        info = self._topic_info(name, uuid.uuid4(), partitions, configs, fmt)
+        info = self._topic_info(name, uuid.uuid4(), partitions, configs, fmt, explicit)
         fields: dict[str, Any] = {
             "id": info.topic_id.hex,
             "partitions": partitions,
