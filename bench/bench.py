@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -693,6 +694,16 @@ def main(argv: list[str] | None = None) -> int:
         args.py_spy.mkdir(parents=True, exist_ok=True)
     if args.records < 1 or args.record_bytes < 0 or args.batch < 1:
         parser.error("--records and --batch must be >= 1, --record-bytes >= 0")
+    return run_and_report(run, summary, args)
+
+
+def run_and_report(
+    run: Callable[[argparse.Namespace], Any],
+    render: Callable[[Any], str],
+    args: argparse.Namespace,
+) -> int:
+    """Run a bench; print its summary (with --json: the summary to stderr, one JSON
+    object to stdout) or one `bench FAILED: ...` line. The exit status."""
     try:
         results = run(args)
     except BenchError as exc:
@@ -704,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a client library or Redis error: say which, then fail
         print(f"bench FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    text = summary(results)
+    text = render(results)
     if args.json:
         print(text, file=sys.stderr)
         print(json.dumps(results))

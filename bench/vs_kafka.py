@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
-import json
 import os
 import shutil
 import signal
@@ -59,6 +58,7 @@ from bench import (  # noqa: E402
     consumer_config,
     producer_config,
     progress,
+    run_and_report,
     start_redis,
     start_skiff,
     stop_process,
@@ -697,24 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.records < 1 or args.record_bytes < 1 or args.batch < 1:
         parser.error("--records, --record-bytes and --batch must be >= 1")
     signal.signal(signal.SIGTERM, _interrupt)  # stop the brokers as on Ctrl-C
-    try:
-        results = run(args)
-    except BenchError as exc:
-        print(f"bench FAILED: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # a client library or Redis error: say which, then fail
-        print(f"bench FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    text = table(results)
-    if args.json:
-        print(text, file=sys.stderr)
-        print(json.dumps(results))
-    else:
-        print(text)
-    return 0
+    return run_and_report(run, table, args)
 
 
 if __name__ == "__main__":

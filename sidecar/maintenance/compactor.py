@@ -234,16 +234,7 @@ class Compactor(BackgroundLoop):
         if appended_to_end is not None:
             fields += ["cbytes", max(appended_to_end - first_score - kept_bytes, 0)]
         await store.cleaner_lease(name, partition, "done", self.token, LEASE_MS, end, *fields)
-        if removed:
-            log.info(
-                "compacted %s-%d up to offset %d: removed %d, kept %d records",
-                name,
-                partition,
-                end,
-                removed,
-                kept,
-            )
-        return PassResult(end, removed, kept)
+        return _finished(name, partition, end, removed, kept)
 
     async def _latest_offsets(
         self, name: str, partition: int, start: int, end: int
@@ -375,16 +366,7 @@ class Compactor(BackgroundLoop):
                 copied = tail[-1][0]
         else:
             return None  # appends outran the copy: the next round tries again
-        if removed:
-            log.info(
-                "compacted %s-%d up to offset %d: removed %d, kept %d records",
-                name,
-                partition,
-                end,
-                removed,
-                kept,
-            )
-        return PassResult(end, removed, kept)
+        return _finished(name, partition, end, removed, kept)
 
     async def _batch_latest(
         self, name: str, partition: int, start: int, end: int
@@ -409,3 +391,17 @@ class Compactor(BackgroundLoop):
             if not await self.store.cleaner_lease(name, partition, "renew", self.token, LEASE_MS):
                 return None, end
         return latest, end
+
+
+def _finished(name: str, partition: int, end: int, removed: int, kept: int) -> PassResult:
+    """A pass's result, logged when it removed anything."""
+    if removed:
+        log.info(
+            "compacted %s-%d up to offset %d: removed %d, kept %d records",
+            name,
+            partition,
+            end,
+            removed,
+            kept,
+        )
+    return PassResult(end, removed, kept)
