@@ -111,22 +111,7 @@ def _prepare(
                 checked = stored_batch.check(view, config, topic, index)
                 limits.check_segment(len(view), config, topic, index)
                 telemetry.batch_decoded(topic, index, len(records), checked)
-                return broker.store.prepare_append(
-                    topic,
-                    index,
-                    [
-                        checked.offsets,
-                        2 if checked.append_time >= 0 else 0,
-                        checked.max_timestamp,
-                        checked.max_timestamp_delta,
-                        checked.producer_id,
-                        checked.producer_epoch,
-                        checked.base_sequence,
-                    ],
-                    len(checked.data),
-                    retention,
-                    checked.data,
-                )
+                return broker.store.prepare_batch(topic, index, checked, retention)
             batch = decode_batch(view, log_append)
         limits.check_keys(batch, config, topic, index)
         limits.check_batch(batch, len(records), config, topic, index)

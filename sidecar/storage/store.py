@@ -433,15 +433,27 @@ class RedisStore(PartitionLogOps):
         if not info.batch_format:
             return self.prepare_append(info.name, partition, args, batch_bytes, retention_bytes)
         checked = stored_batch.build(args[7:], info.config, tuple(args[4:7]))
+        return self.prepare_batch(info.name, partition, checked, retention_bytes)
+
+    def prepare_batch(
+        self,
+        topic: str,
+        partition: int,
+        checked: stored_batch.CheckedBatch,
+        retention_bytes: int = -1,
+    ) -> PreparedAppend:
+        """prepare_append of a checked batch for a `batch` topic (stored_batch.py)."""
         fixed = [
             checked.offsets,
-            2 if checked.append_time >= 0 else 0,
+            2 if checked.append_time >= 0 else 0,  # 2: the sidecar stamped LogAppendTime
             checked.max_timestamp,
             checked.max_timestamp_delta,
-            *args[4:7],
+            checked.producer_id,
+            checked.producer_epoch,
+            checked.base_sequence,
         ]
         return self.prepare_append(
-            info.name, partition, fixed, len(checked.data), retention_bytes, checked.data
+            topic, partition, fixed, len(checked.data), retention_bytes, checked.data
         )
 
     async def append(
