@@ -20,7 +20,7 @@ CONFIG = "skiff.storage.format"
 BATCH = "batch"
 RECORD = "record"
 FORMATS = (BATCH, RECORD)
-DEFAULT = RECORD  # the server default until every feature serves `batch` topics
+DEFAULT = BATCH  # the server default for new topics (`--storage-format`)
 LEGACY = RECORD  # a registry entry without a format
 
 
