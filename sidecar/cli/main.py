@@ -21,7 +21,7 @@ from sidecar.cli import topics as topics_cli
 from sidecar.cli import users as users_cli
 from sidecar.cli.arg_types import at_least, positive
 from sidecar.config import listeners as listener_config
-from sidecar.config import server_properties
+from sidecar.config import server_properties, storage_format
 from sidecar.config.settings import (
     DEFAULT_PROTOCOL_MAP,
     Endpoint,
@@ -448,10 +448,10 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(
         serve,
         "storage-format",
-        "record",
+        storage_format.DEFAULT,
         "skiff.storage.format of new topics: batch (one stream entry per produced batch, "
         "as sent) or record (one entry per record, readable with XRANGE); fixed per topic",
-        choices=["batch", "record"],
+        choices=list(storage_format.FORMATS),
     )
     _flag(
         serve,

@@ -96,7 +96,7 @@ class Settings:
     message_timestamp_type: str = "CreateTime"
     compression_type: str = "producer"
     # skiff.storage.format of new topics (sidecar/config/storage_format.py).
-    storage_format: str = "record"
+    storage_format: str = "batch"  # storage_format.DEFAULT
     message_max_bytes: int = 1_048_588
     log_message_timestamp_before_max_ms: int = 2**63 - 1
     log_message_timestamp_after_max_ms: int = 2**63 - 1
