@@ -29,7 +29,8 @@
 -- op 'state':   ARGV[3] lock ms ARGV[4] records to look at; reply as lua/queue_state.lua
 -- op 'held':    ARGV[3] holder ARGV[4] max ARGV[5] after; reply: up to max offsets above
 --               `after` leased to holder (ascending)
--- Error NOGROUP (reclaim, claim) when the group does not read the partition.
+-- Error NOGROUP (reclaim, claim) when the group does not read the partition; settle
+-- and held then find nothing pending.
 local REJECTED = 1000000  -- count mark of rejected records (lua/queue_settle.lua)
 local log, meta, lease, rec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, grp = ARGV[1], ARGV[2]
@@ -161,6 +162,12 @@ if op == 'settle' then
   local now = clock()
   local holder, lock, action = ARGV[3], tonumber(ARGV[4]), ARGV[5]
   local out = {now}
+  if not cursor() then
+    -- No consumer group (the topic was deleted and made again): nothing is pending,
+    -- as on a record topic; keys a deleted topic left behind are never used.
+    for _ = 8, #ARGV do table.insert(out, 1) end
+    return out
+  end
   local released = false
   for i = 8, #ARGV do
     local offset = ARGV[i]
@@ -204,6 +211,9 @@ end
 
 if op == 'held' then
   local out = {}
+  if not cursor() then
+    return out
+  end
   local all = redis.call('HGETALL', rec)
   for i = 1, #all, 2 do
     local _, h = parse(all[i + 1])

@@ -75,7 +75,7 @@ from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
 
-QUEUES = "skiff:queues"  # set: every queue group id
+QUEUES = keys.QUEUES  # set: every queue group id
 CONFIG_CACHE_S = 1.0
 DEFAULT_LOCK_MS = 30_000  # Kafka's share.record.lock.duration.ms
 DEFAULT_DELIVERY_LIMIT = 5  # Kafka's share.delivery.count.limit
@@ -226,22 +226,22 @@ def config_key(group: str) -> str:
 
 
 def topics_key(group: str) -> str:
-    return f"skiff:{{q/{group}}}:topics"
+    return keys.queue_topics_key(group)
 
 
 def due_key(group: str, topic: str, partition: int) -> str:
     """The group's due hint on a partition (lua/queue_acquire.lua)."""
-    return f"{keys.partition_tag(topic, partition)}:q:{group}:due"
+    return keys.queue_partition_keys(group, topic, partition)[0]
 
 
 def lease_key(group: str, topic: str, partition: int) -> str:
     """`batch` topics: the group's lease starts per in-flight offset (lua/queue_inflight.lua)."""
-    return f"{keys.partition_tag(topic, partition)}:q:{group}:lease"
+    return keys.queue_partition_keys(group, topic, partition)[1]
 
 
 def records_key(group: str, topic: str, partition: int) -> str:
     """`batch` topics: the group's delivery count and holder per in-flight offset."""
-    return f"{keys.partition_tag(topic, partition)}:q:{group}:rec"
+    return keys.queue_partition_keys(group, topic, partition)[2]
 
 
 def inflight_keys(group: str, topic: str, partition: int) -> list[str]:
@@ -753,7 +753,36 @@ class QueueStore:
         out.now_ms = int(reply[0])
         for offset, code in zip(offsets, reply[1:], strict=True):
             out[offset] = _CODES.get(int(code))
+        if action in _REHOLD and await self._compacted_batches(topic):
+            # Released records belong to RELEASED now, renewed ones still to `holder`.
+            now_held_by = holder if action == "renew" else RELEASED
+            await self._finish_removed(cfg, now_held_by, topic, partition, out)
         return out
+
+    async def _compacted_batches(self, topic: str) -> bool:
+        """A compacted `batch` topic: records may vanish under in-flight leases."""
+        info = await self.store.get_topic(topic)
+        return (
+            info is not None
+            and info.batch_format
+            and "compact" in str(effective_config(info, "cleanup.policy"))
+        )
+
+    async def _finish_removed(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int, done: Settled
+    ) -> None:
+        """Released or renewed records that compaction removed are finished at once, as
+        on a `record` topic, where the XCLAIM of a deleted entry drops it from the
+        pending list (the holder's answer stays: done)."""
+        held = [o for o, err in done.items() if err is None]
+        if not held:
+            return
+        bodies = await self._batch_bodies(topic, partition, held)
+        gone = [o for o in held if o not in bodies]
+        if gone:
+            # A released one may already be someone else's: that reader finds no record
+            # and finishes it (queues/core.py `_acquire`).
+            await self._run_settle(cfg, holder, topic, partition, gone, "finish")
 
     async def _dead_letter(
         self,
@@ -989,6 +1018,9 @@ class QueueStore:
         """Wake-up channels (broker.wakeups.register): appends and releases publish."""
         return [keys.wake_channel(topic, p) for p in partitions]
 
+
+# Settle actions that keep a record in flight (lua/queue_settle.lua XCLAIMs for them).
+_REHOLD = ("release", "unacquire", "renew")
 
 _SETTLED = {
     Action.ACCEPT: "acknowledged",
