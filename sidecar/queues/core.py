@@ -596,14 +596,19 @@ class QueueStore:
         without a record (compacted away) are finished and more are claimed."""
         skeys = inflight_keys(cfg.group, topic, partition)
         out: list[Acquired] = []
+        skip: list[int] = []  # [the next record's offset, the cursor when it was seen]
         while left > 0:
             reply = await scripts.QUEUE_INFLIGHT(
-                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left]
+                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left, *skip]
             )
             now, _, first, end = (int(v) for v in reply)
             if end <= first:
                 break
-            bodies = await self._batch_bodies(topic, partition, list(range(first, end)))
+            following: list[int] = []
+            bodies = await self._batch_bodies(topic, partition, list(range(first, end)), following)
+            # Compaction may have left whole batches out: the next claim starts at the
+            # next record, not one gap offset after another.
+            skip = [following[0], end] if following and following[0] > end else []
             deadline = now + cfg.lock_ms
             gone = []
             for offset in range(first, end):
@@ -619,11 +624,16 @@ class QueueStore:
         return out
 
     async def _batch_bodies(
-        self, topic: str, partition: int, offsets: list[int]
+        self,
+        topic: str,
+        partition: int,
+        offsets: list[int],
+        following: list[int] | None = None,
     ) -> dict[int, list[bytes]]:
         """Record fields by offset from a `batch` topic: per run of consecutive offsets
         the batches ending inside it and the one holding its last offset, in one
-        pipeline (a batch's entry id is 0-<its last offset + 1>)."""
+        pipeline (a batch's entry id is 0-<its last offset + 1>). `following` gets the
+        offset of the first record read after the last offset asked for, if any."""
         log_key = keys.partition_keys(topic, partition)[0]
         runs: list[tuple[int, int]] = []
         for offset in sorted(set(offsets)):
@@ -637,6 +647,8 @@ class QueueStore:
                 pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
             replies = await pipe.execute()
         wanted = set(offsets)
+        top = runs[-1][1] if runs else -1
+        after: int | None = None
         out: dict[int, list[bytes]] = {}
         for i in range(len(runs)):
             for entry in [*replies[2 * i], *replies[2 * i + 1]]:
@@ -644,6 +656,10 @@ class QueueStore:
                     offset = int(entry_id[2:]) - 1
                     if offset in wanted:
                         out[offset] = fields
+                    elif offset > top and (after is None or offset < after):
+                        after = offset
+        if following is not None and after is not None:
+            following.append(after)
         return out
 
     def _expanded(self, topic: str, partition: int, entry: Any) -> list[Any]:
