@@ -1036,7 +1036,7 @@ class QueueStore:
 
 
 # Settle actions that keep a record in flight (lua/queue_settle.lua XCLAIMs for them).
-_REHOLD = ("release", "unacquire", "renew")
+_REHOLD = ("release", "renew")
 
 _SETTLED = {
     Action.ACCEPT: "acknowledged",
