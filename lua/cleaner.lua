@@ -121,7 +121,8 @@ if op == 'swap' then
   for i, g in ipairs(groups) do
     redis.call('XGROUP', 'CREATE', KEYS[3], g[1], g[2], 'MKSTREAM')
     if i == 1 then
-      redis.call('XSETID', KEYS[3], '0-' .. hw)  -- made again empty: the same last ID
+      -- A log MKSTREAM made empty gets the last ID too (after the RENAME: unchanged).
+      redis.call('XSETID', KEYS[3], '0-' .. hw)
     end
   end
   done(6)
