@@ -98,6 +98,9 @@ def test_every_script_and_transaction_touches_one_slot(redis_cluster: RedisClust
         assert len(slots(keys.trim_keys(topic, p))) == 1
         assert len(slots(keys.all_partition_keys(topic, p))) == 1
         assert len(slots([keys.cleaner_key(topic, p), keys.partition_keys(topic, p)[1]])) == 1
+        # A queue group's keys of a partition are in its slot (queue scripts, DeleteTopics).
+        queue = keys.queue_partition_keys("{odd}group", topic, p)
+        assert len(slots([*keys.all_partition_keys(topic, p), *queue])) == 1
     for group in ("g", "{odd}group", "a}b{c", ""):
         assert len(slots(list(keys.group_keys(group)))) == 1
     # Each cluster-wide key is used alone (one key per command or script).
