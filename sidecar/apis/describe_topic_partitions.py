@@ -8,7 +8,8 @@ An all-topics request leaves out unknown and undescribable topics; a named one a
 TOPIC_AUTHORIZATION_FAILED (after the others, with a zero topic id) or
 UNKNOWN_TOPIC_OR_PARTITION / INVALID_TOPIC_EXCEPTION. A cursor whose topic is not among
 the named ones, or whose partition is negative, fails the request: INVALID_REQUEST for
-every named topic (Kafka's getErrorResponse)."""
+every named topic (Kafka's getErrorResponse). With Redis unavailable, a named topic not
+known from memory is LEADER_NOT_AVAILABLE (retriable), as in Metadata."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
+from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.store import TopicInfo
 from sidecar.validation.topic_names import invalid_name_reason
 
@@ -29,6 +31,7 @@ MAX_VERSION = 0
 
 MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
 ZERO_UUID = uuid.UUID(int=0)
+LEADER_NOT_AVAILABLE = errors.code("LEADER_NOT_AVAILABLE")
 
 
 def _partitions(leaders: tuple[int, ...], start: int, end: int) -> list[dict[str, Any]]:
@@ -83,7 +86,11 @@ async def handle(broker: Broker, request: Any) -> bytes:
         if remaining == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        info = known.get(name) if fetch_all else await broker.store.get_topic(name)
+        try:
+            info = known.get(name) if fetch_all else await broker.store.get_topic(name)
+        except RedisUnavailable:  # not known from memory: retriable, as from Metadata
+            topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name, "topic_id": ZERO_UUID})
+            continue
         if info is None:
             if not fetch_all:
                 code = (
