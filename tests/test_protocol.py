@@ -91,6 +91,9 @@ ADVERTISED = {
     48: (0, 1),  # DescribeClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    23: (2, 4),  # OffsetForLeaderEpoch
+    74: (0, 1),  # ListConfigResources
+    75: (0, 0),  # DescribeTopicPartitions
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.

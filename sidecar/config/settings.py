@@ -119,6 +119,10 @@ class Settings:
     udp_listen: HostPort | None = None
     udp_topic: str | None = None
     udp_stats_interval_ms: int = 60_000
+    # KIP-714 client metrics (sidecar/telemetry/client_metrics.py): the metric name prefixes
+    # clients are asked to push ("*": all; empty: telemetry APIs not offered) and how often.
+    client_metrics: tuple[str, ...] = ()
+    client_metrics_push_interval_ms: int = 300_000
     # Retention and compaction (sidecar/maintenance/), with Kafka's
     # names and defaults: log.retention.ms, log.retention.bytes, log.cleanup.policy
     # (comma-separated), log.retention.check.interval.ms, log.cleaner.backoff.ms.
