@@ -120,9 +120,13 @@ def test_confluent_round_trip_12_partitions(
         assert offsets == list(range(len(parts[p]))), f"partition {p}"
         got = confluent_client.consume(cluster_skiff.bootstrap, topic, p, 0, len(parts[p]))
         assert_same(parts[p], got, 0, partition=p)
-    # The records are plain stream entries on the partition's primary.
-    port = redis_cluster.owner(keys.partition_keys(topic, 5)[0])
-    assert redis_cluster.node(port).xlen(keys.partition_keys(topic, 5)[0]) == len(parts[5])
+    # The records are stored on the partition's primary: batches (the default format),
+    # the last entry's ID carrying the last offset + 1.
+    log = keys.partition_keys(topic, 5)[0]
+    primary = redis_cluster.node(redis_cluster.owner(log))
+    [(last_id, fields)] = primary.xrevrange(log, count=1)
+    assert (last_id, list(fields)) == (b"0-%d" % len(parts[5]), [b"b"])
+    assert 0 < primary.xlen(log) < len(parts[5])
 
 
 @pytest.mark.skipif(not HAVE_JAVA, reason="the Java client needs mvn")
