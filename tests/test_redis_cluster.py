@@ -23,6 +23,7 @@ from clients import confluent_client
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from conftest import Skiff, start_skiff, stop_process
+from log_helpers import stored_values
 from rawkafka import ConnectionClosed, ProtocolError, RawKafka, build_batch, produce_request
 from records import assert_same, make_records
 from redis_cluster_harness import RedisClusterNodes, start_redis_cluster
@@ -681,7 +682,7 @@ def test_failover_and_a_killed_primary_give_idempotent_producers_only_retriable_
 
         client = cluster.client()
         for p in range(PARTITIONS):
-            stored = [f[b"v"] for _, f in client.xrange(f"skiff:{{{topic}/{p}}}:log")]
+            stored = stored_values(client, f"skiff:{{{topic}/{p}}}:log")
             assert len(set(stored)) == len(stored), f"partition {p}: a record stored twice"
             mine = {o: v for q in producers for (r, o), v in q.acked.items() if r == p}
             assert mine and max(mine) < len(stored), f"partition {p}: acknowledged, lost"
