@@ -41,6 +41,7 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None or DRIVER is None,
     reason="chromium and chromium-driver are not installed (scripts/setup.sh --test)",
 )
+T0 = 1_700_000_000_000  # record i is produced with timestamp T0 + i
 SCREENSHOTS = os.environ.get("SKIFF_CONSOLE_SCREENSHOTS")  # a directory: save PNGs there
 
 
@@ -105,8 +106,8 @@ def create(skiff: Skiff, name: str, partitions: int, fmt: str | None = None) -> 
 
 def produce(skiff: Skiff, topic: str, records: list[tuple[int, bytes, bytes, list[Any]]]) -> None:
     producer = Producer({"bootstrap.servers": skiff.bootstrap, "linger.ms": 0})
-    for partition, key, value, headers in records:
-        producer.produce(topic, value, key, partition=partition, headers=headers)
+    for i, (partition, key, value, headers) in enumerate(records):
+        producer.produce(topic, value, key, partition=partition, headers=headers, timestamp=T0 + i)
     assert producer.flush(30) == 0
 
 
@@ -153,6 +154,9 @@ def test_topic_watermarks_and_records(server: Any, browser: Any, fmt: str) -> No
     browser.find_element(By.LINK_TEXT, "json").click()
     pretty = json.dumps(json.loads(records[0][2]), indent=2)
     assert cells(browser, "records")[0][3] == pretty
+    assert cells(browser, "records")[0][1] == "2023-11-14 22:13:20.000Z"  # T0
+    browser.get(f"{base(skiff)}/topics/{topic}/records?partition=0&timestamp={T0 + 1}")
+    assert [r[:3] for r in cells(browser, "records")] == [["1", "2023-11-14 22:13:20.001Z", "k2"]]
     browser.get(f"{base(skiff)}/topics/{topic}/records?partition=1&format=hex")
     assert [r[3] for r in cells(browser, "records")] == ["00 01 ff"]
     if fmt == "batch":
@@ -201,6 +205,35 @@ def test_group_lag_matches_admin_and_updates_live(server: Any, browser: Any) -> 
     )
     assert cells(browser, "lag")[0] == [topic, "0", "2", "8", "6"]
     shot(browser, "console-group.png")
+
+
+def test_group_members_match_admin(server: Any, browser: Any) -> None:
+    skiff, _ = server
+    topic, group = "console-members", "console-live"
+    create(skiff, topic, 3)
+    consumer = Consumer(
+        {"bootstrap.servers": skiff.bootstrap, "group.id": group, "client.id": "console-c1"}
+    )
+    try:
+        consumer.subscribe([topic])
+        admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
+
+        def stable() -> Any:
+            consumer.poll(0.2)
+            found = admin.describe_consumer_groups([group])[group].result(30)
+            return found if found.state.name == "STABLE" and found.members else None
+
+        described = wait_until("the group is stable", stable)
+        (member,) = described.members
+        browser.get(f"{base(skiff)}/groups/{group}")
+        assert browser.find_element(By.ID, "state").text == "Stable"
+        parts = ",".join(str(tp.partition) for tp in member.assignment.topic_partitions)
+        assert cells(browser, "members") == [
+            [member.member_id, "console-c1", member.host, f"{topic}({parts})"]
+        ]
+        assert parts == "0,1,2"
+    finally:
+        consumer.close()
 
 
 def test_dead_letters_redrive(server: Any, browser: Any) -> None:

@@ -289,6 +289,11 @@ class Console:
             mode = "text"
         lso, hw = (await data.watermarks(self.redis, info.name, partition + 1))[partition]
         offset = max(_int_arg(request, "offset", lso), lso)
+        if request.query.get("timestamp"):  # the first record at or after it (ms)
+            found_at, _ = await self.broker.store.offset_for_time(
+                info.name, partition, _int_arg(request, "timestamp", 0)
+            )
+            offset = hw if found_at < 0 else found_at
         found = await data.records(self.broker.store, info.name, partition, offset, hw)
         rows = [
             [
@@ -316,6 +321,9 @@ class Console:
             f'<form method="get"><input type="hidden" name="partition" value="{partition}">'
             f'<input type="hidden" name="format" value="{mode}">offset '
             f'<input name="offset" value="{offset}"> <button>Go</button></form>'
+            f'<form method="get"><input type="hidden" name="partition" value="{partition}">'
+            f'<input type="hidden" name="format" value="{mode}">timestamp (ms) '
+            '<input name="timestamp"> <button>Go</button></form>'
             + table(["offset", "timestamp", "key", "value", "headers"], rows, "records")
             + more
         )
@@ -367,8 +375,21 @@ class Console:
             for r in lag
         ]
         total = sum(r.lag for r in lag)
+        stored = await data.group_state(self.redis, group)
+        about = "<p>no membership stored (offsets only)</p>"
+        if stored is not None:
+            members = [
+                [esc(m.member_id), esc(m.client_id), esc(m.host), esc(m.assignment)]
+                for m in stored.members
+            ]
+            about = (
+                f'<p>state <span id="state">{esc(stored.state)}</span>, generation '
+                f"{stored.generation}, assignor {esc(stored.protocol)}</p>"
+                + table(["member", "client id", "host", "assignment"], members, "members")
+            )
         body = (
-            f'<p>total lag <span id="total-lag" data-live="total_lag">{total}</span></p>'
+            about
+            + f'<p>total lag <span id="total-lag" data-live="total_lag">{total}</span></p>'
             + table(["topic", "partition", "committed", "log end", "lag"], rows, "lag")
             + '<div class="chart" id="lag-chart"></div>'
         )

@@ -5,10 +5,12 @@ MAX_PARTITIONS_SHOWN); a record page reads at most PAGE_RECORDS records."""
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.admin.wire import decode_assignment
 from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL, decode_headers
 from sidecar.storage import keys
 from sidecar.storage.group_store import CommittedOffset, split_field
@@ -135,6 +137,50 @@ async def group_lag(redis: Any, group: str) -> list[LagRow]:
         LagRow(t, p, committed[(t, p)], int(hw or 0))
         for (t, p), hw in zip(parts, ends, strict=True)
     ]
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: str  # topic(0,1) other(2), as kafka-consumer-groups prints it
+
+
+@dataclass(slots=True)
+class GroupState:
+    state: str
+    generation: int
+    protocol: str
+    members: list[Member]
+
+
+async def group_state(redis: Any, group: str) -> GroupState | None:
+    """The group as its coordinator last stored it (when a generation completed or the
+    group emptied): one GET. None: nothing stored (offsets only)."""
+    raw = await redis.get(keys.group_keys(group)[1])
+    if raw is None:
+        return None
+    doc = json.loads(raw)
+    members = []
+    for m in doc.get("members", []):
+        try:
+            assigned = decode_assignment(base64.b64decode(m.get("assignment", "")))
+        except ValueError:
+            assigned = None
+        by_topic: dict[str, list[int]] = {}
+        for tp in assigned or []:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        text = " ".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
+        members.append(
+            Member(str(m.get("id")), str(m.get("client")), str(m.get("host")), text or "-")
+        )
+    return GroupState(
+        str(doc.get("state", "?")),
+        int(doc.get("generation", -1)),
+        str(doc.get("protocol") or "-"),
+        members,
+    )
 
 
 def show_bytes(data: bytes | None, mode: str) -> str:
