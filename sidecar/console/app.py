@@ -23,6 +23,7 @@ from sidecar.queues.core import QueueError, queue_store
 from sidecar.security.authorizer import Operation, ResourceType
 from sidecar.security.http_auth import NotAuthorized, allowed, require
 from sidecar.storage.store import StoreError
+from sidecar.telemetry import metrics
 
 PREFIX = "/console"
 STATIC = {
@@ -94,6 +95,18 @@ def num(value: int, ident: str = "") -> str:
     return f'<span class="n"{attr}>{value}</span>'
 
 
+def counted(counter: Any, **labels: str) -> int:
+    """A Prometheus counter of this sidecar summed over the samples matching `labels`."""
+    total = 0.0
+    for family in counter.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total") and all(
+                sample.labels.get(k) == v for k, v in labels.items()
+            ):
+                total += sample.value
+    return int(total)
+
+
 def when(ms: int) -> str:
     if ms < 0:
         return "-"
@@ -118,6 +131,7 @@ class Console:
             web.get(PREFIX + "/topics", w(self.topics)),
             web.get(PREFIX + "/topics/{topic}", w(self.topic)),
             web.get(PREFIX + "/topics/{topic}/records", w(self.records)),
+            web.get(PREFIX + "/api/topics/{topic}", w(self.topic_json)),
             web.get(PREFIX + "/groups", w(self.groups)),
             web.get(PREFIX + "/groups/{group}", w(self.group)),
             web.get(PREFIX + "/api/groups/{group}", w(self.group_json)),
@@ -186,11 +200,15 @@ class Console:
             + table(["", ""], rows, "redis")
             + '<h2>Last minutes</h2><div class="chart" id="ops-chart"></div>'
             + '<div class="chart" id="memory-chart"></div>'
+            + '<div class="chart" id="requests-chart"></div>'
+            + '<div class="chart" id="errors-chart"></div>'
         )
         script = (
             f'<script>skiffCharts("{PREFIX}/api/cluster", '
             '[["ops-chart", "Redis commands/s", "ops_per_sec"], '
-            '["memory-chart", "Redis memory (MiB)", "used_memory_mib"]]);</script>'
+            '["memory-chart", "Redis memory (MiB)", "used_memory_mib"], '
+            '["requests-chart", "Kafka requests/s (this sidecar)", "requests", true], '
+            '["errors-chart", "Kafka errors/s (this sidecar)", "errors", true]]);</script>'
         )
         return page("Cluster", body, scripts=script)
 
@@ -202,7 +220,8 @@ class Console:
                 "time": time.time(),
                 "ops_per_sec": int(info.get("instantaneous_ops_per_sec", 0)),
                 "used_memory_mib": round(int(info.get("used_memory", 0)) / 2**20, 2),
-                "rejected": int(info.get("rejected_connections", 0)),
+                "requests": counted(metrics.REQUESTS),
+                "errors": counted(metrics.REQUEST_ERRORS),
             }
         )
 
@@ -256,9 +275,9 @@ class Console:
             [
                 f'<a href="{PREFIX}/topics/{q(info.name)}/records?partition={p}&offset={lso}">'
                 f"{p}</a>",
-                num(lso),
-                num(hw),
-                num(hw - lso),
+                num(lso, f"lso:{p}"),  # kept current by the polled endpoint
+                num(hw, f"hw:{p}"),
+                num(hw - lso, f"records:{p}"),
             ]
             for p, (lso, hw) in enumerate(marks)
         ]
@@ -274,10 +293,28 @@ class Console:
             + table(
                 ["partition", "log start offset", "high watermark", "records"], rows, "partitions"
             )
+            + '<div class="chart" id="in-chart"></div><div class="chart" id="out-chart"></div>'
             + "<h2>Configs (overrides)</h2>"
             + table(["name", "value"], configs, "configs")
         )
-        return page(f"Topic {info.name}", body)
+        script = (
+            f"<script>skiffCharts({json.dumps(f'{PREFIX}/api/topics/{q(info.name)}')}, "
+            '[["in-chart", "records produced/s", "log_end", true], '
+            '["out-chart", "records fetched/s (this sidecar)", "fetched", true]]);</script>'
+        )
+        return page(f"Topic {info.name}", body, scripts=script)
+
+    async def topic_json(self, request: web.Request) -> web.Response:
+        info = await self._topic_info(request, Operation.DESCRIBE)
+        marks = await data.watermarks(self.redis, info.name, info.partitions)
+        live: dict[str, Any] = {
+            "time": time.time(),
+            "log_end": sum(hw for _, hw in marks),
+            "fetched": counted(metrics.RECORDS_OUT, topic=info.name),
+        }
+        for p, (lso, hw) in enumerate(marks):
+            live |= {f"lso:{p}": lso, f"hw:{p}": hw, f"records:{p}": hw - lso}
+        return web.json_response(live)
 
     async def records(self, request: web.Request) -> web.Response:
         info = await self._topic_info(request, Operation.READ)

@@ -1,5 +1,6 @@
 // Skiff console: polls a page's JSON endpoint every few seconds, updates the numbers
 // marked data-live="name" and appends to small uPlot charts (last CHART_POINTS samples).
+// A chart [id, label, field, true] shows the field's rate per second (a counter).
 "use strict";
 const POLL_MS = 3000;
 const CHART_POINTS = 100;
@@ -7,6 +8,7 @@ const CHART_POINTS = 100;
 function skiffCharts(url, charts) {
   const times = [];
   const series = charts.map(() => []);
+  const last = {};
   const plots = charts.map(([id, label]) => {
     const el = document.getElementById(id);
     if (!el || typeof uPlot === "undefined") return null;
@@ -25,7 +27,16 @@ function skiffCharts(url, charts) {
           if (value !== undefined) el.textContent = String(value);
         }
         times.push(doc.time);
-        charts.forEach(([, , field], i) => series[i].push(doc[field] ?? null));
+        charts.forEach(([, , field, rate], i) => {
+          let value = doc[field] ?? null;
+          if (rate) {
+            const before = last[field];
+            last[field] = [doc.time, value];
+            value = before && value !== null
+              ? Math.max(value - before[1], 0) / Math.max(doc.time - before[0], 1e-3) : null;
+          }
+          series[i].push(value);
+        });
         if (times.length > CHART_POINTS) { times.shift(); series.forEach((s) => s.shift()); }
         plots.forEach((plot, i) => plot && plot.setData([times.slice(), series[i].slice()]));
         document.body.dataset.polled = String(Number(document.body.dataset.polled || 0) + 1);
