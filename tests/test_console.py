@@ -299,10 +299,15 @@ def test_dead_letters_redrive(server: Any, browser: Any) -> None:
     assert not browser.find_elements(By.ID, "redrive")
 
 
-def test_redrive_refused_without_confirmation_or_from_another_origin(server: Any) -> None:
+def test_mistakes_are_one_clear_page(server: Any) -> None:
     skiff, _ = server
     url = f"{base(skiff)}/queues/console-workers/redrive"
-    assert http(url, b"")[0] == 400
+    status, body = http(url, b"")
+    assert status == 400 and "redrive must be confirmed (confirm=yes)" in body
+    status, body = http(f"{base(skiff)}/topics?page=x")
+    assert status == 400 and "page must be a number, got &#x27;x&#x27;" in body
+    status, body = http(f"{base(skiff)}/topics/no-such-topic")
+    assert status == 404 and "UNKNOWN_TOPIC_OR_PARTITION" in body
     status, _ = http(url, b"confirm=yes", {"Origin": "http://evil.example"})
     assert status == 403
 

@@ -22,6 +22,7 @@ from sidecar.queues import redrive as redrive_op
 from sidecar.queues.core import QueueError, queue_store
 from sidecar.security.authorizer import Operation, ResourceType
 from sidecar.security.http_auth import NotAuthorized, allowed, require
+from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.store import StoreError
 from sidecar.telemetry import metrics
 
@@ -90,7 +91,7 @@ def table(headers: list[str], rows: list[list[str]], table_id: str = "") -> str:
 
 
 def num(value: int, ident: str = "") -> str:
-    """A number cell's content (class n set by the caller's td is not needed)."""
+    """A number; `ident` names it for the polled endpoint's updates (console.js)."""
     attr = f' data-live="{esc(ident)}"' if ident else ""
     return f'<span class="n"{attr}>{value}</span>'
 
@@ -150,6 +151,10 @@ class Console:
             except (QueueError, StoreError) as exc:
                 status = 404 if "NOT_FOUND" in exc.code or "UNKNOWN" in exc.code else 400
                 return page("Not available", f"<p>{esc(exc.code)}: {esc(exc)}</p>", status)
+            except RedisUnavailable as exc:
+                return page("Redis unavailable", f"<p>{esc(exc)}</p>", 503)
+            except web.HTTPClientError as exc:  # the page's own message, not just the reason
+                return page(exc.reason, f"<p>{esc(exc.text or exc.reason)}</p>", exc.status)
 
         return run
 
@@ -324,7 +329,7 @@ class Console:
         mode = request.query.get("format", "text")
         if mode not in ("text", "json", "hex"):
             mode = "text"
-        lso, hw = (await data.watermarks(self.redis, info.name, partition + 1))[partition]
+        lso, hw, _, _ = await self.broker.store.watermarks(info.name, partition)
         offset = max(_int_arg(request, "offset", lso), lso)
         if request.query.get("timestamp"):  # the first record at or after it (ms)
             found_at, _ = await self.broker.store.offset_for_time(
