@@ -327,7 +327,14 @@ def test_cluster_page(server: Any, browser: Any) -> None:
         lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-polled"),
     )
     assert browser.find_elements(By.CSS_SELECTOR, "#ops-chart canvas")
-    shot(browser, "console-cluster.png")
+    if SCREENSHOTS:  # a few points on the charts
+
+        def polled() -> bool:
+            count = browser.find_element(By.TAG_NAME, "body").get_attribute("data-polled")
+            return int(count or 0) >= 4
+
+        wait_until("four chart samples", polled)
+        shot(browser, "console-cluster.png")
 
 
 def test_ten_thousand_topics_bounded(tmp_path: Path, browser: Any) -> None:

@@ -202,7 +202,7 @@ class Console:
             "<h2>Sidecars</h2>"
             + table(["node id", "host", "port"], sidecars, "sidecars")
             + "<h2>Redis</h2>"
-            + table(["", ""], rows, "redis")
+            + table(["Redis", ""], rows, "redis")
             + '<h2>Last minutes</h2><div class="chart" id="ops-chart"></div>'
             + '<div class="chart" id="memory-chart"></div>'
             + '<div class="chart" id="requests-chart"></div>'
