@@ -374,23 +374,46 @@ class Console:
     # -- groups ----------------------------------------------------------------------------
 
     async def groups(self, request: web.Request) -> web.Response:
-        consumer = [
-            [f'<a href="{PREFIX}/groups/{q(g)}">{esc(g)}</a>']
-            for g in await data.group_ids(self.redis)
-            if self._may(request, Operation.DESCRIBE, ResourceType.GROUP, g)
-        ]
-        queue_rows = []
-        for g in sorted(await self.queues.groups()):
-            if g.startswith("skiff-redrive.") or not self._may(
-                request, Operation.DESCRIBE, ResourceType.GROUP, g
-            ):
-                continue
-            queue_rows.append([f'<a href="{PREFIX}/queues/{q(g)}">{esc(g)}</a>'])
+        """Consumer and queue groups whose id contains ?q=, PAGE_GROUPS of each a page."""
+        search = request.query.get("q", "")[:249]
+        page_no = _int_arg(request, "page", 1, 1)
+
+        def visible(ids: list[str]) -> list[str]:
+            return [
+                g
+                for g in ids
+                if search in g
+                and not g.startswith("skiff-redrive.")  # redrive's own queue groups
+                and self._may(request, Operation.DESCRIBE, ResourceType.GROUP, g)
+            ]
+
+        consumer = visible(await data.group_ids(self.redis))
+        queue_ids = visible(sorted(await self.queues.groups()))
+        pages = max(math.ceil(max(len(consumer), len(queue_ids)) / data.PAGE_GROUPS), 1)
+        shown = slice((page_no - 1) * data.PAGE_GROUPS, page_no * data.PAGE_GROUPS)
+        links = []
+        if page_no > 1:
+            links.append(f'<a id="prev" href="?q={q(search)}&page={page_no - 1}">previous</a>')
+        if page_no < pages:
+            links.append(f'<a id="next" href="?q={q(search)}&page={page_no + 1}">next</a>')
         body = (
+            f'<form method="get"><input name="q" value="{esc(search)}" placeholder="search">'
+            ' <button type="submit">Search</button></form>'
+            f"<p>{len(consumer)} consumer groups, {len(queue_ids)} queue groups, page "
+            f"{page_no} of {pages}</p>"
             "<h2>Consumer groups</h2>"
-            + table(["group"], consumer, "consumer-groups")
+            + table(
+                ["group"],
+                [[f'<a href="{PREFIX}/groups/{q(g)}">{esc(g)}</a>'] for g in consumer[shown]],
+                "consumer-groups",
+            )
             + "<h2>Queue groups</h2>"
-            + table(["group"], queue_rows, "queue-groups")
+            + table(
+                ["group"],
+                [[f'<a href="{PREFIX}/queues/{q(g)}">{esc(g)}</a>'] for g in queue_ids[shown]],
+                "queue-groups",
+            )
+            + " ".join(links)
         )
         return page("Groups", body)
 

@@ -17,6 +17,7 @@ from sidecar.storage.group_store import CommittedOffset, split_field
 
 PAGE_TOPICS = 50
 PAGE_RECORDS = 50
+PAGE_GROUPS = 100
 MAX_PARTITIONS_SHOWN = 1000  # watermarks read per topics page at most
 T, K, V, H, F = 1, 3, 5, 7, 9  # a record-format entry's field values (queues/core.py)
 
