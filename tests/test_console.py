@@ -243,6 +243,25 @@ def test_group_members_match_admin(server: Any, browser: Any) -> None:
         consumer.close()
 
 
+def test_share_group_members(server: Any, browser: Any) -> None:
+    from share_raw import ShareMember
+
+    skiff, _ = server
+    topic, group = "console-shared", "console-share"
+    create(skiff, topic, 1)
+    member = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        epoch = member.join([topic]).member_epoch
+        browser.get(f"{base(skiff)}/groups?q=console-share")
+        assert cells(browser, "queue-groups") == [[group]]
+        browser.get(f"{base(skiff)}/queues/{group}")
+        shown = cells(browser, "share-members")
+        assert [(r[0], r[3]) for r in shown] == [(member.member_id, topic)]
+        assert f"epoch {epoch}" in browser.find_element(By.TAG_NAME, "main").text
+    finally:
+        member.close()
+
+
 def test_dead_letters_redrive(server: Any, browser: Any) -> None:
     skiff, _ = server
     topic, dlq, group = "console-work", "console-work.dlq", "console-workers"

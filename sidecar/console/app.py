@@ -23,6 +23,7 @@ from sidecar.queues.core import QueueError, queue_store
 from sidecar.security.authorizer import Operation, ResourceType
 from sidecar.security.http_auth import NotAuthorized, allowed, require
 from sidecar.storage.resilience import RedisUnavailable
+from sidecar.storage.share_store import ShareStore
 from sidecar.storage.store import StoreError
 from sidecar.telemetry import metrics
 
@@ -523,6 +524,21 @@ class Console:
                 "queue-partitions",
             )
         )
+        epoch, members = await ShareStore(self.redis).load(cfg.group)
+        if members:  # a share group is the queue group of the same id (docs/share-groups.md)
+            body += f"<h2>Share group members (epoch {epoch})</h2>" + table(
+                ["member", "client id", "host", "subscribed topics"],
+                [
+                    [
+                        esc(member),
+                        esc(doc.get("client_id", "")),
+                        esc(doc.get("client_host", "")),
+                        esc(", ".join(map(str, doc.get("topics") or []))),
+                    ]
+                    for member, doc in sorted(members.items())
+                ],
+                "share-members",
+            )
         dlq = cfg.dead_letter_topic
         if dlq and self._may(request, Operation.READ, ResourceType.TOPIC, dlq):
             dead = await self._dead_letters(cfg.group, dlq)
