@@ -20,7 +20,7 @@ from typing import Any
 
 import known_secrets
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
+from share_raw import ShareMember
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -192,8 +193,6 @@ def test_group_lag_matches_admin_and_updates_live(server: Any, browser: Any) -> 
     finally:
         consumer.close()
     admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
     committed = {tp.partition: tp.offset for tp in futures[group].result(30).topic_partitions}
     assert committed == {0: 2, 1: 4}
@@ -244,8 +243,6 @@ def test_group_members_match_admin(server: Any, browser: Any) -> None:
 
 
 def test_share_group_members(server: Any, browser: Any) -> None:
-    from share_raw import ShareMember
-
     skiff, _ = server
     topic, group = "console-shared", "console-share"
     create(skiff, topic, 1)
