@@ -665,6 +665,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "console",
+        "true",
+        "serve the web console under /console on the HTTP endpoint (docs/console.md)",
+        type=_bool,
+    )
+    _flag(
+        serve,
         "http-auth",
         "none",
         "what the HTTP queue API accepts as credentials: basic (SCRAM/PLAIN users), "
@@ -1028,6 +1035,7 @@ def _run(argv: list[str]) -> int:
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
         http_listen=args.http_listen,
+        console=args.console,
         http_auth=args.http_auth,
         http_open_paths=args.http_open_paths,
         http_auth_allow_plaintext=args.http_auth_allow_plaintext,

@@ -133,6 +133,7 @@ class Settings:
     log_cleaner_backoff_ms: int = 15_000
     # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
     http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
+    console: bool = True  # the web console under /console (sidecar/console/)
     # Its security (sidecar/security/http_auth.py): the schemes the queue API accepts
     # (empty: open, every caller User:ANONYMOUS), the paths served without credentials,
     # whether credentials may come over plain HTTP, and its TLS (PEM files).
