@@ -5,7 +5,9 @@ connection is closed with one log line); anything else, a crash or an abort is a
 finding. Inputs that start with the byte 0xB7 are instead a produced record batch for
 `batch` topics' decoder of untrusted batches (sidecar.protocol.stored_batch.check,
 after record_batch.single_batch), which may raise only InvalidBatch; after 0xB8 the
-same with the batch's CRC32C made to match, so mutations get past the CRC check. Run by
+same with the batch's CRC32C made to match, so mutations get past the CRC check; after
+0xB9 the next byte picks a codec for protocol/inflate.inflate (bounded decompression of
+producer data, a 1 MiB limit here), which may raise only InflateError. Run by
 tests/test_fuzz.py in a child process (an abort must not take pytest
 down):
 
@@ -30,10 +32,11 @@ with atheris.instrument_imports(include=["sidecar", "kio"]):
     from sidecar import apis
     from sidecar.protocol import stored_batch
     from sidecar.protocol.framing import BadFrame, CloseConnection, parse_header_prefix
+    from sidecar.protocol.inflate import InflateError, inflate
     from sidecar.protocol.record_batch import InvalidBatch, single_batch
     from sidecar.server import decode_body
 
-BATCH_INPUT, BATCH_INPUT_CRC_FIXED = 0xB7, 0xB8
+BATCH_INPUT, BATCH_INPUT_CRC_FIXED, INFLATE_INPUT = 0xB7, 0xB8, 0xB9
 NOW_MS = 1_700_000_000_000
 _TOPIC = {
     "message.timestamp.type": "CreateTime",
@@ -61,6 +64,11 @@ def one_input(data: bytes) -> None:
         if len(batch) >= 61:
             batch[17:21] = crc32c(memoryview(batch)[21:]).to_bytes(4, "big")
         one_batch(bytes(batch))
+    elif data[:1] == bytes([INFLATE_INPUT]) and len(data) >= 2:
+        try:
+            inflate(data[2:], data[1] % 8, limit=1 << 20)
+        except InflateError:
+            pass
     else:
         one_frame(data)
 
@@ -102,6 +110,20 @@ def seed(corpus: Path) -> None:
         batch = build_batch(records, base_timestamp=NOW_MS, compression=codec)
         (corpus / f"seed-batch-{codec}").write_bytes(bytes([BATCH_INPUT]) + batch)
         (corpus / f"seed-batch-crc-{codec}").write_bytes(bytes([BATCH_INPUT_CRC_FIXED]) + batch)
+    import cramjam
+
+    plain = b"".join(b"record %d " % i for i in range(200))
+    compressed = {
+        1: cramjam.gzip.compress(plain),
+        2: cramjam.snappy.compress_raw(plain),
+        3: cramjam.lz4.compress(plain),
+        4: cramjam.zstd.compress(plain),
+    }
+    for codec, data in compressed.items():
+        (corpus / f"seed-inflate-{codec}").write_bytes(bytes([INFLATE_INPUT, codec]) + data)
+    raw = bytes(compressed[2])  # xerial framing, the Java client's snappy
+    xerial = b"\x82SNAPPY\x00" + bytes([0, 0, 0, 1, 0, 0, 0, 1]) + len(raw).to_bytes(4, "big")
+    (corpus / "seed-inflate-xerial").write_bytes(bytes([INFLATE_INPUT, 2]) + xerial + raw)
 
 
 if __name__ == "__main__":

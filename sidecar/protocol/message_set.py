@@ -25,9 +25,9 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from aiokafka import codec
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
+from sidecar.protocol.inflate import LZ4, MAX_INFLATED, InflateError, inflate
 from sidecar.protocol.record_batch import (
     CODEC_SHIFT,
     FLAG_KEY_NULL,
@@ -51,12 +51,6 @@ NO_TIMESTAMP = -1  # what Kafka stores for a magic 0 message (RecordBatch.NO_TIM
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_DECOMPRESS = {
-    1: codec.gzip_decode,
-    2: codec.snappy_decode,  # raw snappy or xerial-framed (the Java client's)
-    3: codec.lz4_decode,
-    4: codec.zstd_decode,  # not in the v0/v1 format, but Kafka reads it there too
-}
 
 
 def first_magic(data: bytes | memoryview) -> int:
@@ -82,21 +76,22 @@ def decode_message_set(
         wrappers, largest = _walk(memoryview(data), flat, stamps, base_flags)
         if check_size is not None and largest:
             check_size(largest)
+        room = MAX_INFLATED  # for all wrappers' inner sets together, as for one batch
         for magic, attributes, timestamp, value in wrappers:
             codec_id = attributes & CODEC_MASK
-            decompress = _DECOMPRESS.get(codec_id)
-            if magic == 0 and decompress is codec.lz4_decode:
-                decompress = _lz4_magic0_decode
-            if decompress is None:
-                raise InvalidBatch("CORRUPT_MESSAGE", f"unknown codec {codec_id}")
             if value is None:
                 raise InvalidBatch("CORRUPT_MESSAGE", "compressed message without a value")
+            if magic == 0 and codec_id == LZ4:
+                value = _lz4_magic0_frame(value)
+            try:
+                inner = inflate(value, codec_id, room)
+            except InflateError as exc:
+                raise InvalidBatch("CORRUPT_MESSAGE", str(exc)) from None
+            room -= len(inner)
             # A LogAppendTime wrapper gives its timestamp to its inner messages.
             outer_ts = timestamp if magic == 1 and attributes & TIMESTAMP_TYPE_BIT else None
             inner_flags = base_flags | codec_id << CODEC_SHIFT
-            nested, _ = _walk(
-                memoryview(decompress(value)), flat, stamps, inner_flags, magic, outer_ts
-            )
+            nested, _ = _walk(memoryview(inner), flat, stamps, inner_flags, magic, outer_ts)
             if nested:
                 raise InvalidBatch(
                     "INVALID_RECORD", "compressed message inside a compressed message"
@@ -196,15 +191,19 @@ def _walk(
     return wrappers, LOG_OVERHEAD + largest if largest else 0
 
 
-def _lz4_magic0_decode(data: bytes) -> bytes:
+def _lz4_magic0_frame(data: bytes) -> bytes:
     """lz4 in magic 0 (KAFKA-3160): clients of that era computed the frame header
     checksum over the frame's magic number too, and Kafka ignores it for magic 0;
     write the right one so the decompressor accepts the frame."""
     frame = bytearray(data)
+    if len(frame) < 7:
+        return data  # too short for a frame descriptor: the decompressor says so
     flags = frame[4]
     at = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)  # content size, dict id
+    if at >= len(frame):
+        return data
     frame[at] = (_xxh32(bytes(frame[4:at])) >> 8) & 0xFF
-    return codec.lz4_decode(bytes(frame))
+    return bytes(frame)
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393

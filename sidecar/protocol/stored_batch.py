@@ -25,14 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import cramjam
-import zstandard
-from aiokafka.codec import snappy_decode
 from aiokafka.errors import CorruptRecordException
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
 from sidecar.config.topic import CODEC_IDS, timestamp_bounds
+from sidecar.protocol.inflate import CODEC_NAMES, MAX_INFLATED, InflateError, inflate
 from sidecar.protocol.record_batch import (
     ATTRIBUTES_AT,
     BATCH_HEADER,
@@ -68,19 +66,6 @@ CODEC_MASK = 0x07
 # The partition leader epoch Fetch reports in batches: what the `record` path's builder
 # writes, so both formats answer alike (Skiff's Metadata reports no leader epochs).
 LEADER_EPOCH = 0
-
-_CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-# The most a batch's records section may inflate to. A few KB of zstd or gzip can stand
-# for gigabytes: Kafka streams records out of a compressed batch and so never holds them
-# all, Skiff holds one batch's records at a time, so it bounds them (the request limit,
-# --max-request-bytes' default). More is MESSAGE_TOO_LARGE.
-MAX_INFLATED = 100 * 1024 * 1024
-# cramjam decompressors writing into a buffer they may not outgrow (Kafka's gzip is one
-# gzip member, lz4 an LZ4 frame, zstd zstd frames: what aiokafka's codecs read).
-_INFLATE_INTO = {1: cramjam.gzip.decompress_into, 3: cramjam.lz4.decompress_into}
-_INFLATE_INTO[4] = cramjam.zstd.decompress_into
-_OUTGROWN = "failed to write whole buffer"  # cramjam's error when the buffer is too small
-XERIAL = b"\x82SNAPPY\x00"
 
 
 @dataclass(slots=True)
@@ -234,79 +219,14 @@ _TRACEPARENT = re.compile(b"traceparent")  # re searches a memoryview without co
 
 def inflated(view: memoryview, codec: int, limit: int = MAX_INFLATED) -> bytearray:
     """The batch with its records section decompressed (codec bits cleared, CRC left as
-    sent), refusing a section that would inflate past `limit` bytes: the decompressor
-    writes into a buffer that grows by doubling up to the limit, never past it."""
-    records = view[BATCH_HEADER:]
+    sent), refusing a section that would inflate past `limit` bytes (protocol/inflate)
+    as CORRUPT_MESSAGE."""
     try:
-        if codec == 2:
-            if _snappy_size(records) > limit:
-                raise _too_large(limit)
-            out = bytearray(view[:BATCH_HEADER]) + snappy_decode(bytes(records))
-        else:
-            into = _INFLATE_INTO[codec]
-            size = min(_inflated_size(codec, records), limit)
-            while True:
-                out = bytearray(BATCH_HEADER + size)
-                try:
-                    written = into(records, memoryview(out)[BATCH_HEADER:])
-                    break
-                except cramjam.DecompressionError as exc:
-                    if _OUTGROWN not in str(exc):
-                        raise
-                    if size >= limit:
-                        raise _too_large(limit) from None
-                    size = min(2 * size, limit)
-            del out[BATCH_HEADER + written :]
-            out[:BATCH_HEADER] = view[:BATCH_HEADER]
-    except InvalidBatch:
-        raise
-    except Exception as exc:  # cramjam's and the snappy decoder's errors
-        raise InvalidBatch("CORRUPT_MESSAGE", f"undecodable records section: {exc!r}") from None
+        out = inflate(view[BATCH_HEADER:], codec, limit, head=view[:BATCH_HEADER])
+    except InflateError as exc:
+        raise InvalidBatch("CORRUPT_MESSAGE", str(exc)) from None
     out[ATTRIBUTES_AT + 1] &= ~CODEC_MASK & 0xFF
     return out
-
-
-def _inflated_size(codec: int, records: memoryview) -> int:
-    """A first buffer size for the decompressed section: a zstd frame's content size
-    when its header gives one (it only sizes the buffer), else 16 times the compressed
-    size (a larger buffer costs page faults; a smaller one, another pass)."""
-    if codec == 4:
-        try:
-            size = zstandard.frame_content_size(records)
-        except zstandard.ZstdError:
-            size = -1
-        if size >= 0:
-            return max(size, 1)
-    return max(1 << 16, 16 * len(records))
-
-
-def _snappy_size(data: memoryview) -> int:
-    """What a snappy records section (raw, or xerial's framing of raw blocks that Kafka
-    clients write) inflates to, from the lengths each raw block starts with."""
-    if bytes(data[:8]) != XERIAL or len(data) < 16:
-        return _uvarint(data, 0)
-    total, pos = 0, 16
-    while pos + 4 <= len(data):
-        (block,) = struct.unpack_from(">i", data, pos)
-        total += _uvarint(data, pos + 4)
-        pos += 4 + max(block, 0)
-    return total
-
-
-def _uvarint(data: memoryview, pos: int) -> int:
-    value = shift = 0
-    for byte in data[pos : pos + 5]:
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value
-        shift += 7
-    raise InvalidBatch("CORRUPT_MESSAGE", "bad snappy block length")
-
-
-def _too_large(limit: int) -> InvalidBatch:
-    return InvalidBatch(
-        "MESSAGE_TOO_LARGE", f"the records section of the batch inflates past {limit} bytes"
-    )
 
 
 def _level(config: Mapping[str, Any], codec: str) -> int:
@@ -401,7 +321,7 @@ def rebuild(entry_id: bytes, data: bytes, kept: list[Any], config: Mapping[str, 
     LAST_DELTA.pack_into(out, LAST_DELTA_AT, last_delta)
     codec = attributes & CODEC_MASK
     if codec:
-        out = compress_records(out, codec, _level(config, _CODEC_NAMES[codec]))
+        out = compress_records(out, codec, _level(config, CODEC_NAMES[codec]))
     if attributes & TIMESTAMP_TYPE_BIT:
         out[ATTRIBUTES_AT + 1] |= TIMESTAMP_TYPE_BIT
         MAX_TS.pack_into(out, MAX_TS_AT, max_ts)
