@@ -69,6 +69,7 @@ class ShareMember:
         epoch: int | None = None,
         version: int = 2,
         renew: bool = False,
+        max_bytes: int = 50 * 1024 * 1024,
     ) -> Any:
         """One ShareFetch; the session epoch steps on when the answer has no top-level
         error (an explicit `epoch` is sent as given)."""
@@ -102,7 +103,7 @@ class ShareMember:
                 "share_session_epoch": sent,
                 "max_wait": max_wait_ms,
                 "min_bytes": 1,
-                "max_bytes": 50 * 1024 * 1024,
+                "max_bytes": max_bytes,
                 "max_records": max_records,
                 "batch_size": max_records,
                 "is_renew_ack": renew,

@@ -275,6 +275,8 @@ EXPECTED: dict[int, Denied] = {
     # GetTelemetrySubscriptions, PushTelemetry: nothing to authorize (as Kafka)
     71: Denied(None),
     72: Denied(None),
+    # DeleteShareGroupOffsets: DELETE on the group, READ on each topic
+    92: Denied(GROUP_DENIED),
 }
 
 

@@ -85,6 +85,7 @@ ADVERTISED = {
     79: (1, 2),  # ShareAcknowledge
     90: (0, 1),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls

@@ -19,7 +19,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
-from rawkafka import RawKafka, metadata_request
+from log_helpers import fetch
+from rawkafka import RawKafka, Rec, build_batch, metadata_request, produce_request
 from share_raw import ACCEPT, GAP, REJECT, RELEASE, RENEW, ShareMember, acquired_offsets
 from share_raw import partition_errors as perrors
 
@@ -45,13 +46,20 @@ def _create(bootstrap: str, topic: str, partitions: int = 1, fmt: str = "record"
     admin.create_topics([new])[topic].result(30)
 
 
-def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None) -> None:
+def _produce(
+    bootstrap: str, topic: str, n: int, partition: int | None = None, one_per_batch: bool = False
+) -> None:
+    """n records; `one_per_batch` sends each in a batch of its own, so that a share
+    fetch on a `batch` topic (which acquires whole stored batches, as Kafka) acquires
+    record by record as on a `record` topic."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(n):
         kwargs: dict[str, Any] = {"value": f"v-{i}".encode(), "key": f"k-{i}".encode()}
         if partition is not None:
             kwargs["partition"] = partition
         producer.produce(topic, **kwargs)
+        if one_per_batch:
+            assert producer.flush(30) == 0
     assert producer.flush(30) == 0
 
 
@@ -439,7 +447,7 @@ def test_admin_tracks_the_lowest_unfinished_offset(skiff: Skiff, topic: str) -> 
 def test_share_session_epochs_and_acknowledge_errors(skiff: Skiff, topic: str) -> None:
     group = _group()
     _earliest(skiff, group)
-    _produce(skiff.bootstrap, topic, 4)
+    _produce(skiff.bootstrap, topic, 4, one_per_batch=True)
     tid = _topic_id(skiff, topic)
     a = ShareMember("127.0.0.1", skiff.port, group)
     b = ShareMember("127.0.0.1", skiff.port, group)
@@ -978,5 +986,310 @@ def test_records_compaction_removes_while_acquired(
         finally:
             a.close()
             b.close()
+    finally:
+        stop_process(server.proc)
+
+
+# -- assignment and whole-batch acquisition (Kafka 4.2) -------------------------------
+
+
+def _assignment(resp: Any) -> set[tuple[uuid.UUID, int]]:
+    return {(t.topic_id, p) for t in resp.assignment.topic_partitions for p in t.partitions}
+
+
+def test_the_simple_assignor_spreads_partitions_over_members(skiff: Skiff) -> None:
+    """Two members over 4 partitions get 2 each, disjoint; a third shares none (4 > 3),
+    one leaving hands its partitions to the others. Heartbeats until the assignment
+    settles, as a client does."""
+    topic = f"share-t-{uuid.uuid4().hex[:10]}"
+    _create(skiff.bootstrap, topic, partitions=4)
+    tid = _topic_id(skiff, topic)
+    group = _group()
+    members = [ShareMember("127.0.0.1", skiff.port, group) for _ in range(3)]
+    try:
+        held: dict[str, set[tuple[uuid.UUID, int]]] = {}
+
+        def settle(active: list[ShareMember]) -> dict[str, set[tuple[uuid.UUID, int]]]:
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                for m in active:
+                    resp = m.heartbeat(m.member_epoch)
+                    assert resp.error_code == 0, resp
+                    if resp.assignment is not None:
+                        held[m.member_id] = _assignment(resp)
+                epochs = {m.member_epoch for m in active}
+                if len(epochs) == 1 and all(m.member_id in held for m in active):
+                    return {m.member_id: held[m.member_id] for m in active}
+            raise AssertionError("assignment did not settle")
+
+        a, b, c = members
+        held[a.member_id] = _assignment(a.join([topic]))
+        assert settle([a]) == {a.member_id: {(tid, p) for p in range(4)}}
+        held[b.member_id] = _assignment(b.join([topic]))
+        two = settle([a, b])
+        assert [len(s) for s in two.values()] == [2, 2]
+        assert two[a.member_id] | two[b.member_id] == {(tid, p) for p in range(4)}
+        held[c.member_id] = _assignment(c.join([topic]))
+        three = settle([a, b, c])
+        assert sorted(len(s) for s in three.values()) == [1, 1, 2]
+        assert set().union(*three.values()) == {(tid, p) for p in range(4)}
+        assert sum(len(s) for s in three.values()) == 4  # no partition shared
+        assert b.heartbeat(-1).error_code == 0
+        back = settle([a, c])
+        assert [len(s) for s in back.values()] == [2, 2]
+        assert back[a.member_id] | back[c.member_id] == {(tid, p) for p in range(4)}
+        # Sticky: what a and c kept is still theirs.
+        assert three[a.member_id] <= back[a.member_id]
+        assert three[c.member_id] <= back[c.member_id]
+    finally:
+        for m in members:
+            m.close()
+
+
+@pytest.mark.parametrize("fmt", ["record", "batch"])
+def test_two_java_members_over_four_partitions_both_receive(skiff: Skiff, fmt: str) -> None:
+    """Two KafkaShareConsumers over a 4-partition topic: each is assigned two
+    partitions, both receive records, and every record is accepted exactly once."""
+    name = f"share-t-{uuid.uuid4().hex[:10]}"
+    _create(skiff.bootstrap, name, partitions=4, fmt=fmt)
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    total = 400
+    seen: dict[str, list[tuple[int, int]]] = {"c0": [], "c1": []}
+    lock = threading.Lock()
+    joined = threading.Barrier(3)
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def run(client: str) -> None:
+        try:
+            with ShareConsumer(skiff.bootstrap, group, [name], client_id=client) as c:
+                c.poll(100)  # joins the group
+                joined.wait(120)
+                end = time.monotonic() + 120
+                while not done.is_set() and time.monotonic() < end:
+                    recs = c.poll(500)
+                    if not recs:
+                        continue
+                    c.ack_all("accept")
+                    assert not {k: v for k, v in c.commit().items() if v}
+                    with lock:
+                        seen[client].extend((r["partition"], r["offset"]) for r in recs)
+                        if sum(len(v) for v in seen.values()) >= total:
+                            done.set()
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+            done.set()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in seen]
+    for t in threads:
+        t.start()
+    joined.wait(120)
+    # Produce once both members hold two partitions each (describe by Kafka's Admin).
+    end = time.monotonic() + 60
+    while True:
+        [d] = java.admin(skiff.bootstrap, [{"op": "describe", "group": group}])
+        sizes = sorted(len(m["assignment"]) for m in d.get("members", []))
+        if sizes == [2, 2]:
+            break
+        assert time.monotonic() < end, d
+    _produce(skiff.bootstrap, name, total)
+    for t in threads:
+        t.join(180)
+    assert not failures, failures
+    everything = seen["c0"] + seen["c1"]
+    assert len(everything) == total and len(set(everything)) == total
+    assert seen["c0"] and seen["c1"]
+    # Each member read its own partitions only.
+    assert not {p for p, _ in seen["c0"]} & {p for p, _ in seen["c1"]}
+
+
+def _split_batches(data: bytes) -> list[bytes]:
+    out = []
+    pos = 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
+        out.append(data[pos : pos + size])
+        pos += size
+    return out
+
+
+def test_share_fetch_on_a_batch_topic_returns_the_stored_batches(skiff: Skiff) -> None:
+    """As Kafka: whole stored batches (MaxRecords is a soft limit), their bytes as Fetch
+    serves them, and AcquiredRecords naming the acquired offsets; a released record
+    comes back in its whole batch with only its own offsets acquired."""
+    topic = f"share-t-{uuid.uuid4().hex[:10]}"
+    _create(skiff.bootstrap, topic, fmt="batch")
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        for b in range(3):
+            batch = build_batch([Rec(value=b"v%d" % (10 * b + i)) for i in range(10)])
+            resp = kafka.request(0, 9, produce_request(topic, {0: batch}))
+            assert resp.responses[0].partition_responses[0].base_offset == 10 * b
+        stored = _split_batches(bytes(fetch(kafka, topic, 0).records))
+    assert len(stored) == 3
+    tid = _topic_id(skiff, topic)
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    m = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        m.join([topic])
+
+        def part(resp: Any) -> Any:
+            assert resp.error_code == 0, resp
+            [t] = resp.responses
+            [p] = t.partitions
+            assert p.error_code == 0, p
+            return p
+
+        p = part(m.fetch({tid: [0]}, max_records=5))
+        assert bytes(p.records) == stored[0]
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records] == [
+            (0, 9, 1)
+        ]
+        p = part(m.fetch({tid: [0]}, max_records=15))
+        assert bytes(p.records) == stored[1] + stored[2]
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records] == [
+            (10, 29, 1)
+        ]
+        # Release 3-4: they come back in batch 0, whole, with only 3-4 acquired.
+        acks = {(tid, 0): [(0, 2, [ACCEPT]), (3, 4, [2]), (5, 29, [ACCEPT])]}
+        p = part(m.fetch({tid: [0]}, acks=acks, max_records=100))
+        assert p.acknowledge_error_code == 0
+        assert bytes(p.records) == stored[0]
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records] == [
+            (3, 4, 2)
+        ]
+    finally:
+        m.close()
+
+
+@BOTH
+def test_share_fetch_with_max_bytes_zero_returns_no_records(skiff: Skiff, topic: str) -> None:
+    tid = _topic_id(skiff, topic)
+    _produce(skiff.bootstrap, topic, 5)
+    group = _group()
+    _earliest(skiff, group)
+    m = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        m.join([topic])
+        resp = m.fetch({tid: [0]}, max_bytes=0)
+        assert resp.error_code == 0
+        assert acquired_offsets(resp) == {}
+        assert all(not p.records for t in resp.responses for p in t.partitions)
+        # Nothing was acquired: the next fetch gets all five, first delivery.
+        resp = m.fetch({tid: [0]})
+        assert acquired_offsets(resp) == {(tid, 0): [(o, 1) for o in range(5)]}
+    finally:
+        m.close()
+
+
+@BOTH
+def test_delete_share_group_offsets_with_the_java_admin(skiff: Skiff, topic: str) -> None:
+    """Kafka's Admin.deleteShareGroupOffsets: refused while the group has members,
+    then the group's state on the topic is gone and consuming starts again at
+    share.auto.offset.reset (earliest here)."""
+    group = _group()
+    _earliest(skiff, group, lock_ms=30_000)
+    _produce(skiff.bootstrap, topic, 5)
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        assert [r["offset"] for r in _poll_until(c, 5)] == [0, 1, 2, 3, 4]
+        c.ack_all("accept")
+        assert c.commit() == {f"{topic}-0": None}
+        [refused] = java.admin(
+            skiff.bootstrap, [{"op": "delete_offsets", "group": group, "topics": [topic]}]
+        )
+        assert refused["error"] == "GroupNotEmptyException"
+    deleted, offsets, unknown = java.admin(
+        skiff.bootstrap,
+        [
+            {"op": "delete_offsets", "group": group, "topics": [topic]},
+            {"op": "offsets", "group": group},
+            {"op": "delete_offsets", "group": _group(), "topics": [topic]},
+        ],
+    )
+    assert deleted == {"op": "delete_offsets", "ok": True}
+    assert offsets["offsets"] == {}
+    assert unknown["error"] == "GroupIdNotFoundException"
+    with ShareConsumer(skiff.bootstrap, group, [topic]) as c:
+        recs = _poll_until(c, 5)
+        assert [(r["offset"], r["delivery_count"]) for r in recs] == [(o, 1) for o in range(5)]
+
+
+def _group_configs(port: int, group: str) -> list[tuple[str, str, int]]:
+    with RawKafka("127.0.0.1", port) as kafka:
+        resp = kafka.request(
+            32,
+            4,
+            {
+                "resources": [
+                    {"resource_type": 32, "resource_name": group, "configuration_keys": None}
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+    [r] = resp.results
+    assert r.error_code == 0
+    return sorted((c.name, c.value, c.config_source) for c in r.configs)
+
+
+def test_broker_group_share_configs_are_the_group_config_defaults(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """group.share.record.lock.duration.ms and group.share.delivery.count.limit (flags
+    of the same names) are the defaults of groups that do not set their own; DELETE of
+    a group config goes back to them."""
+    server = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        redis_server.url,
+        "--group-share-record-lock-duration-ms",
+        "20000",
+        "--group-share-delivery-count-limit",
+        "3",
+    )
+    try:
+        group = _group()
+        _configure(server, group, **{"share.delivery.count.limit": "7"})
+        assert _group_configs(server.port, group) == [
+            ("errors.deadletterqueue.topic.name", None, 5),
+            ("share.auto.offset.reset", "latest", 5),
+            ("share.delivery.count.limit", "7", 8),
+            ("share.record.lock.duration.ms", "20000", 5),
+        ]
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            resp = kafka.request(
+                44,
+                1,
+                {
+                    "resources": [
+                        {
+                            "resource_type": 32,
+                            "resource_name": group,
+                            "configs": [
+                                {
+                                    "name": "share.delivery.count.limit",
+                                    "config_operation": 1,
+                                    "value": None,
+                                }
+                            ],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+            )
+        assert [x.error_code for x in resp.responses] == [0]
+        assert ("share.delivery.count.limit", "3", 5) in _group_configs(server.port, group)
+        # The members are told the server's lock duration.
+        m = ShareMember("127.0.0.1", server.port, group)
+        try:
+            topic = f"share-t-{uuid.uuid4().hex[:10]}"
+            _create(server.bootstrap, topic)
+            m.join([topic])
+            resp = m.fetch({_topic_id(server, topic): [0]})
+            assert resp.error_code == 0
+            assert resp.acquisition_lock_timeout.total_seconds() == 20
+        finally:
+            m.close()
     finally:
         stop_process(server.proc)

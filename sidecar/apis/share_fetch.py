@@ -152,7 +152,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 entry(tid, p)["error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
             elif 0 <= p < info.partitions:
                 fetchable.append((tid, p, info))
-        if fetchable:
+        if fetchable and body.max_bytes > 0:  # as Kafka, MaxBytes 0 acquires nothing
             await _acquire(broker, body, group_id, member_id, fetchable, entry)
     lock_ms = await records.lock_ms(broker, group_id)
 
@@ -193,7 +193,7 @@ async def _acquire(
         while True:
             if event:
                 event.clear()
-            left, budget, got = max_records, max(body.max_bytes, 1), 0
+            left, budget, got = max_records, body.max_bytes, 0
             for tid, p, info in order:
                 if left <= 0 or budget <= 0:
                     break

@@ -479,7 +479,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
     75: _describe_topic_partitions,
-    **share_unavailable.BUILDERS,  # 76-79, 90, 91: sidecar/share/unavailable.py
+    **share_unavailable.BUILDERS,  # 76-79, 90-92: sidecar/share/unavailable.py
 }
 
 

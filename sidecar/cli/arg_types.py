@@ -18,8 +18,8 @@ def positive(text: str) -> float:
     return value
 
 
-def at_least(low: int) -> Callable[[str], int]:
-    """An int type for argparse that refuses values below `low`."""
+def at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An int type for argparse that refuses values below `low` (and above `high`)."""
 
     def parse(text: str) -> int:
         try:
@@ -28,6 +28,8 @@ def at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
         return value
 
     return parse

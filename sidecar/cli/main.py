@@ -747,6 +747,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "group-share-record-lock-duration-ms",
+        "30000",
+        "group.share.record.lock.duration.ms: the share.record.lock.duration.ms of share "
+        "and queue groups that do not set it",
+        type=at_least(1000, 3_600_000),
+    )
+    _flag(
+        serve,
+        "group-share-delivery-count-limit",
+        "5",
+        "group.share.delivery.count.limit: the share.delivery.count.limit of share and "
+        "queue groups that do not set it",
+        type=at_least(1, 1000),
+    )
+    _flag(
+        serve,
         "authorizer-class-name",
         "",
         "authorizer.class.name: empty for none (every request allowed), or "
@@ -1049,6 +1065,8 @@ def _run(argv: list[str]) -> int:
         shutdown_timeout_ms=args.shutdown_timeout_ms,
         group_share_session_timeout_ms=args.group_share_session_timeout_ms,
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
+        group_share_record_lock_duration_ms=args.group_share_record_lock_duration_ms,
+        group_share_delivery_count_limit=args.group_share_delivery_count_limit,
         authorizer_class_name=args.authorizer_class_name,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,

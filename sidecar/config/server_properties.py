@@ -195,6 +195,8 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
+    "group.share.record.lock.duration.ms": FlagMapping("group-share-record-lock-duration-ms"),
+    "group.share.delivery.count.limit": FlagMapping("group-share-delivery-count-limit"),
     "authorizer.class.name": FlagMapping("authorizer-class-name"),
     "super.users": FlagMapping("super-users"),
     "allow.everyone.if.no.acl.found": FlagMapping("allow-everyone-if-no-acl-found"),

@@ -157,6 +157,11 @@ class Settings:
     # group.share.heartbeat.interval.ms.
     group_share_session_timeout_ms: int = 45_000
     group_share_heartbeat_interval_ms: int = 5_000
+    # Server defaults of the share/queue group configs a group does not set
+    # (sidecar/queues/core.py QueueStore): Kafka's group.share.record.lock.duration.ms
+    # and group.share.delivery.count.limit.
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
     # Kafka listener bounds (sidecar/server_limits.py), with Kafka's names and defaults:
     # max.connections, max.connections.per.ip (+ .overrides as (host, limit) pairs),
     # connections.max.idle.ms. queued.max.request.bytes is unbounded (-1) in Kafka; Skiff

@@ -268,12 +268,18 @@ def check_holder(holder: str) -> None:
         )
 
 
-def _parse_config(group: str, raw: dict[bytes, bytes]) -> QueueConfig:
+def _parse_config(
+    group: str,
+    raw: dict[bytes, bytes],
+    lock_ms: int = DEFAULT_LOCK_MS,
+    delivery_limit: int = DEFAULT_DELIVERY_LIMIT,
+) -> QueueConfig:
+    """A group's config hash; what it does not set takes the server defaults given."""
     get = {k.decode(): v.decode() for k, v in raw.items()}
     return QueueConfig(
         group,
-        int(get.get("lock_ms", DEFAULT_LOCK_MS)),
-        int(get.get("delivery_limit", DEFAULT_DELIVERY_LIMIT)),
+        int(get.get("lock_ms", lock_ms)),
+        int(get.get("delivery_limit", delivery_limit)),
         get.get("dead_letter_topic") or None,
         get.get("auto_offset_reset", "latest"),
     )
@@ -319,8 +325,18 @@ class QueueStore:
     """The queue core: every piece of state is in Redis; this object only caches the
     group configs (CONFIG_CACHE_S) and which consumer groups it has seen exist."""
 
-    def __init__(self, store: RedisStore, dead_letter_partitions: int = 1) -> None:
+    def __init__(
+        self,
+        store: RedisStore,
+        dead_letter_partitions: int = 1,
+        lock_ms: int = DEFAULT_LOCK_MS,
+        delivery_limit: int = DEFAULT_DELIVERY_LIMIT,
+    ) -> None:
         self.store = store
+        # Server defaults (group.share.record.lock.duration.ms, ...delivery.count.limit)
+        # of groups that do not set their own.
+        self.default_lock_ms = lock_ms
+        self.default_delivery_limit = delivery_limit
         self.redis = store.redis
         self.dead_letter_partitions = dead_letter_partitions  # a new dead-letter topic's
         self.dead_holder = f"~dead:{secrets.token_hex(6)}"
@@ -347,7 +363,7 @@ class QueueStore:
                 self._configs[group] = (now, None)
                 raise QueueError("GROUP_NOT_FOUND", f"queue group {group!r} does not exist")
             return await self.configure(group)
-        cfg = _parse_config(group, raw)
+        cfg = _parse_config(group, raw, self.default_lock_ms, self.default_delivery_limit)
         self._configs[group] = (now, cfg)
         return cfg
 
@@ -382,6 +398,12 @@ class QueueStore:
         self._configs.pop(group, None)
         return await self.config(group)
 
+    async def unset(self, group: str, *names: str) -> None:
+        """Settings back to the server defaults (Kafka's DELETE of a group config)."""
+        if names:
+            await self.redis.hdel(config_key(group), *names)
+        self._configs.pop(group, None)
+
     async def groups(self) -> list[str]:
         return sorted(m.decode() for m in await self.redis.smembers(QUEUES))
 
@@ -403,6 +425,25 @@ class QueueStore:
         self._configs.pop(group, None)
         self._ready = {r for r in self._ready if r[0] != group}
         self._topics_seen = {t for t in self._topics_seen if t[0] != group}
+
+    async def forget_topic(self, group: str, topic: str) -> None:
+        """Drop the group's state on every partition of `topic` (DeleteShareGroupOffsets):
+        consuming it again starts at auto_offset_reset."""
+        info = await self.store.get_topic(topic)
+        for partition in range(info.partitions if info else 0):
+            log_key = keys.partition_keys(topic, partition)[0]
+            try:
+                await self.redis.xgroup_destroy(log_key, consumer_group(group))
+            except ResponseError:
+                pass
+            await self.redis.delete(
+                due_key(group, topic, partition),
+                lease_key(group, topic, partition),
+                records_key(group, topic, partition),
+            )
+            self._ready.discard((group, topic, partition))
+        await self.redis.srem(topics_key(group), topic)
+        self._topics_seen.discard((group, topic))
 
     async def topics(self, group: str) -> list[str]:
         return sorted(m.decode() for m in await self.redis.smembers(topics_key(group)))
@@ -498,9 +539,11 @@ class QueueStore:
                 got = got[:keep]
         return got
 
-    async def _acquire(
+    async def _reclaim(
         self, cfg: QueueConfig, holder: str, topic: str, partition: int, max_records: int
-    ) -> list[Acquired]:
+    ) -> tuple[int, dict[int, int]]:
+        """Expired and released records leased to `holder` again (Redis time, offset ->
+        delivery count); those at the delivery limit and rejected ones dead-lettered."""
         group = cfg.group
         grp = consumer_group(group)
         log_key, meta, _, _ = keys.partition_keys(topic, partition)
@@ -537,6 +580,17 @@ class QueueStore:
             await self._dead_letter(
                 cfg, topic, partition, rejected, REASON_REJECTED, self.dead_holder
             )
+        return now, again
+
+    async def _acquire(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int, max_records: int
+    ) -> list[Acquired]:
+        grp = consumer_group(cfg.group)
+        log_key, meta, _, _ = keys.partition_keys(topic, partition)
+        due = due_key(cfg.group, topic, partition)
+        ttl = hint_ttl_ms(cfg)
+        batches = await self._batches(topic)
+        now, again = await self._reclaim(cfg, holder, topic, partition, max_records)
         out: list[Acquired] = []
         deadline = now + cfg.lock_ms
         if again:
@@ -622,6 +676,106 @@ class QueueStore:
                 break
             await self._run_settle(cfg, holder, topic, partition, gone, "finish")
         return out
+
+    async def acquire_batches(
+        self,
+        group: str,
+        holder: str,
+        topic: str,
+        partition: int,
+        max_records: int,
+        max_bytes: int,
+    ) -> tuple[list[tuple[int, int]], list[bytes]]:
+        """`batch` topics, as Kafka's share partitions acquire: whole stored batches.
+        New records are claimed up to the end of the batch holding the max_records-th
+        (max_records is a soft limit); the answer is the acquired (offset, delivery
+        count)s and the stored batches holding them, on the wire as Fetch sends them,
+        whole batches up to max_bytes (the first whatever its size). Records of batches
+        past max_bytes are handed back without counting a delivery; claimed offsets no
+        batch holds (compacted or trimmed away) are finished."""
+        cfg = await self.config(group)
+        await self._ensure(group, cfg, topic, partition)
+        try:
+            _, got = await self._reclaim(cfg, holder, topic, partition, max_records)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise _queue_error(exc, topic, partition) from None
+            self._ready.discard((group, topic, partition))
+            self._topics_seen.discard((group, topic))
+            await self._ensure(group, cfg, topic, partition)
+            _, got = await self._reclaim(cfg, holder, topic, partition, max_records)
+        skeys = inflight_keys(group, topic, partition)
+        log_key = keys.partition_keys(topic, partition)[0]
+        left = max_records - len(got)
+        claim_args = ["claim", consumer_group(group), holder]
+        if left > 0:
+            _, _, first, end = (
+                int(v) for v in await scripts.QUEUE_INFLIGHT(self.redis, skeys, [*claim_args, left])
+            )
+            if end > first:
+                got.update((o, 1) for o in range(first, end))
+                # The rest of the batch holding the last claimed record, when no one
+                # claimed it meanwhile (the claim continues from the cursor).
+                tail = await self.redis.xrange(log_key, f"0-{end}", "+", count=1)
+                last = stored_batch.last_offset(tail[0][0]) if tail else end - 1
+                if last >= end:
+                    _, _, f2, e2 = (
+                        int(v)
+                        for v in await scripts.QUEUE_INFLIGHT(
+                            self.redis, skeys, [*claim_args, last + 1 - end]
+                        )
+                    )
+                    got.update((o, 1) for o in range(f2, e2))
+        if not got:
+            return [], []
+        entries = await self._batch_entries(log_key, sorted(got))
+        out: list[bytes] = []
+        size = 0
+        covered: set[int] = set()
+        back: list[int] = []
+        for entry_id, data in entries:
+            last = stored_batch.last_offset(entry_id)
+            base = stored_batch.base_offset(entry_id, data)
+            mine = [o for o in range(base, last + 1) if o in got]
+            if not mine:
+                continue
+            if out and size + len(data) > max_bytes:
+                back += mine
+                continue
+            out.append(stored_batch.placed(entry_id, data))
+            size += len(data)
+            covered.update(mine)
+        gone = [o for o in got if o not in covered and o not in back]
+        if gone:
+            await self._run_settle(cfg, holder, topic, partition, gone, "finish")
+        if back:
+            await self._run_settle(cfg, holder, topic, partition, back, "unacquire")
+        acquired = sorted((o, got[o]) for o in covered)
+        again = sum(1 for _, c in acquired if c > 1)
+        metrics.count(group, "redelivered", again)
+        metrics.count(group, "delivered", len(acquired) - again)
+        return acquired, out
+
+    async def _batch_entries(self, log_key: str, offsets: list[int]) -> list[tuple[bytes, bytes]]:
+        """The stored batches holding any of `offsets` (sorted), in offset order, as
+        (entry id, batch): per run of consecutive offsets the batches ending inside it
+        and the one holding its last offset, in one pipeline."""
+        runs: list[tuple[int, int]] = []
+        for offset in offsets:
+            if runs and runs[-1][1] == offset - 1:
+                runs[-1] = (runs[-1][0], offset)
+            else:
+                runs.append((offset, offset))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for first, last in runs:
+                pipe.xrange(log_key, f"0-{first + 1}", f"0-{last + 1}")
+                pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
+            replies = await pipe.execute()
+        seen: dict[bytes, bytes] = {}
+        for reply in replies:
+            for entry_id, fields in reply:
+                seen[bytes(entry_id)] = bytes(fields[1])
+        return sorted(seen.items(), key=lambda e: stored_batch.last_offset(e[0]))
 
     async def _batch_bodies(
         self,
@@ -1068,8 +1222,14 @@ def queue_store(broker: Any) -> QueueStore:
     store = broker.store
     queues = _STORES.get(id(store))
     if queues is None or queues.store is not store:
-        partitions = max(int(getattr(broker.settings, "num_partitions", 1)), 1)
-        queues = _STORES[id(store)] = QueueStore(store, partitions)
+        settings = broker.settings
+        partitions = max(int(getattr(settings, "num_partitions", 1)), 1)
+        queues = _STORES[id(store)] = QueueStore(
+            store,
+            partitions,
+            int(getattr(settings, "group_share_record_lock_duration_ms", DEFAULT_LOCK_MS)),
+            int(getattr(settings, "group_share_delivery_count_limit", DEFAULT_DELIVERY_LIMIT)),
+        )
     return queues
 
 

@@ -8,7 +8,9 @@ resource type GROUP, 32), mapped onto the queue core's group settings:
 | share.auto.offset.reset | auto_offset_reset | earliest, latest |
 | errors.deadletterqueue.topic.name | dead_letter_topic | a topic name (KIP-1191's name) |
 
-SET sets, DELETE goes back to the default; APPEND and SUBTRACT are refused, as Kafka
+SET sets, DELETE goes back to the default (for the lock duration and the delivery limit
+the server's: --group-share-record-lock-duration-ms, --group-share-delivery-count-limit);
+APPEND and SUBTRACT are refused, as Kafka
 refuses them for non-list configs."""
 
 from __future__ import annotations
@@ -46,14 +48,28 @@ def _answer(resource: Any, code: int = errors.NONE, message: str | None = None) 
     }
 
 
-def _changes(resource: Any) -> dict[str, Any] | str:
+def _defaults(broker: Any) -> dict[str, Any]:
+    core = queues(broker)
+    return {
+        **_DEFAULTS,
+        "lock_ms": core.default_lock_ms,
+        "delivery_limit": core.default_delivery_limit,
+    }
+
+
+def _changes(resource: Any, unset: list[str]) -> dict[str, Any] | str:
+    """The SETs as queue settings; DELETEs of server-defaulted settings go to `unset`."""
     out: dict[str, Any] = {}
     for c in resource.configs:
         setting = _NAMES.get(c.name)
         if setting is None:
             return f"Unknown group config name: {c.name}"
         if c.config_operation == DELETE:
-            out[setting] = _DEFAULTS[setting]
+            if setting in ("lock_ms", "delivery_limit"):
+                unset.append(setting)
+                out.pop(setting, None)
+            else:
+                out[setting] = _DEFAULTS[setting]
             continue
         if c.config_operation != SET:
             return f"Config {c.name} is not a list: only SET and DELETE apply."
@@ -91,11 +107,12 @@ async def describe(broker: Any, resource: Any, synonyms: bool) -> dict[str, Any]
     else:
         cfg = (await core.config(group_id)).as_dict()
     wanted = resource.configuration_keys
+    defaults = _defaults(broker)
     for name, setting in _NAMES.items():
         if wanted and name not in wanted:
             continue
-        value = cfg[setting] if cfg else _DEFAULTS[setting]
-        is_default = value == _DEFAULTS[setting]
+        value = cfg[setting] if cfg else defaults[setting]
+        is_default = value == defaults[setting]
         source = DEFAULT_CONFIG_SOURCE if is_default else GROUP_CONFIG_SOURCE
         text = None if value is None else str(value)
         out["configs"].append(
@@ -117,7 +134,8 @@ async def alter(broker: Any, resource: Any, validate_only: bool) -> dict[str, An
     group_id = resource.resource_name
     if not group_id:
         return _answer(resource, errors.code("INVALID_REQUEST"), "Group name must not be empty.")
-    changes = _changes(resource)
+    unset: list[str] = []
+    changes = _changes(resource, unset)
     if isinstance(changes, str):
         return _answer(resource, errors.code("INVALID_CONFIG"), changes)
     core = queues(broker)
@@ -128,6 +146,7 @@ async def alter(broker: Any, resource: Any, validate_only: bool) -> dict[str, An
             validate_config(changes)
         else:
             await core.configure(group_id, **changes)
+            await core.unset(group_id, *(u for u in unset if u not in changes))
     except QueueError as exc:
         return _answer(resource, errors.code("INVALID_CONFIG"), exc.message)
     return _answer(resource)

@@ -8,10 +8,12 @@ subscriptions live in memory here and are written to Redis (storage/share_store.
 when membership changes, so a sidecar taking the group over keeps its members and a
 share session opened on any sidecar can check that its member belongs to the group.
 
-Assignment: every member gets every partition of the topics it subscribes to (a share
-group needs no exclusive ownership: records, not partitions, are handed out). The
-group epoch grows on every change of membership, subscriptions or partition counts;
-a member's epoch is the group epoch its current assignment was computed at."""
+Assignment: Kafka's `simple` share assignor (share/assignor.py) spreads the partitions
+of the subscribed topics over the members, sharing a partition only when there are
+more members than partitions; it is recomputed for the whole group on every heartbeat
+(sticky: members keep their partitions while balance allows). The group epoch grows on
+every change of membership, subscriptions, partition counts or assignment; a member's
+epoch is the group epoch its current assignment was computed at."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from typing import Any
 
 from sidecar.groups.coordinator import CoordinatorError
 from sidecar.queues.core import QueueError, queue_store
+from sidecar.share.assignor import assign
 from sidecar.storage import resilience
 from sidecar.storage.group_store import Fenced
 from sidecar.storage.share_store import ShareStore
@@ -160,8 +163,7 @@ class ShareCoordinator:
                         list(doc.get("topics", [])),
                         deadline=now + self.session_s,
                     )
-                for member in group.members.values():
-                    member.assignment = await self._target(member.topics)
+                await self._assign(group)
                 self.groups[group_id] = group
                 self.start()
                 return group
@@ -173,13 +175,29 @@ class ShareCoordinator:
         docs = {m.member_id: m.doc() for m in group.members.values()}
         await self.store.save(group.group_id, self.broker.cluster.token, group.epoch, docs, gone)
 
-    async def _target(self, topics: list[str]) -> list[tuple[uuid.UUID, str, list[int]]]:
-        out = []
-        for name in sorted(set(topics)):
+    async def _assign(self, group: ShareGroup) -> bool:
+        """Recompute every member's assignment; whether any changed."""
+        ids: dict[str, uuid.UUID] = {}
+        counts: dict[str, int] = {}
+        for name in sorted({t for m in group.members.values() for t in m.topics}):
             info = await self.broker.store.get_topic(name)
             if info is not None:
-                out.append((info.topic_id, info.name, list(range(info.partitions))))
-        return out
+                ids[name], counts[name] = info.topic_id, info.partitions
+        current = {
+            m.member_id: {(name, p) for _, name, parts in m.assignment for p in parts}
+            for m in group.members.values()
+        }
+        target = assign({m.member_id: m.topics for m in group.members.values()}, counts, current)
+        changed = False
+        for member in group.members.values():
+            by_topic: dict[str, list[int]] = {}
+            for name, p in target.get(member.member_id, ()):
+                by_topic.setdefault(str(name), []).append(p)
+            new = [(ids[n], n, sorted(ps)) for n, ps in sorted(by_topic.items())]
+            if new != member.assignment:
+                member.assignment = new
+                changed = True
+        return changed
 
     # -- heartbeat ----------------------------------------------------------------
 
@@ -246,10 +264,10 @@ class ShareCoordinator:
         if topics is not None and sorted(topics) != sorted(member.topics):
             member.topics = list(topics)
             changed = True
-        target = await self._target(member.topics)
-        if target != member.assignment:
-            member.assignment = target
+        sent = list(member.assignment)
+        if await self._assign(group):
             changed = True
+        if member.assignment != sent:
             send = True
         if changed:
             group.epoch += 1
@@ -296,6 +314,10 @@ class ShareCoordinator:
     async def _remove(self, group: ShareGroup, member_id: str, why: str) -> None:
         group.members.pop(member_id, None)
         group.epoch += 1
+        try:  # the others share its partitions from their next heartbeat on
+            await self._assign(group)
+        except Exception as exc:
+            log.warning("share group %r: reassigning failed: %s", group.group_id, exc)
         log.info("share group %r: member %s %s", group.group_id, member_id, why)
         await self._persist(group, [member_id])
         try:

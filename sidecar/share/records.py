@@ -5,10 +5,12 @@ member id, so Kafka share consumers and HTTP workers of one group id share one s
 a record leased to either is handed to no one else while the lease lasts.
 
 Acknowledgement batches (first offset, last offset, types) become per-offset actions:
-0 gap (nothing to do), 1 accept, 2 release, 3 reject, 4 renew. Acquired records are
-encoded as one v2 batch (the topic's compression.type, as Fetch does) built from the
-acquired records only, and described by AcquiredRecords ranges of consecutive offsets
-with one delivery count."""
+0 gap (nothing to do), 1 accept, 2 release, 3 reject, 4 renew. On `record` topics the
+acquired records are encoded as one v2 batch (the topic's compression.type, as Fetch
+does) built from the acquired records only; on `batch` topics the stored batches holding
+them are sent as stored (queues/core.py acquire_batches), as Kafka sends them, and the
+client keeps the records AcquiredRecords names. Either way AcquiredRecords are ranges of
+consecutive offsets with one delivery count."""
 
 from __future__ import annotations
 
@@ -207,24 +209,15 @@ def encode_acquired(got: list[Acquired], compression: Compression) -> bytes:
     return bytes(_finish(builder, base, False, codec, compression.level(codec) if codec else 0))
 
 
-def _ranges(got: list[Acquired]) -> list[dict[str, int]]:
+def _ranges(got: list[tuple[int, int]]) -> list[dict[str, int]]:
+    """AcquiredRecords: runs of consecutive (offset, delivery count)s with one count."""
     out: list[dict[str, int]] = []
-    for r in got:
+    for offset, count in got:
         last = out[-1] if out else None
-        if (
-            last
-            and last["last_offset"] == r.offset - 1
-            and last["delivery_count"] == r.delivery_count
-        ):
-            last["last_offset"] = r.offset
+        if last and last["last_offset"] == offset - 1 and last["delivery_count"] == count:
+            last["last_offset"] = offset
         else:
-            out.append(
-                {
-                    "first_offset": r.offset,
-                    "last_offset": r.offset,
-                    "delivery_count": r.delivery_count,
-                }
-            )
+            out.append({"first_offset": offset, "last_offset": offset, "delivery_count": count})
     return out
 
 
@@ -240,6 +233,11 @@ async def acquire(
     core = queues(broker)
     try:
         await core.config(group_id, create=True)
+        if info.batch_format:
+            offsets, batches = await core.acquire_batches(
+                group_id, member_id, info.name, partition, max_records, max_bytes
+            )
+            return PartitionRecords(b"".join(batches), _ranges(offsets), len(offsets))
         got = await core.acquire(group_id, member_id, info.name, partition, max_records, max_bytes)
     except QueueError as exc:
         code = (
@@ -252,4 +250,4 @@ async def acquire(
         return PartitionRecords()
     got.sort(key=lambda r: r.offset)
     data = encode_acquired(got, fetch_compression(info))
-    return PartitionRecords(data, _ranges(got), len(got))
+    return PartitionRecords(data, _ranges([(r.offset, r.delivery_count) for r in got]), len(got))

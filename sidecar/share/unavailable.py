@@ -112,6 +112,19 @@ def alter_offsets(broker: Any, request: Any) -> bytes:
     )
 
 
+def delete_offsets(broker: Any, request: Any) -> bytes:
+    return encode_response(
+        92,
+        request.header.api_version,
+        {
+            "throttle_time": 0,
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "error_message": UNAVAILABLE,
+            "responses": [],
+        },
+    )
+
+
 BUILDERS = {
     76: heartbeat,
     77: describe,
@@ -119,4 +132,5 @@ BUILDERS = {
     79: share_acknowledge,
     90: describe_offsets,
     91: alter_offsets,
+    92: delete_offsets,
 }

@@ -12,10 +12,12 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -345,6 +347,12 @@ public final class ShareTool {
         configs.fieldNames().forEachRemaining(k -> ops.add(new AlterConfigOp(
             new ConfigEntry(k, configs.path(k).asText()), AlterConfigOp.OpType.SET)));
         admin.incrementalAlterConfigs(Map.of(res, ops)).all().get();
+        reply.put("ok", true);
+      }
+      case "delete_offsets" -> {
+        Set<String> topics = new HashSet<>();
+        c.path("topics").forEach(t -> topics.add(t.asText()));
+        admin.deleteShareGroupOffsets(group, topics).all().get();
         reply.put("ok", true);
       }
       case "delete" -> {
