@@ -10,10 +10,13 @@ share session opened on any sidecar can check that its member belongs to the gro
 
 Assignment: Kafka's `simple` share assignor (share/assignor.py) spreads the partitions
 of the subscribed topics over the members, sharing a partition only when there are
-more members than partitions; it is recomputed for the whole group on every heartbeat
-(sticky: members keep their partitions while balance allows). The group epoch grows on
-every change of membership, subscriptions, partition counts or assignment; a member's
-epoch is the group epoch its current assignment was computed at."""
+more members than partitions; the group's target assignment is recomputed on every
+heartbeat (sticky: members keep their partitions while balance allows). As in Kafka, a
+member is given its part of the target only in answer to its own heartbeat, and
+ShareGroupDescribe shows what each member was given: a member that has not heartbeated
+since another joined still reads (and is described with) its old partitions. The group
+epoch grows on every change of membership, subscriptions, partition counts or target
+assignment; a member's epoch is the group epoch its current assignment was computed at."""
 
 from __future__ import annotations
 
@@ -48,6 +51,8 @@ class ShareMember:
     topics: list[str] = field(default_factory=list)
     # (topic id, topic name, partitions) as last sent to the member
     assignment: list[tuple[uuid.UUID, str, list[int]]] = field(default_factory=list)
+    # its part of the group's target assignment, sent with its next heartbeat answer
+    target: list[tuple[uuid.UUID, str, list[int]]] = field(default_factory=list)
     deadline: float = 0.0
 
     def doc(self) -> dict[str, Any]:
@@ -176,7 +181,8 @@ class ShareCoordinator:
         await self.store.save(group.group_id, self.broker.cluster.token, group.epoch, docs, gone)
 
     async def _assign(self, group: ShareGroup) -> bool:
-        """Recompute every member's assignment; whether any changed."""
+        """Recompute the target assignment (sticky to the previous target); whether any
+        member's part changed. What members were sent changes in heartbeat()."""
         ids: dict[str, uuid.UUID] = {}
         counts: dict[str, int] = {}
         for name in sorted({t for m in group.members.values() for t in m.topics}):
@@ -184,7 +190,7 @@ class ShareCoordinator:
             if info is not None:
                 ids[name], counts[name] = info.topic_id, info.partitions
         current = {
-            m.member_id: {(name, p) for _, name, parts in m.assignment for p in parts}
+            m.member_id: {(name, p) for _, name, parts in m.target for p in parts}
             for m in group.members.values()
         }
         target = assign({m.member_id: m.topics for m in group.members.values()}, counts, current)
@@ -194,8 +200,8 @@ class ShareCoordinator:
             for name, p in target.get(member.member_id, ()):
                 by_topic.setdefault(str(name), []).append(p)
             new = [(ids[n], n, sorted(ps)) for n, ps in sorted(by_topic.items())]
-            if new != member.assignment:
-                member.assignment = new
+            if new != member.target:
+                member.target = new
                 changed = True
         return changed
 
@@ -264,10 +270,10 @@ class ShareCoordinator:
         if topics is not None and sorted(topics) != sorted(member.topics):
             member.topics = list(topics)
             changed = True
-        sent = list(member.assignment)
         if await self._assign(group):
             changed = True
-        if member.assignment != sent:
+        if member.target != member.assignment:
+            member.assignment = member.target
             send = True
         if changed:
             group.epoch += 1
@@ -314,7 +320,7 @@ class ShareCoordinator:
     async def _remove(self, group: ShareGroup, member_id: str, why: str) -> None:
         group.members.pop(member_id, None)
         group.epoch += 1
-        try:  # the others share its partitions from their next heartbeat on
+        try:  # the others are given its partitions with their next heartbeat answers
             await self._assign(group)
         except Exception as exc:
             log.warning("share group %r: reassigning failed: %s", group.group_id, exc)
