@@ -197,6 +197,7 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
     "group.share.record.lock.duration.ms": FlagMapping("group-share-record-lock-duration-ms"),
     "group.share.delivery.count.limit": FlagMapping("group-share-delivery-count-limit"),
+    "group.share.partition.max.record.locks": FlagMapping("group-share-partition-max-record-locks"),
     "authorizer.class.name": FlagMapping("authorizer-class-name"),
     "super.users": FlagMapping("super-users"),
     "allow.everyone.if.no.acl.found": FlagMapping("allow-everyone-if-no-acl-found"),
