@@ -88,7 +88,7 @@ def _produce(broker: Broker, request: Any, reason: str = "timeout") -> bytes | N
     return produce._encode(request.header.api_version, work, results)
 
 
-def _fetch(broker: Broker, request: Any) -> bytes:
+def _fetch(broker: Broker, request: Any) -> list[Any]:
     version = request.header.api_version
     topics = []
     for t in request.body.topics:
@@ -483,7 +483,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
 }
 
 
-def response(broker: Broker, request: Any, reason: str) -> bytes | None:
+def response(broker: Broker, request: Any, reason: str) -> bytes | list[Any] | None:
     """The retriable-error answer to `request`, or CloseConnection for an API that has
     none here."""
     if request.header.api_key == produce.API_KEY:
