@@ -1,6 +1,6 @@
 """DescribeGroups (key 15), v0-v5: state, protocol and members of groups. Member
 metadata and assignments are given only for a Stable group, as Kafka does; an
-unknown group is reported as Dead.
+unknown group is reported as Dead, a KIP-848 consumer group as GROUP_ID_NOT_FOUND.
 Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it); its authorized
 operations come from the authorizer, as in Kafka."""
 
@@ -50,6 +50,11 @@ async def _describe(broker: Broker, request: Any, group_id: str, with_ops: bool)
         entry["group_state"] = ""
         return entry
     if group is None:
+        return entry
+    if group.consumer is not None:
+        # As Kafka: a KIP-848 consumer group is "not a classic group" here; admin
+        # clients describe it with ConsumerGroupDescribe.
+        entry["error_code"] = errors.code("GROUP_ID_NOT_FOUND")
         return entry
     stable = group.state == State.STABLE
     entry["group_state"] = group.state.value
