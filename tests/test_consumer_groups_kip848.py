@@ -378,3 +378,23 @@ def test_coordinator_move_keeps_the_group(
             assert (resp.error_code, resp.member_epoch, b.partitions()) == (NONE, 2, [2, 3])
     finally:
         stop_process(second.proc)
+
+
+def test_v0_coordinator_names_the_member(kafka: RawKafka, topic: str) -> None:
+    create(kafka, topic, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    body = {
+        "group_id": group,
+        "member_id": "",
+        "member_epoch": 0,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout": 30_000,
+        "subscribed_topic_names": [topic],
+        "server_assignor": None,
+        "topic_partitions": [],
+    }
+    resp = kafka.request(CG_HEARTBEAT, 0, body)
+    assert (resp.error_code, resp.member_epoch) == (NONE, 1)
+    assert str(uuid.UUID(resp.member_id)) == resp.member_id
+    assert [list(tp.partitions) for tp in resp.assignment.topic_partitions] == [[0]]

@@ -32,6 +32,7 @@ def _invalid(body: Any, version: int) -> CgResult | None:
         return CgResult("INVALID_REQUEST", message)
 
     epoch = body.member_epoch
+    regex = getattr(body, "subscribed_topic_regex", None)  # v1+
     if not body.group_id:
         return bad("GroupId can't be empty.")
     if version >= 1 and not body.member_id:
@@ -43,14 +44,14 @@ def _invalid(body: Any, version: int) -> CgResult | None:
             return bad("RebalanceTimeoutMs must be provided in first request.")
         if body.topic_partitions is None or body.topic_partitions:
             return bad("TopicPartitions must be empty when (re-)joining.")
-        if not body.subscribed_topic_names and not body.subscribed_topic_regex:
+        if not body.subscribed_topic_names and not regex:
             return bad("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
     elif epoch == STATIC_LEAVE_EPOCH:
         if body.instance_id is None:
             return bad("InstanceId can't be null.")
     elif epoch < STATIC_LEAVE_EPOCH:
         return bad(f"MemberEpoch is {epoch}, but must be greater than or equal to -2.")
-    if body.subscribed_topic_regex:
+    if regex:
         return bad("SubscribedTopicRegex is not supported by this broker yet.")
     if body.server_assignor is not None and body.server_assignor not in ASSIGNORS:
         return CgResult(
@@ -75,16 +76,19 @@ async def _owned(broker: Broker, body: Any) -> set[tuple[str, int]] | None:
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
-    result = _invalid(body, version)
     topics = body.subscribed_topic_names
-    if result is None and not checks.group_allowed(broker, request, Operation.READ, body.group_id):
+    # Kafka authorizes first (KafkaApis), then the coordinator checks the request.
+    result: CgResult | None = None
+    if not checks.group_allowed(broker, request, Operation.READ, body.group_id):
         result = CgResult("GROUP_AUTHORIZATION_FAILED")
-    if result is None and topics:
+    elif topics:
         hidden = set(topics) - checks.allowed_topics(broker, request, Operation.DESCRIBE, topics)
         if hidden:
             result = CgResult(
                 "TOPIC_AUTHORIZATION_FAILED", f"Unauthorized topics: {', '.join(sorted(hidden))}"
             )
+    if result is None:
+        result = _invalid(body, version)
     if result is None:
 
         async def counts(names: set[str]) -> dict[str, int]:
