@@ -243,3 +243,76 @@ def _describe_members(bootstrap: str, group: str) -> list[int]:
     column = header.index("#PARTITIONS")
     rows = [row for row in lines[1:] if row[0] == group]
     return [int(row[column]) for row in rows]
+
+
+def test_librdkafka_members_share_and_hand_over(cluster: Skiff) -> None:
+    """confluent-kafka (librdkafka >= 2.4 speaks group.protocol=consumer): the same
+    sharing and hand-over, committing after each record."""
+    from confluent_kafka import Consumer as RdConsumer
+
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with RawKafka("127.0.0.1", cluster.port) as kafka:
+        create(kafka, topic, partitions=PARTITIONS)
+        _produce_round(kafka, topic, 30, "a")
+
+    def member() -> Any:
+        c = RdConsumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe([topic])
+        return c
+
+    seen: list[tuple[int, int]] = []
+
+    def poll(consumers: list[Any]) -> None:
+        for c in consumers:
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None:
+                seen.append((msg.partition(), msg.offset()))
+                c.commit(message=msg, asynchronous=False)
+
+    def held(c: Any) -> set[int]:
+        return {tp.partition for tp in c.assignment()}
+
+    def until(consumers: list[Any], check: Any, what: str) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            poll(consumers)
+
+    first = member()
+    second = None
+    try:
+        until([first], lambda: len(seen) == 30 * PARTITIONS, "round a")
+        second = member()
+        both = [first, second]
+        until(
+            both,
+            lambda: (
+                len(held(first)) == len(held(second)) == 2
+                and held(first) | held(second) == set(range(PARTITIONS))
+            ),
+            "a 2 + 2 split",
+        )
+        with RawKafka("127.0.0.1", cluster.port) as kafka:
+            _produce_round(kafka, topic, 30, "b")
+        until(both, lambda: len(seen) >= 60 * PARTITIONS, "round b")
+        second.close()  # leaves the group
+        second = None
+        until([first], lambda: held(first) == set(range(PARTITIONS)), "the leaver's partitions")
+        with RawKafka("127.0.0.1", cluster.port) as kafka:
+            _produce_round(kafka, topic, 30, "c")
+        until([first], lambda: len(seen) >= 90 * PARTITIONS, "round c")
+        counts = Counter(seen)
+        assert not [r for r, n in counts.items() if n > 1]
+        assert set(counts) == {(p, o) for p in range(PARTITIONS) for o in range(90)}
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
