@@ -398,3 +398,20 @@ def test_v0_coordinator_names_the_member(kafka: RawKafka, topic: str) -> None:
     assert (resp.error_code, resp.member_epoch) == (NONE, 1)
     assert str(uuid.UUID(resp.member_id)) == resp.member_id
     assert [list(tp.partitions) for tp in resp.assignment.topic_partitions] == [[0]]
+
+
+def test_a_share_group_is_not_a_consumer_group(skiff: Skiff, kafka: RawKafka, topic: str) -> None:
+    from share_raw import ShareMember
+
+    create(kafka, topic, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    share = ShareMember("127.0.0.1", skiff.port, group)
+    try:
+        assert share.heartbeat(0, [topic]).error_code == NONE
+    finally:
+        share.close()
+    resp = Member(kafka, group, [topic]).heartbeat()
+    assert (resp.error_code, resp.error_message) == (
+        GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a consumer group.",
+    )

@@ -17,6 +17,7 @@ from sidecar.groups.consumer_group import ASSIGNORS, LEAVE_EPOCH, STATIC_LEAVE_E
 from sidecar.groups.coordinator import CgHeartbeat, CgResult, CoordinatorError
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response, ms
+from sidecar.queues.core import queue_store
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 
@@ -89,6 +90,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
             )
     if result is None:
         result = _invalid(body, version)
+    if result is None and await queue_store(broker).exists(body.group_id):
+        # A queue (share) group of that id: not a consumer group, as Kafka answers.
+        result = CgResult("GROUP_ID_NOT_FOUND", f"Group {body.group_id} is not a consumer group.")
     if result is None:
 
         async def counts(names: set[str]) -> dict[str, int]:
