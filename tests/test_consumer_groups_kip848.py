@@ -415,3 +415,24 @@ def test_a_share_group_is_not_a_consumer_group(skiff: Skiff, kafka: RawKafka, to
         GROUP_ID_NOT_FOUND,
         f"Group {group} is not a consumer group.",
     )
+
+
+def test_uniform_assignor_balances_and_sticks() -> None:
+    from sidecar.groups.consumer_group import uniform_assign
+
+    parts = {"a": 6, "b": 3}
+    first = uniform_assign({"m1": ["a", "b"], "m2": ["a", "b"]}, parts, {})
+    assert sorted(sum(len(ps) for ps in a.values()) for a in first.values()) == [4, 5]
+    second = uniform_assign({"m1": ["a", "b"], "m2": ["a", "b"], "m3": ["a", "b"]}, parts, first)
+    assert [sum(len(ps) for ps in second[m].values()) for m in ("m1", "m2", "m3")] == [3, 3, 3]
+    kept = {
+        (m, t, p)
+        for m in ("m1", "m2")
+        for t, ps in second[m].items()
+        for p in ps
+        if p in first[m].get(t, [])
+    }
+    assert len(kept) == 6  # only what m3 takes moves
+    # Heterogeneous: the member that can only read "a" gets both of its partitions.
+    got = uniform_assign({"m1": ["a"], "m2": ["a", "b"]}, {"a": 2, "b": 2}, {})
+    assert got == {"m1": {"a": [0, 1]}, "m2": {"b": [0, 1]}}
