@@ -446,6 +446,33 @@ def _list_config_resources(broker: Broker, request: Any) -> bytes:
     return encode_response(74, request.header.api_version, body)
 
 
+def _consumer_group_heartbeat(broker: Broker, request: Any) -> bytes:
+    data = {
+        "throttle_time": 0,
+        "error_code": COORDINATOR_NOT_AVAILABLE,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval": 0,
+    }
+    return encode_response(68, request.header.api_version, data)
+
+
+def _consumer_group_describe(broker: Broker, request: Any) -> bytes:
+    groups = [
+        {
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "group_id": g,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+        }
+        for g in request.body.group_ids
+    ]
+    return encode_response(69, request.header.api_version, {"throttle_time": 0, "groups": groups})
+
+
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     0: _produce,  # called with the reason by response()
     1: _fetch,
@@ -479,6 +506,8 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
     75: _describe_topic_partitions,
+    68: _consumer_group_heartbeat,
+    69: _consumer_group_describe,
     **share_unavailable.BUILDERS,  # 76-79, 90, 91: sidecar/share/unavailable.py
 }
 

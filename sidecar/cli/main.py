@@ -747,6 +747,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "group-consumer-session-timeout-ms",
+        "45000",
+        "group.consumer.session.timeout.ms",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
+        "group-consumer-heartbeat-interval-ms",
+        "5000",
+        "group.consumer.heartbeat.interval.ms",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
         "authorizer-class-name",
         "",
         "authorizer.class.name: empty for none (every request allowed), or "
@@ -1049,6 +1063,8 @@ def _run(argv: list[str]) -> int:
         shutdown_timeout_ms=args.shutdown_timeout_ms,
         group_share_session_timeout_ms=args.group_share_session_timeout_ms,
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
+        group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
+        group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
         authorizer_class_name=args.authorizer_class_name,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,

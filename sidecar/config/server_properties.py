@@ -195,6 +195,8 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
+    "group.consumer.session.timeout.ms": FlagMapping("group-consumer-session-timeout-ms"),
+    "group.consumer.heartbeat.interval.ms": FlagMapping("group-consumer-heartbeat-interval-ms"),
     "authorizer.class.name": FlagMapping("authorizer-class-name"),
     "super.users": FlagMapping("super-users"),
     "allow.everyone.if.no.acl.found": FlagMapping("allow-everyone-if-no-acl-found"),

@@ -157,6 +157,10 @@ class Settings:
     # group.share.heartbeat.interval.ms.
     group_share_session_timeout_ms: int = 45_000
     group_share_heartbeat_interval_ms: int = 5_000
+    # KIP-848 consumer groups (sidecar/groups/consumer_group.py): Kafka's
+    # group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms.
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
     # Kafka listener bounds (sidecar/server_limits.py), with Kafka's names and defaults:
     # max.connections, max.connections.per.ip (+ .overrides as (host, limit) pairs),
     # connections.max.idle.ms. queued.max.request.bytes is unbounded (-1) in Kafka; Skiff
