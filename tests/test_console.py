@@ -119,10 +119,9 @@ def shot(browser: Any, name: str) -> None:
         browser.save_screenshot(str(Path(SCREENSHOTS) / name))
 
 
-def redis_size(redis: RedisServer, topic: str, partitions: int) -> int:
+def redis_size(client: Any, topic: str, partitions: int) -> int:
     """What the console reports as a topic's size: MEMORY USAGE of the keys that hold
-    its partitions' records, asked here of Redis directly."""
-    client = redis.client()
+    its partitions' records, asked here of Redis (or a Redis Cluster) directly."""
     return sum(
         int(client.memory_usage(key) or 0)
         for p in range(partitions)
@@ -146,7 +145,7 @@ def test_topic_watermarks_and_records(server: Any, browser: Any, fmt: str) -> No
     ]
     produce(skiff, topic, records)
     browser.get(f"{base(skiff)}/topics?q={topic}")
-    used = redis_size(redis, topic, 2)
+    used = redis_size(redis.client(), topic, 2)
     assert cells(browser, "topics") == [[topic, "2", "3", fmt, shown_size(used)]]
     size_cell = browser.find_element(By.CSS_SELECTOR, "#topics tbody td:nth-child(5) span")
     assert size_cell.get_attribute("title") == f"{used} bytes"
@@ -465,6 +464,73 @@ def test_ten_thousand_topics_bounded(tmp_path: Path, browser: Any) -> None:
     finally:
         stop_process(skiff.proc)
         stop_process(redis.proc)
+
+
+def test_on_redis_cluster(tmp_path: Path, browser: Any) -> None:
+    """The pages on a 3+3 Redis Cluster: a topic's partitions in several slots, its size,
+    records, a group's lag and the fetched count (each read routed to its node)."""
+    from redis_cluster_harness import start_redis_cluster
+
+    cluster = start_redis_cluster(tmp_path / "cluster")
+    try:
+        skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", cluster.url)
+        try:
+            topic, group = "console-cluster", "console-cluster-group"
+            create(skiff, topic, 6)
+            produce(
+                skiff, topic, [(p, b"k%d" % p, b"v%d" % i, []) for i in range(3) for p in range(6)]
+            )
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": skiff.bootstrap,
+                    "group.id": group,
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                }
+            )
+            try:
+                consumer.assign([TopicPartition(topic, p) for p in range(6)])
+                got: list[Any] = []
+
+                def all_read() -> bool:
+                    message = consumer.poll(0.5)
+                    if message is not None and message.error() is None:
+                        got.append(message)
+                    return len(got) == 18
+
+                wait_until("the 18 records consumed", all_read, 60)
+                consumer.commit(
+                    offsets=[TopicPartition(topic, p, 1) for p in range(6)], asynchronous=False
+                )
+            finally:
+                consumer.close()
+            browser.get(f"{base(skiff)}/topics?q={topic}")
+            used = redis_size(cluster.client(), topic, 6)
+            assert cells(browser, "topics") == [[topic, "6", "18", "batch", shown_size(used)]]
+            browser.get(f"{base(skiff)}/topics/{topic}")
+            assert [r[:4] for r in cells(browser, "partitions")] == [
+                [str(p), "0", "3", "3"] for p in range(6)
+            ]
+            browser.get(f"{base(skiff)}/topics/{topic}/records?partition=4")
+            assert [(r[0], r[2], r[3]) for r in cells(browser, "records")] == [
+                (str(i), "k4", f"v{i}") for i in range(3)
+            ]
+            browser.get(f"{base(skiff)}/groups/{group}")
+            assert cells(browser, "lag") == [[topic, str(p), "1", "3", "2"] for p in range(6)]
+
+            def fetched() -> bool:
+                status, doc = get_json(skiff.http_port, f"/console/api/topics/{topic}")
+                assert status == 200, doc
+                return doc["fetched"] == 18
+
+            wait_until("the fetched count in the cluster", fetched)
+            browser.get(base(skiff))
+            redis_rows = dict((r[0], r[1]) for r in cells(browser, "redis"))
+            assert redis_rows["mode"] == "cluster"
+        finally:
+            stop_process(skiff.proc)
+    finally:
+        cluster.stop()
 
 
 USERS = {

@@ -36,6 +36,7 @@ class FetchedFlusher:
         self.broker = broker
         self._sent: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def flush(self) -> None:
         counts = fetched_here()
@@ -51,24 +52,24 @@ class FetchedFlusher:
             self._sent[topic] = counts[topic]
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_SECONDS)
-            try:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), FLUSH_SECONDS)
+            try:  # and once more when stopping: the last counts
                 await self.flush()
             except Exception as exc:  # Redis away: the counts wait for the next flush
                 log.debug("fetched counts not flushed: %s", exc)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="console-fetched")
 
     async def stop(self) -> None:
+        """Flushes the last counts, unless Redis takes longer than a flush period."""
+        self._stopping.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._task, FLUSH_SECONDS)
             self._task = None
-        with contextlib.suppress(Exception):  # the last counts, if Redis still answers
-            await self.flush()
 
 
 async def fetched(redis: Any, topic: str) -> int:
