@@ -538,6 +538,13 @@ def test_security_login_and_acls(tmp_path: Path, browser: Any) -> None:
         allow(skiff, "alice", ResourceType.TOPIC, "alice-topic", AclOperation.DESCRIBE)
         status, body = http(f"{base(skiff)}/topics")
         assert status == 401, body
+        # the console's 401 is the login form, without the challenge that would make the
+        # browser ask in its own dialog; the API still challenges
+        assert challenge(f"{base(skiff)}/topics") is None
+        assert challenge(f"http://127.0.0.1:{skiff.http_port}/v1/queues") == (
+            'Basic realm="skiff", charset="UTF-8"'
+        )
+        assert 'id="login"' in body and "/static/" not in body
         wrong = basic("alice", "wrong")
         assert http(f"{base(skiff)}/topics", headers=wrong)[0] == 401
         as_alice = basic("alice", USERS["alice"])
@@ -554,6 +561,15 @@ def test_security_login_and_acls(tmp_path: Path, browser: Any) -> None:
         status, body = http(f"{base(skiff)}/topics/secret-topic", headers=as_alice)
         assert status == 403 and "TOPIC_AUTHORIZATION_FAILED" in body
         login_in_browser(skiff, browser)
+
+
+def challenge(url: str) -> str | None:
+    """The WWW-Authenticate header of an unauthenticated GET (which must be a 401)."""
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=30)
+    with refused.value:
+        assert refused.value.code == 401
+        return refused.value.headers.get("WWW-Authenticate")
 
 
 def login_in_browser(skiff: Skiff, browser: Any) -> None:

@@ -37,6 +37,12 @@ STATIC = {
 DEAD_LETTER_HEADERS = ("group", "reason", "topic", "partition", "offset", "delivery.count")
 REDRIVE_LIMIT = 100_000
 
+CHART_CSS = f'<link rel="stylesheet" href="{PREFIX}/static/uPlot.min.css">'
+CHART_SCRIPTS = (
+    f'<script src="{PREFIX}/static/uPlot.iife.min.js"></script>\n'
+    f'<script src="{PREFIX}/static/console.js"></script>'
+)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -81,14 +87,16 @@ def _pager(search: str, page_no: int, pages: int) -> str:
     return " ".join(links)
 
 
-def page(title: str, body: str, status: int = 200, scripts: str = "") -> web.Response:
+def page(
+    title: str, body: str, status: int = 200, scripts: str = "", charts: bool = True
+) -> web.Response:
     nav = (
         f'<a href="{PREFIX}">Cluster</a> <a href="{PREFIX}/topics">Topics</a> '
         f'<a href="{PREFIX}/groups">Groups</a>'
     )
     text = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)} - Skiff console</title>
-<link rel="stylesheet" href="{PREFIX}/static/uPlot.min.css">
+{CHART_CSS if charts else ""}
 <style>
 body{{font-family:system-ui,sans-serif;margin:0;color:#222}}
 header{{background:#1d3557;color:#fff;padding:.6em 1em}} header a{{color:#fff;margin-right:1em}}
@@ -100,8 +108,7 @@ pre{{margin:0;white-space:pre-wrap;word-break:break-all;max-width:50em}}
 </style></head>
 <body><header><b>Skiff</b> &nbsp; {nav}</header><main><h1>{esc(title)}</h1>
 {body}</main>
-<script src="{PREFIX}/static/uPlot.iife.min.js"></script>
-<script src="{PREFIX}/static/console.js"></script>{scripts}</body></html>"""
+{CHART_SCRIPTS if charts else ""}{scripts}</body></html>"""
     return web.Response(text=text, content_type="text/html", status=status)
 
 

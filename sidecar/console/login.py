@@ -124,4 +124,4 @@ def form(target: str, message: str, status: int) -> web.Response:
         'autocomplete="current-password"></label></p>'
         '<button id="login" type="submit">Log in</button></form>'
     )
-    return page("Log in", body, status)
+    return page("Log in", body, status, charts=False)  # the scripts need a login too
