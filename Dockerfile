@@ -10,11 +10,14 @@ ENV PYTHONUNBUFFERED=1 \
 # Skiff loads its Lua scripts from lua/ next to the package (sidecar/storage/scripts.py),
 # so the source tree stays in /app and is installed in place (editable).
 WORKDIR /app
-COPY pyproject.toml ./
+COPY pyproject.toml setup.py ./
 COPY lua ./lua
 COPY sidecar ./sidecar
 COPY pipeline ./pipeline
-RUN pip install -e . \
+# gcc builds the one C extension (sidecar/protocol/_record_walk.c), then goes.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install -e . \
+    && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* \
     && python -m compileall -q sidecar pipeline \
     && useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin skiff
 

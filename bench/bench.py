@@ -65,20 +65,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path | None,
-                  timeout: float = 30.0) -> None:
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], what: str, log: Path | None, timeout: float = 30.0
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise BenchError(f"{what} exited with {proc.returncode} before listening"
-                             + _log_tail(log))
+            raise BenchError(
+                f"{what} exited with {proc.returncode} before listening" + _log_tail(log)
+            )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise BenchError(f"{what}: nothing listens on port {port} after {timeout:.0f}s"
-                     + _log_tail(log))
+    raise BenchError(
+        f"{what}: nothing listens on port {port} after {timeout:.0f}s" + _log_tail(log)
+    )
 
 
 def _log_tail(log: Path | None, lines: int = 30) -> str:
@@ -102,17 +105,37 @@ def stop_process(proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM
 def start_redis(workdir: Path, unix_socket: bool) -> tuple[subprocess.Popen[bytes], str]:
     binary = shutil.which("redis-server")
     if binary is None:
-        raise BenchError("redis-server is not installed (apt-get install redis-server), "
-                         "or pass --redis-url")
+        raise BenchError(
+            "redis-server is not installed (apt-get install redis-server), or pass --redis-url"
+        )
     port = free_port()
     log = workdir / "redis.log"
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir), "--daemonize", "no",
-         "--logfile", str(log),
-         *(["--unixsocket", str(workdir / "redis.sock"), "--unixsocketperm", "700"]
-           if unix_socket else [])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(log),
+            *(
+                ["--unixsocket", str(workdir / "redis.sock"), "--unixsocketperm", "700"]
+                if unix_socket
+                else []
+            ),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
     )
     wait_for_port(port, proc, "redis-server", log)
     if unix_socket:
@@ -120,17 +143,26 @@ def start_redis(workdir: Path, unix_socket: bool) -> tuple[subprocess.Popen[byte
     return proc, f"redis://127.0.0.1:{port}/0"
 
 
-def start_skiff(redis_url: str, log: Path,
-                cprofile: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def start_skiff(
+    redis_url: str, log: Path, cprofile: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "sidecar.cli.main"]
     if cprofile is not None:  # the same CLI, in-process under cProfile (CPU clock)
         cmd = [sys.executable, str(ROOT / "bench" / "skiff_cprofile.py"), str(cprofile)]
-    cmd += ["serve", "--redis-url", redis_url, "--listen", f"127.0.0.1:{port}",
-            "--http-listen", "none"]
+    cmd += [
+        "serve",
+        "--redis-url",
+        redis_url,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--http-listen",
+        "none",
+    ]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     wait_for_port(port, proc, "Skiff", log)
     return proc, f"127.0.0.1:{port}"
 
@@ -143,15 +175,30 @@ def start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     if not binary.is_file():
         raise BenchError("--py-spy needs py-spy: .venv/bin/pip install py-spy")
     proc = subprocess.Popen(
-        [str(binary), "record", "--pid", str(pid), "--format", "raw", "--idle",
-         "--nonblocking", "--rate", "200", "--output", str(out)],
-        stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".log"), "wb"),  # noqa: SIM115
+        [
+            str(binary),
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--idle",
+            "--nonblocking",
+            "--rate",
+            "200",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(out.with_suffix(".log"), "wb"),  # noqa: SIM115
         stdin=subprocess.DEVNULL,
     )
     time.sleep(1.0)  # let it attach before the phase starts
     if proc.poll() is not None:
-        raise BenchError(f"py-spy exited with {proc.returncode}: "
-                         + out.with_suffix(".log").read_text(errors="replace"))
+        raise BenchError(
+            f"py-spy exited with {proc.returncode}: "
+            + out.with_suffix(".log").read_text(errors="replace")
+        )
     return proc
 
 
@@ -178,8 +225,9 @@ class RedisProbe:
             seed = url.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2].split(",")[0]
             host, _, port = seed.rpartition(":")
             nodes = redis.Redis(host=host, port=int(port)).execute_command("CLUSTER NODES")
-            self.clients = [redis.Redis(host=a.split(":")[0], port=int(a.split(":")[1]))
-                            for a in nodes]
+            self.clients = [
+                redis.Redis(host=a.split(":")[0], port=int(a.split(":")[1])) for a in nodes
+            ]
         else:
             self.clients = [redis.Redis.from_url(url)]
 
@@ -207,8 +255,9 @@ class RedisProbe:
 class Phase:
     """Wall clock, client CPU, Skiff CPU and Redis deltas of one phase."""
 
-    def __init__(self, probe: RedisProbe, skiff_pid: int | None,
-                 py_spy_out: Path | None = None) -> None:
+    def __init__(
+        self, probe: RedisProbe, skiff_pid: int | None, py_spy_out: Path | None = None
+    ) -> None:
         self.probe = probe
         self.skiff_pid = skiff_pid
         self.py_spy_out = py_spy_out
@@ -227,8 +276,7 @@ class Phase:
         self.seconds = time.perf_counter() - self.wall0
         self.client_cpu = time.process_time() - self.client0
         skiff1 = proc_cpu(self.skiff_pid)
-        self.skiff_cpu = (None if skiff1 is None or self.skiff0 is None
-                          else skiff1 - self.skiff0)
+        self.skiff_cpu = None if skiff1 is None or self.skiff0 is None else skiff1 - self.skiff0
         self.redis = RedisProbe.delta(self.redis0, self.probe.snapshot())
         self._stop_spy()
 
@@ -260,9 +308,16 @@ class Phase:
 # -- (a) raw EVALSHA ceiling ------------------------------------------------------------
 
 
-async def raw_append(url: str, topic: str, records: int, value: bytes, batch: int,
-                     probe: RedisProbe, retention_bytes: int = -1,
-                     fmt: str = "record") -> dict[str, Any]:
+async def raw_append(
+    url: str,
+    topic: str,
+    records: int,
+    value: bytes,
+    batch: int,
+    probe: RedisProbe,
+    retention_bytes: int = -1,
+    fmt: str = "record",
+) -> dict[str, Any]:
     store = await RedisStore.connect(url, "bench")  # SCRIPT LOADs lua/append.lua
     configs = {"retention.bytes": str(retention_bytes)} if retention_bytes >= 0 else {}
     configs["skiff.storage.format"] = fmt
@@ -284,10 +339,12 @@ async def raw_append(url: str, topic: str, records: int, value: bytes, batch: in
                 size = estimate(flat)  # the batch's bytes, as Produce measures them
                 # A batch topic: the records built into one v2 batch, one XADD per call.
                 result = await store.append(
-                    store.prepare_records(info, 0, args, size, retention_bytes))
+                    store.prepare_records(info, 0, args, size, retention_bytes)
+                )
                 if result.base_offset != done:
-                    raise BenchError(f"raw append returned base offset {result.base_offset}, "
-                                     f"expected {done}")
+                    raise BenchError(
+                        f"raw append returned base offset {result.base_offset}, expected {done}"
+                    )
                 done += n
                 if done >= next_report and done < records:
                     progress(f"(a) raw: {done:,}/{records:,} records")
@@ -316,14 +373,17 @@ def check_alive(skiff: subprocess.Popen[bytes] | None, log: Path) -> None:
         raise BenchError(f"Skiff exited with {skiff.returncode}" + _log_tail(log))
 
 
-def create_topic(bootstrap: str, topic: str, retention_bytes: int = -1,
-                 fmt: str = "record") -> None:
+def create_topic(
+    bootstrap: str, topic: str, retention_bytes: int = -1, fmt: str = "record"
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"retention.bytes": str(retention_bytes)} if retention_bytes >= 0 else {}
     config["skiff.storage.format"] = fmt
-    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
-                                            config=config)],
-                                  operation_timeout=10, request_timeout=15)
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=1, config=config)],
+        operation_timeout=10,
+        request_timeout=15,
+    )
     try:
         futures[topic].result(timeout=30)
     except Exception as exc:
@@ -385,9 +445,17 @@ def warm_up(bootstrap: str, topic: str, value: bytes, batch: int) -> None:
         raise BenchError(f"warm-up: read back {count}/{batch} records through Skiff in 30 s")
 
 
-def produce(bootstrap: str, topic: str, records: int, value: bytes, batch: int,
-            probe: RedisProbe, skiff: subprocess.Popen[bytes] | None,
-            log: Path, py_spy_out: Path | None = None) -> dict[str, Any]:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    value: bytes,
+    batch: int,
+    probe: RedisProbe,
+    skiff: subprocess.Popen[bytes] | None,
+    log: Path,
+    py_spy_out: Path | None = None,
+) -> dict[str, Any]:
     errors: list[str] = []
     delivered = 0
     batch_sum = 0
@@ -407,12 +475,14 @@ def produce(bootstrap: str, topic: str, records: int, value: bytes, batch: int,
         batch_sum += int(stats.get("sum", 0))
         batch_cnt += int(stats.get("cnt", 0))
 
-    producer = Producer({
-        **producer_config(bootstrap, batch, len(value)),
-        "statistics.interval.ms": 1000,
-        "stats_cb": on_stats,
-        "on_delivery": on_delivery,
-    })
+    producer = Producer(
+        {
+            **producer_config(bootstrap, batch, len(value)),
+            "statistics.interval.ms": 1000,
+            "stats_cb": on_stats,
+            "on_delivery": on_delivery,
+        }
+    )
     producer.list_topics(topic, timeout=15)  # metadata and connection, not timed
     step = max(records // 10, 1)
     produce_one = producer.produce
@@ -428,8 +498,9 @@ def produce(bootstrap: str, topic: str, records: int, value: bytes, batch: int,
         if delivered != watch["delivered"]:
             watch["delivered"], watch["since"] = delivered, now
         elif now - watch["since"] > STALL_SECONDS:
-            raise BenchError(f"produce stalled at {delivered:,}/{records:,} acknowledged"
-                             + _log_tail(log))
+            raise BenchError(
+                f"produce stalled at {delivered:,}/{records:,} acknowledged" + _log_tail(log)
+            )
 
     with Phase(probe, skiff.pid if skiff else None, py_spy_out) as phase:
         for i in range(records):
@@ -443,8 +514,9 @@ def produce(bootstrap: str, topic: str, records: int, value: bytes, batch: int,
             if i % 1000 == 999:
                 producer.poll(0)
                 if (i + 1) % step == 0:
-                    progress(f"(b) produce: {i + 1:,}/{records:,} queued, "
-                             f"{delivered:,} acknowledged")
+                    progress(
+                        f"(b) produce: {i + 1:,}/{records:,} queued, {delivered:,} acknowledged"
+                    )
                     check_progress()
             if errors:
                 break
@@ -468,9 +540,16 @@ def produce(bootstrap: str, topic: str, records: int, value: bytes, batch: int,
     return out
 
 
-def consume(bootstrap: str, topic: str, records: int, value: bytes, probe: RedisProbe,
-            skiff: subprocess.Popen[bytes] | None, log: Path,
-            py_spy_out: Path | None = None) -> dict[str, Any]:
+def consume(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    value: bytes,
+    probe: RedisProbe,
+    skiff: subprocess.Popen[bytes] | None,
+    log: Path,
+    py_spy_out: Path | None = None,
+) -> dict[str, Any]:
     consumer = Consumer(consumer_config(bootstrap))
     consumer.list_topics(topic, timeout=15)  # metadata and connection, not timed
     count = 0
@@ -487,8 +566,9 @@ def consume(bootstrap: str, topic: str, records: int, value: bytes, probe: Redis
                 if not msgs:
                     check_alive(skiff, log)
                     if time.monotonic() - last_change > STALL_SECONDS:
-                        raise BenchError(f"consume stalled at {count:,}/{records:,} records"
-                                         + _log_tail(log))
+                        raise BenchError(
+                            f"consume stalled at {count:,}/{records:,} records" + _log_tail(log)
+                        )
                     continue
                 fetch_calls += 1
                 last_change = time.monotonic()
@@ -509,8 +589,10 @@ def consume(bootstrap: str, topic: str, records: int, value: bytes, probe: Redis
     finally:
         consumer.close()
     if count != records or last_offset != records - 1:
-        raise BenchError(f"read {count:,} records ending at offset {last_offset}, expected "
-                         f"{records:,} ending at {records - 1}")
+        raise BenchError(
+            f"read {count:,} records ending at offset {last_offset}, expected "
+            f"{records:,} ending at {records - 1}"
+        )
     out = phase.result(records, len(value))
     out["consume_calls"] = fetch_calls
     return out
@@ -540,10 +622,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         except redis.RedisError as exc:
             raise BenchError(f"cannot reach Redis at {url}: {exc}") from None
 
-        progress(f"(a) raw EVALSHA append.lua: {args.records:,} records, "
-                 f"{args.batch:,} per call")
-        raw = asyncio.run(raw_append(url, f"bench-raw-{run_id}", args.records, value,
-                                     args.batch, probe, args.retention_bytes, args.format))
+        progress(f"(a) raw EVALSHA append.lua: {args.records:,} records, {args.batch:,} per call")
+        raw = asyncio.run(
+            raw_append(
+                url,
+                f"bench-raw-{run_id}",
+                args.records,
+                value,
+                args.batch,
+                probe,
+                args.retention_bytes,
+                args.format,
+            )
+        )
         progress(f"(a) done: {raw['records_per_s']:,.0f} records/s")
 
         skiff_proc, bootstrap = start_skiff(url, skiff_log, args.cprofile)
@@ -553,15 +644,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         topic = f"bench-{run_id}"
         create_topic(bootstrap, topic, args.retention_bytes, args.format)
         progress(f"(b) produce through Skiff to {topic}: {args.records:,} records")
-        prod = produce(bootstrap, topic, args.records, value, args.batch, probe, skiff_proc,
-                       skiff_log, args.py_spy and args.py_spy / "produce.txt")
+        prod = produce(
+            bootstrap,
+            topic,
+            args.records,
+            value,
+            args.batch,
+            probe,
+            skiff_proc,
+            skiff_log,
+            args.py_spy and args.py_spy / "produce.txt",
+        )
         progress(f"(b) done: {prod['records_per_s']:,.0f} records/s")
 
         cons: dict[str, Any] | None = None
         if args.retention_bytes < 0:
             progress(f"(c) consume through Skiff from {topic}, offset 0")
-            cons = consume(bootstrap, topic, args.records, value, probe, skiff_proc, skiff_log,
-                           args.py_spy and args.py_spy / "fetch.txt")
+            cons = consume(
+                bootstrap,
+                topic,
+                args.records,
+                value,
+                probe,
+                skiff_proc,
+                skiff_log,
+                args.py_spy and args.py_spy / "fetch.txt",
+            )
             progress(f"(c) done: {cons['records_per_s']:,.0f} records/s")
         else:
             progress("(c) skipped: retention.bytes removed the start of the log")
@@ -575,9 +683,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             progress(f"cProfile stats of Skiff written to {args.cprofile}")
         stop_process(redis_proc)
         if skiff_proc is not None or redis_proc is not None:
-            progress("stopped " + ", ".join(
-                f"{name} pid {p.pid}" for name, p in (("Skiff", skiff_proc),
-                                                      ("redis-server", redis_proc)) if p))
+            progress(
+                "stopped "
+                + ", ".join(
+                    f"{name} pid {p.pid}"
+                    for name, p in (("Skiff", skiff_proc), ("redis-server", redis_proc))
+                    if p
+                )
+            )
         if (failed and any(workdir.iterdir())) or args.keep_logs:
             progress(f"logs kept in {workdir}")
         else:
@@ -590,8 +703,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "storage_format": args.format,
         "partitions": 1,
         "cpus": cpus,
-        "shared_cpus_note": (f"{cpus} CPU(s) shared by redis-server, Skiff and the bench "
-                             "client: the figures are not isolated"),
+        "shared_cpus_note": (
+            f"{cpus} CPU(s) shared by redis-server, Skiff and the bench "
+            "client: the figures are not isolated"
+        ),
         "loadavg_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "redis_version": version,
         "own_redis": not args.redis_url,
@@ -600,8 +715,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "produce": prod,
         "consume": cons,
         "ratio_produce_to_raw": round(prod["records_per_s"] / raw["records_per_s"], 3),
-        "ratio_consume_to_raw": (round(cons["records_per_s"] / raw["records_per_s"], 3)
-                                 if cons else None),
+        "ratio_consume_to_raw": (
+            round(cons["records_per_s"] / raw["records_per_s"], 3) if cons else None
+        ),
         "retention_bytes": args.retention_bytes,
     }
 
@@ -629,28 +745,38 @@ def summary(r: dict[str, Any]) -> str:
         f"{raw['mb_per_s']:>8.2f} MB/s   ({raw['calls']:,} calls)",
     ]
     if "redis_evalsha_s" in raw:
-        lines.append(f"      Redis-side evalsha time {raw['redis_evalsha_s']:.2f} s "
-                     f"({raw['redis_evalsha_us_per_call']:,.0f} us/call) = "
-                     f"{raw['redis_side_records_per_s']:,.0f} records/s if Redis were "
-                     "the only cost")
-        lines.append(f"      the other {raw['client_side_s']:.2f} s of the wall time: redis-py "
-                     "packing the command, the socket and the reply (one client, serial)")
+        lines.append(
+            f"      Redis-side evalsha time {raw['redis_evalsha_s']:.2f} s "
+            f"({raw['redis_evalsha_us_per_call']:,.0f} us/call) = "
+            f"{raw['redis_side_records_per_s']:,.0f} records/s if Redis were "
+            "the only cost"
+        )
+        lines.append(
+            f"      the other {raw['client_side_s']:.2f} s of the wall time: redis-py "
+            "packing the command, the socket and the reply (one client, serial)"
+        )
     lines.append(f"      {_cpu(raw)}")
-    lines.append(f"(b) produce via Skiff       {prod['records_per_s']:>12,.0f} records/s "
-                 f"{prod['mb_per_s']:>8.2f} MB/s   (b)/(a) = {r['ratio_produce_to_raw']:.2f}")
+    lines.append(
+        f"(b) produce via Skiff       {prod['records_per_s']:>12,.0f} records/s "
+        f"{prod['mb_per_s']:>8.2f} MB/s   (b)/(a) = {r['ratio_produce_to_raw']:.2f}"
+    )
     batch = prod.get("avg_records_per_batch")
     extra = f"avg {batch:,.0f} records per producer batch" if batch else ""
     if "append_calls" in prod:
-        extra += (f", {prod['append_calls']:,} append calls, "
-                  f"Redis-side evalsha {prod['redis_evalsha_s']:.2f} s")
+        extra += (
+            f", {prod['append_calls']:,} append calls, "
+            f"Redis-side evalsha {prod['redis_evalsha_s']:.2f} s"
+        )
     if extra:
         lines.append(f"      {extra.lstrip(', ')}")
     lines.append(f"      {_cpu(prod)}")
     if cons is None:
         lines.append(f"(c) consume skipped: retention.bytes={r['retention_bytes']} on (a) and (b)")
     else:
-        lines.append(f"(c) consume via Skiff       {cons['records_per_s']:>12,.0f} records/s "
-                     f"{cons['mb_per_s']:>8.2f} MB/s   (c)/(a) = {r['ratio_consume_to_raw']:.2f}")
+        lines.append(
+            f"(c) consume via Skiff       {cons['records_per_s']:>12,.0f} records/s "
+            f"{cons['mb_per_s']:>8.2f} MB/s   (c)/(a) = {r['ratio_consume_to_raw']:.2f}"
+        )
         lines.append(f"      {_cpu(cons)}")
     lines.append("MB/s counts record values only (records x record bytes / 1e6).")
     return "\n".join(lines)
@@ -658,35 +784,66 @@ def summary(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=300_000,
-                        help="records per phase (default 300,000)")
-    parser.add_argument("--record-bytes", type=int, default=100,
-                        help="value size of each record (default 100)")
-    parser.add_argument("--batch", type=int, default=1000,
-                        help="records per EVALSHA in (a) and per producer batch in (b) "
-                        "(default 1000)")
-    parser.add_argument("--redis-url", default=None,
-                        help="use this Redis instead of starting a redis-server")
-    parser.add_argument("--unix-socket", action="store_true",
-                        help="connect the bench and Skiff to the started redis-server over a "
-                        "Unix socket instead of TCP (ignored with --redis-url)")
-    parser.add_argument("--retention-bytes", type=int, default=-1,
-                        help="retention.bytes of the topics of (a) and (b), so every append "
-                        "also trims (size retention); skips (c). Default -1: off")
-    parser.add_argument("--format", choices=("batch", "record"), default="record",
-                        help="skiff.storage.format of the topics of (a) and (b); for batch, "
-                        "(a) appends each call's records as one batch (one XADD)")
-    parser.add_argument("--json", action="store_true",
-                        help="print the results as one JSON object on stdout")
-    parser.add_argument("--keep-logs", action="store_true",
-                        help="keep the temporary directory with skiff.log and redis.log")
-    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
-                        help="profile Skiff with py-spy during (b) and (c): collapsed stacks "
-                        "in DIR/produce.txt and DIR/fetch.txt (see bench/profile_summary.py); "
-                        "sampling costs Skiff some speed, so do not compare those figures")
-    parser.add_argument("--cprofile", type=Path, default=None, metavar="FILE",
-                        help="run Skiff under cProfile (CPU clock, bench/skiff_cprofile.py) "
-                        "and write its stats to FILE when it is stopped; slows Skiff a lot")
+    parser.add_argument(
+        "--records", type=int, default=300_000, help="records per phase (default 300,000)"
+    )
+    parser.add_argument(
+        "--record-bytes", type=int, default=100, help="value size of each record (default 100)"
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1000,
+        help="records per EVALSHA in (a) and per producer batch in (b) (default 1000)",
+    )
+    parser.add_argument(
+        "--redis-url", default=None, help="use this Redis instead of starting a redis-server"
+    )
+    parser.add_argument(
+        "--unix-socket",
+        action="store_true",
+        help="connect the bench and Skiff to the started redis-server over a "
+        "Unix socket instead of TCP (ignored with --redis-url)",
+    )
+    parser.add_argument(
+        "--retention-bytes",
+        type=int,
+        default=-1,
+        help="retention.bytes of the topics of (a) and (b), so every append "
+        "also trims (size retention); skips (c). Default -1: off",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("batch", "record"),
+        default="record",
+        help="skiff.storage.format of the topics of (a) and (b); for batch, "
+        "(a) appends each call's records as one batch (one XADD)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the results as one JSON object on stdout"
+    )
+    parser.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="keep the temporary directory with skiff.log and redis.log",
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="profile Skiff with py-spy during (b) and (c): collapsed stacks "
+        "in DIR/produce.txt and DIR/fetch.txt (see bench/profile_summary.py); "
+        "sampling costs Skiff some speed, so do not compare those figures",
+    )
+    parser.add_argument(
+        "--cprofile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="run Skiff under cProfile (CPU clock, bench/skiff_cprofile.py) "
+        "and write its stats to FILE when it is stopped; slows Skiff a lot",
+    )
     args = parser.parse_args(argv)
     if args.cprofile:
         args.cprofile = args.cprofile.resolve()

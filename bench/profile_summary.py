@@ -47,9 +47,11 @@ def summarise(path: Path, top: int) -> str:
     if not total:
         return f"{path}: no samples"
     busy = total - idle
-    out = [f"== {path}: {total} samples, {idle / total:.0%} idle in the event loop's "
-           f"select, {busy / total:.0%} busy",
-           f"-- self time (% of busy samples), top {top}"]
+    out = [
+        f"== {path}: {total} samples, {idle / total:.0%} idle in the event loop's "
+        f"select, {busy / total:.0%} busy",
+        f"-- self time (% of busy samples), top {top}",
+    ]
     for name, n in self_time.most_common(top):
         out.append(f"{100 * n / busy:6.1f}%  {name}")
     out.append(f"-- inclusive time (% of busy samples), top {top}, event-loop frames left out")

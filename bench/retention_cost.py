@@ -29,8 +29,9 @@ from sidecar.maintenance.log_bytes import estimate  # noqa: E402
 from sidecar.storage.store import RedisStore  # noqa: E402
 
 
-async def measure(url: str, rounds: int, calls: int, batch: int, value: bytes,
-                  retention: int) -> dict[str, Any]:
+async def measure(
+    url: str, rounds: int, calls: int, batch: int, value: bytes, retention: int
+) -> dict[str, Any]:
     store = await RedisStore.connect(url, "retention-cost")
     topics = {"off": "cost-off", "on": "cost-on"}
     await store.create_topic(topics["off"], 1)
@@ -95,19 +96,26 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="skiff-retention-cost-"))
     proc, url = start_redis(workdir, False)
     try:
-        result = asyncio.run(measure(url, args.rounds, args.calls, args.batch, value,
-                                     args.retention_bytes))
+        result = asyncio.run(
+            measure(url, args.rounds, args.calls, args.batch, value, args.retention_bytes)
+        )
     finally:
         stop_process(proc)
-    print(f"appends of {args.batch} records x {args.record_bytes} B, medians of "
-          f"{args.rounds} rounds of {args.calls}; retention.bytes={args.retention_bytes} "
-          f"(log start of the retained partition at the end: {result['log_start_offset_on']:,})")
+    print(
+        f"appends of {args.batch} records x {args.record_bytes} B, medians of "
+        f"{args.rounds} rounds of {args.calls}; retention.bytes={args.retention_bytes} "
+        f"(log start of the retained partition at the end: {result['log_start_offset_on']:,})"
+    )
     for label in ("off", "on"):
         r = result[label]
-        print(f"  retention {label:3}: Redis CPU {r['redis_cpu_us_per_append']:>8.1f} us/append, "
-              f"EVALSHA {r['evalsha_us_per_append']:>8.1f} us/append")
-    print(f"  on/off: CPU {result['ratio_redis_cpu_us_per_append']:.3f}, "
-          f"EVALSHA {result['ratio_evalsha_us_per_append']:.3f}")
+        print(
+            f"  retention {label:3}: Redis CPU {r['redis_cpu_us_per_append']:>8.1f} us/append, "
+            f"EVALSHA {r['evalsha_us_per_append']:>8.1f} us/append"
+        )
+    print(
+        f"  on/off: CPU {result['ratio_redis_cpu_us_per_append']:.3f}, "
+        f"EVALSHA {result['ratio_evalsha_us_per_append']:.3f}"
+    )
     return 0
 
 

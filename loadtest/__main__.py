@@ -43,10 +43,24 @@ def _start_skiff(data_dir: Path, partitions: int) -> tuple[subprocess.Popen[byte
     port = _free_port()
     log = open(data_dir / "skiff.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sidecar.cli.main", "serve", "--listen", f"127.0.0.1:{port}",
-         "--http-listen", "none", "--data-dir", str(data_dir / "data"),
-         "--num-partitions", str(partitions)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=HERE.parent,
+        [
+            sys.executable,
+            "-m",
+            "sidecar.cli.main",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--http-listen",
+            "none",
+            "--data-dir",
+            str(data_dir / "data"),
+            "--num-partitions",
+            str(partitions),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=HERE.parent,
     )
     log.close()
     try:
@@ -96,12 +110,31 @@ def _run_locust(command: list[str], stop_timeout: int) -> int:
 def locust_command(args: argparse.Namespace, bootstrap: str, extra: list[str]) -> list[str]:
     report = Path(args.report_dir)
     return [
-        sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"), "--headless",
-        "--users", str(args.users), "--spawn-rate", str(args.spawn_rate),
-        "--run-time", args.run_time, "--stop-timeout", str(args.stop_timeout),
-        "--csv", str(report / "skiff"), "--html", str(report / "skiff.html"),
-        "--only-summary", "--bootstrap", bootstrap, "--partitions", str(args.partitions),
-        *extra, *SCENARIOS[args.scenario],
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(HERE / "locustfile.py"),
+        "--headless",
+        "--users",
+        str(args.users),
+        "--spawn-rate",
+        str(args.spawn_rate),
+        "--run-time",
+        args.run_time,
+        "--stop-timeout",
+        str(args.stop_timeout),
+        "--csv",
+        str(report / "skiff"),
+        "--html",
+        str(report / "skiff.html"),
+        "--only-summary",
+        "--bootstrap",
+        bootstrap,
+        "--partitions",
+        str(args.partitions),
+        *extra,
+        *SCENARIOS[args.scenario],
     ]
 
 
@@ -114,15 +147,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: a local Skiff)")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="mixed")
     parser.add_argument("--users", type=at_least(1), default=4)
     parser.add_argument("--spawn-rate", type=positive, default=4)
     parser.add_argument("--run-time", default="60s", help="locust --run-time (e.g. 60s, 5m)")
-    parser.add_argument("--stop-timeout", type=at_least(0), default=15,
-                        help="seconds users get to finish their task at the end")
+    parser.add_argument(
+        "--stop-timeout",
+        type=at_least(0),
+        default=15,
+        help="seconds users get to finish their task at the end",
+    )
     parser.add_argument("--partitions", type=at_least(1), default=6)
     parser.add_argument("--report-dir", default="loadtest-report")
     args, extra = parser.parse_known_args(argv)

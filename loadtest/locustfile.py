@@ -61,8 +61,12 @@ def _arguments(parser: Any) -> None:
     arg("poll-timeout-ms", type=int, default=1000, help="longest wait of one consumer poll")
     arg("task-wait-ms", type=int, default=0, help="pause of a user between two tasks")
     arg("prefill", type=int, default=0, help="records produced at start (consume-only runs)")
-    arg("record-log", default="", help="directory: write every acked and consumed record's "
-        "partition, offset and id there as JSON lines (for loss checks)")
+    arg(
+        "record-log",
+        default="",
+        help="directory: write every acked and consumed record's "
+        "partition, offset and id there as JSON lines (for loss checks)",
+    )
 
 
 def _options(environment: Environment) -> Any:

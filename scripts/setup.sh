@@ -47,8 +47,16 @@ fi
 extras=""
 [ $want_spark = 1 ] && extras="[spark]"
 [ $want_test = 1 ] && extras="[test,spark]"
+# The C extension (sidecar/protocol/_record_walk.c) needs a compiler and Python's headers.
+command -v cc >/dev/null || apt_install gcc
+if ! "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  apt_install python3-dev
+fi
 stamp=".venv/.installed${extras}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# reinstall when the dependencies or the C source changed, or the extension was never built
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+  || [ sidecar/protocol/_record_walk.c -nt "$stamp" ] \
+  || ! ls sidecar/protocol/_record_walk.*.so >/dev/null 2>&1; then
   say "installing Skiff${extras} into .venv (pip)"
   .venv/bin/pip install -q --upgrade pip >/dev/null
   .venv/bin/pip install -q -e ".${extras}"

@@ -255,6 +255,10 @@ EXPECTED: dict[int, Denied] = {
     51: Denied(CLUSTER_DENIED),
     # DescribeCluster: nothing (its authorized operations: 0 without DESCRIBE)
     60: Denied(only(), None, _describe_cluster_verify),
+    # ConsumerGroupHeartbeat: READ on the group, DESCRIBE on the subscribed topics
+    68: Denied(GROUP_DENIED),
+    # ConsumerGroupDescribe: DESCRIBE on each group
+    69: Denied(GROUP_DENIED, None, _ops_not_given),
     # ShareGroupHeartbeat: READ on the group, DESCRIBE on the subscribed topics
     76: Denied(GROUP_DENIED),
     # ShareGroupDescribe: DESCRIBE on each group

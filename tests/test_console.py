@@ -21,17 +21,14 @@ from typing import Any
 import known_secrets
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
+from http_auth_setup import allow, basic, basic_auth_skiff
 from share_raw import ShareMember
+from telemetry_helpers import get_json, scrape
+from telemetry_helpers import value as sample
+
+from sidecar.storage import keys
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -112,6 +109,31 @@ def produce(skiff: Skiff, topic: str, records: list[tuple[int, bytes, bytes, lis
     assert producer.flush(30) == 0
 
 
+def committing_consumer(skiff: Skiff, group: str) -> Any:
+    """A consumer of `group` that commits only what the test commits."""
+    return Consumer(
+        {
+            "bootstrap.servers": skiff.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+
+
+def read_all(consumer: Any, count: int) -> None:
+    """Polls until the consumer has been given `count` records."""
+    got = []
+
+    def all_read() -> bool:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message)
+        return len(got) == count
+
+    wait_until(f"the {count} records consumed", all_read, 60)
+
+
 def cells(browser: Any, table_id: str) -> list[list[str]]:
     rows = browser.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
     return [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
@@ -122,9 +144,23 @@ def shot(browser: Any, name: str) -> None:
         browser.save_screenshot(str(Path(SCREENSHOTS) / name))
 
 
+def redis_size(client: Any, topic: str, partitions: int) -> int:
+    """What the console reports as a topic's size: MEMORY USAGE of the keys that hold
+    its partitions' records, asked here of Redis (or a Redis Cluster) directly."""
+    return sum(
+        int(client.memory_usage(key) or 0)
+        for p in range(partitions)
+        for key in keys.trim_keys(topic, p)
+    )
+
+
+def shown_size(used: int) -> str:
+    return f"{used} B" if used < 1024 else f"{used / 1024:.1f} KiB"
+
+
 @pytest.mark.parametrize("fmt", ["batch", "record"])
 def test_topic_watermarks_and_records(server: Any, browser: Any, fmt: str) -> None:
-    skiff, _ = server
+    skiff, redis = server
     topic = f"console-{fmt}"
     create(skiff, topic, 2, fmt)
     records = [
@@ -134,7 +170,10 @@ def test_topic_watermarks_and_records(server: Any, browser: Any, fmt: str) -> No
     ]
     produce(skiff, topic, records)
     browser.get(f"{base(skiff)}/topics?q={topic}")
-    assert cells(browser, "topics") == [[topic, "2", "3", fmt]]
+    used = redis_size(redis.client(), topic, 2)
+    assert cells(browser, "topics") == [[topic, "2", "3", fmt, shown_size(used)]]
+    size_cell = browser.find_element(By.CSS_SELECTOR, "#topics tbody td:nth-child(5) span")
+    assert size_cell.get_attribute("title") == f"{used} bytes"
     browser.find_element(By.LINK_TEXT, topic).click()
     consumer = Consumer({"bootstrap.servers": skiff.bootstrap, "group.id": "console-wm"})
     try:
@@ -177,14 +216,7 @@ def test_group_lag_matches_admin_and_updates_live(server: Any, browser: Any) -> 
     topic, group = "console-lag", "console-lagging"
     create(skiff, topic, 2)
     produce(skiff, topic, [(p, b"k", b"v%d" % i, []) for i in range(5) for p in (0, 1)])
-    consumer = Consumer(
-        {
-            "bootstrap.servers": skiff.bootstrap,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = committing_consumer(skiff, group)
     try:
         consumer.assign([TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 4)])
         consumer.commit(
@@ -245,15 +277,20 @@ def test_group_members_match_admin(server: Any, browser: Any) -> None:
 def test_share_group_members(server: Any, browser: Any) -> None:
     skiff, _ = server
     topic, group = "console-shared", "console-share"
-    create(skiff, topic, 1)
+    create(skiff, topic, 2)
     member = ShareMember("127.0.0.1", skiff.port, group)
     try:
-        epoch = member.join([topic]).member_epoch
+        joined = member.join([topic])
+        epoch = joined.member_epoch
+        [sent] = joined.assignment.topic_partitions  # what the coordinator gave the member
+        assert sorted(sent.partitions) == [0, 1]
         browser.get(f"{base(skiff)}/groups?q=console-share")
         assert cells(browser, "queue-groups") == [[group]]
         browser.get(f"{base(skiff)}/queues/{group}")
         shown = cells(browser, "share-members")
-        assert [(r[0], r[3]) for r in shown] == [(member.member_id, topic)]
+        assert [(r[0], r[3], r[4], r[5]) for r in shown] == [
+            (member.member_id, topic, str(epoch), f"{topic}(0,1)")
+        ]
         assert f"epoch {epoch}" in browser.find_element(By.TAG_NAME, "main").text
     finally:
         member.close()
@@ -353,13 +390,64 @@ def test_cluster_page(server: Any, browser: Any) -> None:
         shot(browser, "console-cluster.png")
 
 
+def test_rates_summed_over_sidecars(server: Any, tmp_path: Path) -> None:
+    """Traffic through another sidecar on the same Redis shows on this one's console:
+    records produced (high watermarks) and fetched (the sidecars' counts in Redis).
+    Last of the module's tests on `server`: the second sidecar moves partitions."""
+    skiff, redis = server
+    other = start_skiff(tmp_path / "other.log", "--redis-url", redis.url)
+    try:
+        admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
+        wait_until(
+            "both sidecars in the cluster",
+            lambda: len(admin.describe_cluster().result(30).nodes) == 2,
+        )
+        topic = "console-two-sidecars"
+        create(skiff, topic, 4)  # two partitions led by each sidecar (bounded loads)
+        produce(skiff, topic, [(p, b"k", b"v", []) for p in range(4) for _ in range(5)])
+        consumer = Consumer(
+            {
+                "bootstrap.servers": other.bootstrap,
+                "group.id": "console-two",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            consumer.subscribe([topic])
+            read_all(consumer, 20)
+        finally:
+            consumer.close()
+        # each sidecar served part of the fetches and counts only its own
+        here, there = (
+            sample(scrape(s.http_port), "skiff_topic_records_out_total", topic=topic)
+            for s in (skiff, other)
+        )
+        assert here > 0 and there > 0 and here + there == 20, (here, there)
+
+        def live() -> Any:
+            status, doc = get_json(skiff.http_port, f"/console/api/topics/{topic}")
+            assert status == 200, doc
+            return doc if doc["fetched"] == 20 else None
+
+        doc = wait_until("both sidecars' fetches in this console", live)
+        assert doc["log_end"] == 20
+        assert redis.client().hget(keys.TOPIC_FETCHED, topic) == b"20"
+        for future in admin.delete_topics([topic]).values():
+            future.result(timeout=30)
+        assert not redis.client().hexists(keys.TOPIC_FETCHED, topic)  # gone with the topic
+    finally:
+        stop_process(other.proc)
+
+
 def test_ten_thousand_topics_bounded(tmp_path: Path, browser: Any) -> None:
     redis = start_redis(tmp_path / "redis")
     skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", redis.url)
     try:
         admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
         names = [f"t{i:05d}" for i in range(10_000)]
-        for i in range(0, len(names), 100):  # requests a loaded Redis answers in time
+        # one request of 100 topics at a time: several in flight make a loaded
+        # machine's sidecar time out on Redis ("Redis is unavailable")
+        for i in range(0, len(names), 100):
             futures = admin.create_topics([NewTopic(n, 1, 1) for n in names[i : i + 100]])
             for future in futures.values():
                 future.result(timeout=120)
@@ -371,17 +459,71 @@ def test_ten_thousand_topics_bounded(tmp_path: Path, browser: Any) -> None:
         stats = client.info("commandstats")
         assert browser.find_element(By.ID, "count").text == "10000 topics, page 3 of 200"
         assert [r[0] for r in cells(browser, "topics")] == names[100:150]
-        # 1 HKEYS, 1 HMGET of the page's topics, 50 HMGETs of watermarks; the rest is
-        # the sidecar's own background (registration renewals) and this INFO.
+        # 1 HKEYS, 1 HMGET of the page's topics, per topic shown an HMGET of watermarks
+        # and 4 MEMORY USAGE (its size); the rest is the sidecar's own background
+        # (registration renewals) and this INFO.
         assert stats["cmdstat_hkeys"]["calls"] == 1
         assert stats["cmdstat_hmget"]["calls"] <= 51 + 5
+        assert stats["cmdstat_memory|usage"]["calls"] == 4 * 50
         total = sum(v["calls"] for v in stats.values())
         print(f"10,000 topics, page 3: {total} Redis commands, {took:.2f} s")  # -rP shows it
-        assert total < 100, stats
+        assert total < 300, stats
         assert took < 10, took
     finally:
         stop_process(skiff.proc)
         stop_process(redis.proc)
+
+
+def test_on_redis_cluster(tmp_path: Path, browser: Any) -> None:
+    """The pages on a 3+3 Redis Cluster: a topic's partitions in several slots, its size,
+    records, a group's lag and the fetched count (each read routed to its node)."""
+    from redis_cluster_harness import start_redis_cluster
+
+    cluster = start_redis_cluster(tmp_path / "cluster")
+    try:
+        skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", cluster.url)
+        try:
+            topic, group = "console-cluster", "console-cluster-group"
+            create(skiff, topic, 6)
+            produce(
+                skiff, topic, [(p, b"k%d" % p, b"v%d" % i, []) for i in range(3) for p in range(6)]
+            )
+            consumer = committing_consumer(skiff, group)
+            try:
+                consumer.assign([TopicPartition(topic, p) for p in range(6)])
+                read_all(consumer, 18)
+                consumer.commit(
+                    offsets=[TopicPartition(topic, p, 1) for p in range(6)], asynchronous=False
+                )
+            finally:
+                consumer.close()
+            browser.get(f"{base(skiff)}/topics?q={topic}")
+            used = redis_size(cluster.client(), topic, 6)
+            assert cells(browser, "topics") == [[topic, "6", "18", "batch", shown_size(used)]]
+            browser.get(f"{base(skiff)}/topics/{topic}")
+            assert [r[:4] for r in cells(browser, "partitions")] == [
+                [str(p), "0", "3", "3"] for p in range(6)
+            ]
+            browser.get(f"{base(skiff)}/topics/{topic}/records?partition=4")
+            assert [(r[0], r[2], r[3]) for r in cells(browser, "records")] == [
+                (str(i), "k4", f"v{i}") for i in range(3)
+            ]
+            browser.get(f"{base(skiff)}/groups/{group}")
+            assert cells(browser, "lag") == [[topic, str(p), "1", "3", "2"] for p in range(6)]
+
+            def fetched() -> bool:
+                status, doc = get_json(skiff.http_port, f"/console/api/topics/{topic}")
+                assert status == 200, doc
+                return doc["fetched"] == 18
+
+            wait_until("the fetched count in the cluster", fetched)
+            browser.get(base(skiff))
+            redis_rows = dict((r[0], r[1]) for r in cells(browser, "redis"))
+            assert redis_rows["mode"] == "cluster"
+        finally:
+            stop_process(skiff.proc)
+    finally:
+        cluster.stop()
 
 
 USERS = {
@@ -389,46 +531,23 @@ USERS = {
 }
 
 
-def test_security_login_and_acls(tmp_path: Path) -> None:
-    users = tmp_path / "users"
-    users.write_text("".join(f"{u}:{p}\n" for u, p in USERS.items()))
-    redis = start_redis(tmp_path / "redis")
-    skiff = start_skiff(
-        tmp_path / "skiff.log",
-        "--redis-url",
-        redis.url,
-        "--http-auth",
-        "basic",
-        "--http-auth-allow-plaintext",
-        "true",
-        "--sasl-plain-users-file",
-        str(users),
-        "--authorizer-class-name",
-        "standard",
-        "--super-users",
-        "User:ANONYMOUS",
-    )
-    try:
+def test_security_login_and_acls(tmp_path: Path, browser: Any) -> None:
+    with basic_auth_skiff(tmp_path, USERS, "User:ANONYMOUS") as skiff:
         for name in ("alice-topic", "secret-topic"):
             create(skiff, name, 1)
-        admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
-        binding = AclBinding(
-            ResourceType.TOPIC,
-            "alice-topic",
-            ResourcePatternType.LITERAL,
-            "User:alice",
-            "*",
-            AclOperation.DESCRIBE,
-            AclPermissionType.ALLOW,
-        )
-        for future in admin.create_acls([binding]).values():
-            future.result(timeout=30)
+        allow(skiff, "alice", ResourceType.TOPIC, "alice-topic", AclOperation.DESCRIBE)
         status, body = http(f"{base(skiff)}/topics")
         assert status == 401, body
-        wrong = base64.b64encode(b"alice:wrong").decode()
-        assert http(f"{base(skiff)}/topics", headers={"Authorization": f"Basic {wrong}"})[0] == 401
-        login = base64.b64encode(f"alice:{USERS['alice']}".encode()).decode()
-        as_alice = {"Authorization": f"Basic {login}"}
+        # the console's 401 is the login form, without the challenge that would make the
+        # browser ask in its own dialog; the API still challenges
+        assert challenge(f"{base(skiff)}/topics") is None
+        assert challenge(f"http://127.0.0.1:{skiff.http_port}/v1/queues") == (
+            'Basic realm="skiff", charset="UTF-8"'
+        )
+        assert 'id="login"' in body and "/static/" not in body
+        wrong = basic("alice", "wrong")
+        assert http(f"{base(skiff)}/topics", headers=wrong)[0] == 401
+        as_alice = basic("alice", USERS["alice"])
 
         def topics_shown() -> str:
             status, body = http(f"{base(skiff)}/topics", headers=as_alice)
@@ -441,9 +560,52 @@ def test_security_login_and_acls(tmp_path: Path) -> None:
         assert "secret-topic" not in body and "1 topics" in body
         status, body = http(f"{base(skiff)}/topics/secret-topic", headers=as_alice)
         assert status == 403 and "TOPIC_AUTHORIZATION_FAILED" in body
-    finally:
-        stop_process(skiff.proc)
-        stop_process(redis.proc)
+        login_in_browser(skiff, browser)
+
+
+def challenge(url: str) -> str | None:
+    """The WWW-Authenticate header of an unauthenticated GET (which must be a 401)."""
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=30)
+    with refused.value:
+        assert refused.value.code == 401
+        return refused.value.headers.get("WWW-Authenticate")
+
+
+def login_in_browser(skiff: Skiff, browser: Any) -> None:
+    """The login form: a wrong password is refused; the right one gives a session
+    cookie (HttpOnly, SameSite=Strict, /console only) that shows alice's topics and
+    nothing else; a forged one is refused; logging out ends it."""
+    browser.get(f"{base(skiff)}/login")
+    browser.delete_all_cookies()  # those of this module's other sidecars (same host)
+
+    def log_in(password: str) -> None:
+        browser.get(f"{base(skiff)}/topics")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Log in"
+        browser.find_element(By.ID, "user").send_keys("alice")
+        browser.find_element(By.ID, "password").send_keys(password)
+        browser.find_element(By.ID, "login").click()
+
+    log_in("wrong")
+    assert browser.find_element(By.ID, "login-message").text == "Wrong user name or password."
+    log_in(USERS["alice"])
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Topics"
+    assert cells(browser, "topics")[0][0] == "alice-topic" and len(cells(browser, "topics")) == 1
+    cookie = browser.get_cookie("skiff_console")
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/console")
+    session = {"Cookie": f"skiff_console={cookie['value']}"}
+    assert http(f"{base(skiff)}/topics", headers=session)[0] == 200
+    api = f"http://127.0.0.1:{skiff.http_port}/v1/queues"
+    assert http(api, headers=session)[0] == 401  # the session is the console's only
+    _, expires, mac = cookie["value"].split(".")
+    forged = base64.urlsafe_b64encode(b"ANONYMOUS").decode()  # a super user here
+    status, _ = http(
+        f"{base(skiff)}/topics", headers={"Cookie": f"skiff_console={forged}.{expires}.{mac}"}
+    )
+    assert status == 401
+    browser.get(f"{base(skiff)}/logout")
+    browser.get(f"{base(skiff)}/topics")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Log in"
 
 
 def test_console_off(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ record consumed, settled, produced or redriven); one with it works."""
 
 from __future__ import annotations
 
-import base64
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,16 +16,9 @@ import pytest
 pytest.importorskip("sidecar.security.acls", reason="needs the ACL authorizer (acls)")
 
 import known_secrets  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
-from conftest import Skiff, start_redis, start_skiff, stop_process  # noqa: E402
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType  # noqa: E402
+from conftest import Skiff  # noqa: E402
+from http_auth_setup import allow, basic, basic_auth_skiff  # noqa: E402
 from test_http_auth import Answer, call  # noqa: E402
 
 USERS = {
@@ -36,8 +28,7 @@ USERS = {
 
 
 def as_(user: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{USERS[user]}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
+    return basic(user, USERS[user])
 
 
 @pytest.fixture(scope="module")
@@ -45,42 +36,12 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Skiff]:
     """Basic over plain HTTP (TLS is test_http_auth's), ACLs on, User:admin (HTTP) and
     User:ANONYMOUS (the PLAINTEXT Kafka listener, to create ACLs) super users."""
     tmp = tmp_path_factory.mktemp("http-acls")
-    users = tmp / "users"
-    users.write_text("".join(f"{u}:{p}\n" for u, p in USERS.items()))
-    redis = start_redis(tmp / "redis")
-    server = start_skiff(
-        tmp / "skiff.log",
-        "--redis-url",
-        redis.url,
-        "--http-auth",
-        "basic",
-        "--http-auth-allow-plaintext",
-        "true",
-        "--sasl-plain-users-file",
-        str(users),
-        "--authorizer-class-name",
-        "standard",
-        "--super-users",
-        "User:admin;User:ANONYMOUS",
-    )
-    try:
+    with basic_auth_skiff(tmp, USERS, "User:admin;User:ANONYMOUS") as server:
         yield server
-    finally:
-        stop_process(server.proc)
-        stop_process(redis.proc)
 
 
 def api(server: Skiff, user: str, method: str, path: str, body: Any = None) -> Answer:
     return call(f"http://127.0.0.1:{server.http_port}", method, path, body, as_(user))
-
-
-def allow(server: Skiff, user: str, kind: ResourceType, name: str, op: AclOperation) -> None:
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    binding = AclBinding(
-        kind, name, ResourcePatternType.LITERAL, f"User:{user}", "*", op, AclPermissionType.ALLOW
-    )
-    for future in admin.create_acls([binding]).values():
-        future.result(timeout=30)
 
 
 def create_topics(server: Skiff, *names: str) -> None:

@@ -11,7 +11,6 @@ requests without them are refused as declared."""
 
 from __future__ import annotations
 
-import base64
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +19,8 @@ from pathlib import Path
 
 import pytest
 import schemathesis
-from conftest import Skiff, start_redis, start_skiff, stop_process
+from conftest import Skiff
+from http_auth_setup import basic, basic_auth_skiff
 from hypothesis import HealthCheck, settings
 
 from sidecar.queues import openapi
@@ -28,7 +28,7 @@ from sidecar.queues import openapi
 EXAMPLES = 20  # per operation and generation mode: ~60 s on a loaded 2-core machine
 
 USER, PASSWORD = "schema-user", "schema-pw"
-AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+AUTH = basic(USER, PASSWORD)["Authorization"]
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/v1/openapi.json")
 
 schema = schemathesis.openapi.from_dict(openapi.document(("basic",), OPEN_PATHS))
@@ -41,26 +41,9 @@ schema.config.generation.update(
 @pytest.fixture(scope="module")
 def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Skiff]:
     tmp = tmp_path_factory.mktemp("http-schema")
-    redis_server = start_redis(tmp / "redis")
-    users = tmp / "users"
-    users.write_text(f"{USER}:{PASSWORD}\n")
-    server = start_skiff(
-        tmp / "skiff.log",
-        "--redis-url",
-        redis_server.url,
-        "--http-auth",
-        "basic",
-        "--http-auth-allow-plaintext",
-        "true",
-        "--sasl-plain-users-file",
-        str(users),
-    )
-    try:
+    with basic_auth_skiff(tmp, {USER: PASSWORD}) as server:
         _wait_ready(server.http_port, tmp / "skiff.log")
         yield server
-    finally:
-        stop_process(server.proc)
-        stop_process(redis_server.proc)
 
 
 def _wait_ready(port: int, log: Path, seconds: float = 60) -> None:

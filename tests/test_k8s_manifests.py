@@ -36,7 +36,13 @@ def _by_kind(objs: list[dict], kind: str, name: str) -> dict:
 
 def test_every_variant_is_there() -> None:
     assert {d.name for d in DIRS} >= {
-        "default", "redis", "skiff", "sentinel", "in-pod", "otel", "redis-cluster"
+        "default",
+        "redis",
+        "skiff",
+        "sentinel",
+        "in-pod",
+        "otel",
+        "redis-cluster",
     }
 
 
@@ -49,9 +55,15 @@ def test_default_deployment_has_what_the_docs_promise() -> None:
     objs = k8s_check.render(ROOT / "k8s" / "default")
     kinds = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objs)
     assert kinds == [
-        "ConfigMap/redis-config", "ConfigMap/skiff-env", "Deployment/skiff",
-        "HorizontalPodAutoscaler/skiff", "PodDisruptionBudget/skiff", "Service/redis",
-        "Service/redis-headless", "Service/skiff", "StatefulSet/redis",
+        "ConfigMap/redis-config",
+        "ConfigMap/skiff-env",
+        "Deployment/skiff",
+        "HorizontalPodAutoscaler/skiff",
+        "PodDisruptionBudget/skiff",
+        "Service/redis",
+        "Service/redis-headless",
+        "Service/skiff",
+        "StatefulSet/redis",
     ]
     redis_set = _by_kind(objs, "StatefulSet", "redis")
     assert redis_set["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
@@ -61,10 +73,18 @@ def test_default_deployment_has_what_the_docs_promise() -> None:
     pod = _by_kind(objs, "Deployment", "skiff")["spec"]["template"]["spec"]
     (skiff,) = pod["containers"]
     assert skiff["image"] == "skiff:0.1.0"
-    assert skiff["args"] == ["serve", "--listen", "0.0.0.0:9092", "--advertise",
-                             "$(POD_IP):9092", "--http-listen", "0.0.0.0:8080"]
+    assert skiff["args"] == [
+        "serve",
+        "--listen",
+        "0.0.0.0:9092",
+        "--advertise",
+        "$(POD_IP):9092",
+        "--http-listen",
+        "0.0.0.0:8080",
+    ]
     assert skiff["env"][0] == {
-        "name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}
+        "name": "POD_IP",
+        "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
     }
     assert skiff["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert skiff["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
@@ -115,75 +135,232 @@ def test_image_can_be_overridden_in_an_overlay(tmp_path: Path) -> None:
 
 # (kustomization, file, text, replacement, expected problem)
 BROKEN = [
-    ("default", "skiff/deployment.yaml", "readinessProbe:", "readinesProbe:",
-     "'readinesProbe' was unexpected"),
-    ("default", "skiff/deployment.yaml", "containerPort: 9092", "containerPort: '9092'",
-     "schema"),
-    ("default", "skiff/service.yaml", "component: broker", "component: brokr",
-     "Service/skiff: selector"),
-    ("default", "skiff/service.yaml", "targetPort: kafka", "targetPort: kafak",
-     "targetPort 'kafak' is no port"),
-    ("default", "skiff/deployment.yaml", "port: http\n            periodSeconds: 2\n"
-     "            failureThreshold: 2", "port: htttp\n            periodSeconds: 2\n"
-     "            failureThreshold: 2", "readinessProbe port 'htttp' is no port"),
-    ("default", "skiff/deployment.yaml", "name: skiff-env", "name: skiff-envv",
-     "envFrom ConfigMap skiff-envv does not exist"),
-    ("default", "redis/statefulset.yaml", "name: redis-config", "name: redis-conf",
-     "ConfigMap redis-conf does not exist"),
-    ("default", "skiff/configmap.yaml", "SKIFF_REDIS_URL:", "SKIFF_REDIS_ULR:",
-     "SKIFF_REDIS_ULR is no `skiff serve` setting"),
-    ("default", "skiff/configmap.yaml", 'SKIFF_NUM_PARTITIONS: "6"',
-     'SKIFF_NUM_PARTITIONS: "six"', "skiff serve refuses its settings"),
-    ("default", "skiff/deployment.yaml", "$(POD_IP):9092", "$(POD_IPS):9092",
-     "refers to $(POD_IPS)"),
-    ("default", "skiff/deployment.yaml", "- 0.0.0.0:8080", "- 127.0.0.1:8080",
-     "not reachable by the kubelet's probes"),
-    ("default", "skiff/deployment.yaml", "terminationGracePeriodSeconds: 20",
-     "terminationGracePeriodSeconds: 12", "terminationGracePeriodSeconds 12 leaves no time"),
-    ("default", "skiff/pdb.yaml", "app.kubernetes.io/name: skiff\n      app",
-     "app.kubernetes.io/name: skif\n      app", "PodDisruptionBudget/skiff: selector"),
-    ("default", "skiff/hpa.yaml", "name: skiff\n  minReplicas", "name: skif\n  minReplicas",
-     "scaleTargetRef Deployment/skif not found"),
-    ("default", "skiff/kustomization.yaml", '    newTag: "0.1.0"', '    newTagg: "0.1.0"',
-     "unsupported images"),
-    ("default", "redis/statefulset.yaml", "serviceName: redis-headless",
-     "serviceName: redis-headles", "is no headless Service"),
-    ("sentinel", "sentinel/kustomization.yaml", "path: /data/SKIFF_REDIS_URL",
-     "path: /data/SKIFF_REDIS_URI", "patch replace /data/SKIFF_REDIS_URI"),
-    ("otel", "otel/kustomization.yaml", "name: skiff\n    patch", "name: skif\n    patch",
-     "matches no resource"),
-    ("in-pod", "in-pod/add-skiff-container.yaml", "name: skiff-env", "name: skiff-environment",
-     "envFrom ConfigMap skiff-environment does not exist"),
+    (
+        "default",
+        "skiff/deployment.yaml",
+        "readinessProbe:",
+        "readinesProbe:",
+        "'readinesProbe' was unexpected",
+    ),
+    ("default", "skiff/deployment.yaml", "containerPort: 9092", "containerPort: '9092'", "schema"),
+    (
+        "default",
+        "skiff/service.yaml",
+        "component: broker",
+        "component: brokr",
+        "Service/skiff: selector",
+    ),
+    (
+        "default",
+        "skiff/service.yaml",
+        "targetPort: kafka",
+        "targetPort: kafak",
+        "targetPort 'kafak' is no port",
+    ),
+    (
+        "default",
+        "skiff/deployment.yaml",
+        "port: http\n            periodSeconds: 2\n            failureThreshold: 2",
+        "port: htttp\n            periodSeconds: 2\n            failureThreshold: 2",
+        "readinessProbe port 'htttp' is no port",
+    ),
+    (
+        "default",
+        "skiff/deployment.yaml",
+        "name: skiff-env",
+        "name: skiff-envv",
+        "envFrom ConfigMap skiff-envv does not exist",
+    ),
+    (
+        "default",
+        "redis/statefulset.yaml",
+        "name: redis-config",
+        "name: redis-conf",
+        "ConfigMap redis-conf does not exist",
+    ),
+    (
+        "default",
+        "skiff/configmap.yaml",
+        "SKIFF_REDIS_URL:",
+        "SKIFF_REDIS_ULR:",
+        "SKIFF_REDIS_ULR is no `skiff serve` setting",
+    ),
+    (
+        "default",
+        "skiff/configmap.yaml",
+        'SKIFF_NUM_PARTITIONS: "6"',
+        'SKIFF_NUM_PARTITIONS: "six"',
+        "skiff serve refuses its settings",
+    ),
+    (
+        "default",
+        "skiff/deployment.yaml",
+        "$(POD_IP):9092",
+        "$(POD_IPS):9092",
+        "refers to $(POD_IPS)",
+    ),
+    (
+        "default",
+        "skiff/deployment.yaml",
+        "- 0.0.0.0:8080",
+        "- 127.0.0.1:8080",
+        "not reachable by the kubelet's probes",
+    ),
+    (
+        "default",
+        "skiff/deployment.yaml",
+        "terminationGracePeriodSeconds: 20",
+        "terminationGracePeriodSeconds: 12",
+        "terminationGracePeriodSeconds 12 leaves no time",
+    ),
+    (
+        "default",
+        "skiff/pdb.yaml",
+        "app.kubernetes.io/name: skiff\n      app",
+        "app.kubernetes.io/name: skif\n      app",
+        "PodDisruptionBudget/skiff: selector",
+    ),
+    (
+        "default",
+        "skiff/hpa.yaml",
+        "name: skiff\n  minReplicas",
+        "name: skif\n  minReplicas",
+        "scaleTargetRef Deployment/skif not found",
+    ),
+    (
+        "default",
+        "skiff/kustomization.yaml",
+        '    newTag: "0.1.0"',
+        '    newTagg: "0.1.0"',
+        "unsupported images",
+    ),
+    (
+        "default",
+        "redis/statefulset.yaml",
+        "serviceName: redis-headless",
+        "serviceName: redis-headles",
+        "is no headless Service",
+    ),
+    (
+        "sentinel",
+        "sentinel/kustomization.yaml",
+        "path: /data/SKIFF_REDIS_URL",
+        "path: /data/SKIFF_REDIS_URI",
+        "patch replace /data/SKIFF_REDIS_URI",
+    ),
+    (
+        "otel",
+        "otel/kustomization.yaml",
+        "name: skiff\n    patch",
+        "name: skif\n    patch",
+        "matches no resource",
+    ),
+    (
+        "in-pod",
+        "in-pod/add-skiff-container.yaml",
+        "name: skiff-env",
+        "name: skiff-environment",
+        "envFrom ConfigMap skiff-environment does not exist",
+    ),
     # k8s/secure (tools/k8s_secure.py)
-    ("secure", "secure/skiff-deployment-patch.yaml", "name: skiff-redis", "name: skiff-rediss",
-     "Secret skiff-rediss is neither in the manifests"),
-    ("secure", "secure/redis-statefulset-patch.yaml", "key: password\n    - name: REDISCLI",
-     "key: pasword\n    - name: REDISCLI", "Secret skiff-redis has no key pasword"),
-    ("secure", "secure/skiff-deployment-patch.yaml", "secretName: skiff-tls",
-     "secretName: skiff-tlss", "Secret skiff-tlss is neither"),
-    ("secure", "secure/certificates.yaml", "    name: skiff-ca\n    kind: Issuer",
-     "    name: skiff-ca2\n    kind: Issuer", "issuerRef Issuer skiff-ca2 is not here"),
-    ("secure", "secure/certificates.yaml", "  duration: 2160h", "  duration: 90d",
-     "duration '90d' is not a Go duration"),
-    ("secure", "secure/certificates.yaml", '    - "*.skiff-headless.skiff.svc"\n',
-     "", "does not cover skiff-5d8f9c7b6-x2x7k.skiff-headless.skiff.svc"),
-    ("secure", "secure/certificates.yaml", "    - skiff.skiff.svc\n", "",
-     "does not cover skiff.skiff.svc"),
-    ("secure", "secure/server-properties.yaml", "/etc/skiff/tls/tls.key",
-     "/etc/skiff/tls/tls.pem", "Secret skiff-tls has no key tls.pem"),
-    ("secure", "secure/server-properties.yaml", "SASL_SSL://0.0.0.0:9093",
-     "SASL_SSL://127.0.0.1:9093", "is not reachable from other pods"),
-    ("secure", "secure/network-policies.yaml", "          port: redis", "          port: redis2",
-     "port 'redis2' is no port of StatefulSet/redis"),
-    ("secure", "secure/network-policies.yaml", "              app.kubernetes.io/component: broker\n"
-     "      ports", "              app.kubernetes.io/component: brokr\n      ports",
-     "selects no pod"),
-    ("secure", "secure/redis-statefulset-patch.yaml", "    readOnlyRootFilesystem: true",
-     "    readOnlyRootFilesystem: false", "StatefulSet/redis container redis: readOnlyRoot"),
-    ("secure", "secure/redis-statefulset-patch.yaml", "    runAsNonRoot: true",
-     "    runAsNonRoot: false", "StatefulSet/redis container redis: runAsNonRoot is not true"),
-    ("secure", "secure/kustomization.yaml", "skiff-admin: add-scram", "skiff-admin: scram",
-     "Secret skiff-admin has no key add-scram"),
+    (
+        "secure",
+        "secure/skiff-deployment-patch.yaml",
+        "name: skiff-redis",
+        "name: skiff-rediss",
+        "Secret skiff-rediss is neither in the manifests",
+    ),
+    (
+        "secure",
+        "secure/redis-statefulset-patch.yaml",
+        "key: password\n    - name: REDISCLI",
+        "key: pasword\n    - name: REDISCLI",
+        "Secret skiff-redis has no key pasword",
+    ),
+    (
+        "secure",
+        "secure/skiff-deployment-patch.yaml",
+        "secretName: skiff-tls",
+        "secretName: skiff-tlss",
+        "Secret skiff-tlss is neither",
+    ),
+    (
+        "secure",
+        "secure/certificates.yaml",
+        "    name: skiff-ca\n    kind: Issuer",
+        "    name: skiff-ca2\n    kind: Issuer",
+        "issuerRef Issuer skiff-ca2 is not here",
+    ),
+    (
+        "secure",
+        "secure/certificates.yaml",
+        "  duration: 2160h",
+        "  duration: 90d",
+        "duration '90d' is not a Go duration",
+    ),
+    (
+        "secure",
+        "secure/certificates.yaml",
+        '    - "*.skiff-headless.skiff.svc"\n',
+        "",
+        "does not cover skiff-5d8f9c7b6-x2x7k.skiff-headless.skiff.svc",
+    ),
+    (
+        "secure",
+        "secure/certificates.yaml",
+        "    - skiff.skiff.svc\n",
+        "",
+        "does not cover skiff.skiff.svc",
+    ),
+    (
+        "secure",
+        "secure/server-properties.yaml",
+        "/etc/skiff/tls/tls.key",
+        "/etc/skiff/tls/tls.pem",
+        "Secret skiff-tls has no key tls.pem",
+    ),
+    (
+        "secure",
+        "secure/server-properties.yaml",
+        "SASL_SSL://0.0.0.0:9093",
+        "SASL_SSL://127.0.0.1:9093",
+        "is not reachable from other pods",
+    ),
+    (
+        "secure",
+        "secure/network-policies.yaml",
+        "          port: redis",
+        "          port: redis2",
+        "port 'redis2' is no port of StatefulSet/redis",
+    ),
+    (
+        "secure",
+        "secure/network-policies.yaml",
+        "              app.kubernetes.io/component: broker\n      ports",
+        "              app.kubernetes.io/component: brokr\n      ports",
+        "selects no pod",
+    ),
+    (
+        "secure",
+        "secure/redis-statefulset-patch.yaml",
+        "    readOnlyRootFilesystem: true",
+        "    readOnlyRootFilesystem: false",
+        "StatefulSet/redis container redis: readOnlyRoot",
+    ),
+    (
+        "secure",
+        "secure/redis-statefulset-patch.yaml",
+        "    runAsNonRoot: true",
+        "    runAsNonRoot: false",
+        "StatefulSet/redis container redis: runAsNonRoot is not true",
+    ),
+    (
+        "secure",
+        "secure/kustomization.yaml",
+        "skiff-admin: add-scram",
+        "skiff-admin: scram",
+        "Secret skiff-admin has no key add-scram",
+    ),
 ]
 
 
@@ -238,13 +415,18 @@ def test_redis_accepts_the_shipped_redis_conf(tmp_path: Path, name: str, conf: s
         if key in ("port", "dir", "bind", "cluster-config-file"):
             continue
         lines.append(line)
-    lines += [f"port {port}", "bind 127.0.0.1", f"dir {tmp_path}",
-              f"cluster-config-file {tmp_path}/nodes.conf"]
+    lines += [
+        f"port {port}",
+        "bind 127.0.0.1",
+        f"dir {tmp_path}",
+        f"cluster-config-file {tmp_path}/nodes.conf",
+    ]
     path = tmp_path / "redis.conf"
     path.write_text("\n".join(lines) + "\n")
     proc = subprocess.Popen(
         [shutil.which("redis-server") or "redis-server", str(path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         wait_for_port(port, proc, timeout=20)
@@ -259,8 +441,11 @@ def test_redis_accepts_the_shipped_redis_conf(tmp_path: Path, name: str, conf: s
 def test_shell_scripts_in_configmaps_parse() -> None:
     scripts = [
         (d.name, key, text)
-        for d in DIRS for obj in k8s_check.render(d) if obj["kind"] == "ConfigMap"
-        for key, text in (obj.get("data") or {}).items() if key.endswith(".sh")
+        for d in DIRS
+        for obj in k8s_check.render(d)
+        if obj["kind"] == "ConfigMap"
+        for key, text in (obj.get("data") or {}).items()
+        if key.endswith(".sh")
     ]
     assert {key for _, key, _ in scripts} >= {"redis-init.sh", "sentinel-init.sh", "create.sh"}
     for variant, key, text in scripts:
@@ -294,15 +479,19 @@ def test_skiff_container_runs_as_rendered(
         k8s_check.render(ROOT / "k8s" / variant), pod_ip="127.0.0.1"
     )
     kafka_port, http_port = free_port(), free_port()
-    args = [a.replace(":9092", f":{kafka_port}").replace(":8080", f":{http_port}")
-            for a in args]
+    args = [a.replace(":9092", f":{kafka_port}").replace(":8080", f":{http_port}") for a in args]
     env["SKIFF_REDIS_URL"] = own_redis.url
     base = {k: v for k, v in os.environ.items() if not k.startswith(("SKIFF_", "OTEL_"))}
     log_path = tmp_path / "skiff.log"
     known_secrets.output_file(log_path)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli.main", *args], cwd=ROOT,
-                                env={**base, **env}, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sidecar.cli.main", *args],
+            cwd=ROOT,
+            env={**base, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_port(kafka_port, proc)
 
@@ -319,14 +508,22 @@ def test_skiff_container_runs_as_rendered(
         assert get("/readyz") == (200, {"ready": True, "reason": "ready"})
         assert get("/healthz") == (200, {"status": "alive"})
 
-        brokers = AdminClient({"bootstrap.servers": f"127.0.0.1:{kafka_port}"}).list_topics(
-            timeout=10).brokers
+        brokers = (
+            AdminClient({"bootstrap.servers": f"127.0.0.1:{kafka_port}"})
+            .list_topics(timeout=10)
+            .brokers
+        )
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", kafka_port)]
         producer = Producer({"bootstrap.servers": f"127.0.0.1:{kafka_port}", "acks": 1})
         producer.produce("k8s-check", b"hello")
         assert producer.flush(20) == 0
-        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{kafka_port}",
-                             "group.id": "k8s-check", "auto.offset.reset": "earliest"})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{kafka_port}",
+                "group.id": "k8s-check",
+                "auto.offset.reset": "earliest",
+            }
+        )
         consumer.subscribe(["k8s-check"])
         msg = None
         deadline = time.monotonic() + 30
@@ -351,15 +548,14 @@ def test_secure_overlay_has_what_docs_security_promises() -> None:
     import k8s_secure
 
     objs = k8s_check.render(ROOT / "k8s" / "secure")
-    assert {o["metadata"].get("namespace") for o in objs if o["kind"] != "Namespace"} == {
-        "skiff"
-    }
+    assert {o["metadata"].get("namespace") for o in objs if o["kind"] != "Namespace"} == {"skiff"}
     namespace = _by_kind(objs, "Namespace", "skiff")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     # Secrets: none shipped; the operator's two are declared, cert-manager writes skiff-tls.
     assert not [o for o in objs if o["kind"] == "Secret"]
     assert k8s_check.external_secrets(ROOT / "k8s" / "secure") == {
-        "skiff-redis": {"password"}, "skiff-admin": {"add-scram"}
+        "skiff-redis": {"password"},
+        "skiff-admin": {"add-scram"},
     }
     cert = _by_kind(objs, "Certificate", "skiff-tls")
     assert cert["spec"]["secretName"] == "skiff-tls"
@@ -372,7 +568,8 @@ def test_secure_overlay_has_what_docs_security_promises() -> None:
     env = {v["name"]: v for v in skiff["env"]}
     assert env["SKIFF_REDIS_URL"]["value"] == "redis://:$(REDIS_PASSWORD)@redis:6379/0"
     assert env["SKIFF_ADD_SCRAM"]["valueFrom"]["secretKeyRef"] == {
-        "name": "skiff-admin", "key": "add-scram"
+        "name": "skiff-admin",
+        "key": "add-scram",
     }
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "skiff-tls"
@@ -501,8 +698,13 @@ def test_secure_skiff_container_runs_as_rendered(tmp_path: Path) -> None:
     log_path = tmp_path / "skiff.log"
     known_secrets.output_file(log_path)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "sidecar.cli.main", *args], cwd=ROOT,
-                                env={**base, **env}, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sidecar.cli.main", *args],
+            cwd=ROOT,
+            env={**base, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     client = {
         "bootstrap.servers": f"localhost:{kafka_port}",
         "security.protocol": "SASL_SSL",

@@ -31,8 +31,10 @@ def _read_log(bootstrap: str, topic: str) -> dict[tuple[int, int], str]:
         {"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False}
     )
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                for p in range(PARTITIONS)}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+            for p in range(PARTITIONS)
+        }
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         log: dict[tuple[int, int], str] = {}
         deadline = time.monotonic() + 120
@@ -53,13 +55,46 @@ def test_locust_mixed_scenario_no_failures_no_loss(own_redis: RedisServer, tmp_p
     topic, report, records = "loadcheck", tmp_path / "report", tmp_path / "records"
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "loadtest", "--bootstrap", skiff.bootstrap,
-             "--scenario", "mixed", "--users", "4", "--spawn-rate", "4", "--run-time", "60s",
-             "--partitions", str(PARTITIONS), "--report-dir", str(report), "--",
-             "--topic", topic, "--group", "loadcheck-group", "--record-log", str(records),
-             "--produce-batch", "50", "--task-wait-ms", "50", "--message-size", "200",
-             "--key-spread", "100", "--acks", "all"],
-            cwd=ROOT, capture_output=True, text=True, timeout=240,
+            [
+                sys.executable,
+                "-m",
+                "loadtest",
+                "--bootstrap",
+                skiff.bootstrap,
+                "--scenario",
+                "mixed",
+                "--users",
+                "4",
+                "--spawn-rate",
+                "4",
+                "--run-time",
+                "60s",
+                "--partitions",
+                str(PARTITIONS),
+                "--report-dir",
+                str(report),
+                "--",
+                "--topic",
+                topic,
+                "--group",
+                "loadcheck-group",
+                "--record-log",
+                str(records),
+                "--produce-batch",
+                "50",
+                "--task-wait-ms",
+                "50",
+                "--message-size",
+                "200",
+                "--key-spread",
+                "100",
+                "--acks",
+                "all",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
         )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
         assert (report / "skiff.html").stat().st_size > 0

@@ -130,8 +130,7 @@ def test_redact_url_masks_every_password_form() -> None:
         "redis://:pw1@h:6379/0": "redis://:***@h:6379/0",
         "redis://user:pw1@h/0?password=pw2&db=1": "redis://user:***@h/0?password=***&db=1",
         "rediss://h/0?ssl_cert_reqs=none&password=pw2": "rediss://h/0?ssl_cert_reqs=none&password=***",
-        "redis+sentinel://pw1@s1:26379,s2/mymaster/0?sentinel_password=pw2&sentinel_username=u":
-            "redis+sentinel://***@s1:26379,s2/mymaster/0?sentinel_password=***&sentinel_username=u",
+        "redis+sentinel://pw1@s1:26379,s2/mymaster/0?sentinel_password=pw2&sentinel_username=u": "redis+sentinel://***@s1:26379,s2/mymaster/0?sentinel_password=***&sentinel_username=u",
         "redis+cluster://u:pw1@n1:7000,n2:7001": "redis+cluster://u:***@n1:7000,n2:7001",
         "unix:///run/redis.sock?password=pw2&db=0": "unix:///run/redis.sock?password=***&db=0",
         "redis://h:6379/0": "redis://h:6379/0",

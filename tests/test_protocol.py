@@ -97,6 +97,8 @@ ADVERTISED = {
     23: (2, 4),  # OffsetForLeaderEpoch
     74: (0, 1),  # ListConfigResources
     75: (0, 0),  # DescribeTopicPartitions
+    68: (0, 1),  # ConsumerGroupHeartbeat
+    69: (0, 1),  # ConsumerGroupDescribe
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.

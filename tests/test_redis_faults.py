@@ -461,6 +461,20 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
             ),
             (42, 2, {"groups_names": [g]}, lambda r: r.results[0].error_code == COORD_NA),
             (47, 0, {"group_id": g, "topics": tps}, lambda r: r.error_code == COORD_NA),
+            (
+                68,
+                1,
+                {
+                    "group_id": g,
+                    "member_id": "m",
+                    "member_epoch": 0,
+                    "rebalance_timeout": 10000,
+                    "subscribed_topic_names": [topic],
+                    "topic_partitions": [],
+                },
+                lambda r: (r.error_code, r.member_epoch) == (COORD_NA, 0),
+            ),
+            (69, 1, {"group_ids": [g]}, lambda r: r.groups[0].error_code == COORD_NA),
         ]
         with RawKafka("127.0.0.1", server.port) as kafka:
             for api_key, version, body, check in cases:

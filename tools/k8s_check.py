@@ -299,8 +299,9 @@ def _name(obj: Obj) -> str:
 
 def reference_errors(objs: list[Obj]) -> list[str]:
     errors: list[str] = []
-    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in objs
-                  if o["kind"] == "ConfigMap"}
+    configmaps = {
+        o["metadata"]["name"]: o.get("data") or {} for o in objs if o["kind"] == "ConfigMap"
+    }
     services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
     workloads = [o for o in objs if o["kind"] in WORKLOADS]
 
@@ -318,8 +319,10 @@ def reference_errors(objs: list[Obj]) -> list[str]:
         for port in svc["spec"].get("ports") or []:
             target = port.get("targetPort", port["port"])
             if not any(_port_in(target, c) for w in pods for c in _containers(w)):
-                errors.append(f"{_name(svc)}: targetPort {target!r} is no port of the pods "
-                              f"it selects ({', '.join(_name(w) for w in pods)})")
+                errors.append(
+                    f"{_name(svc)}: targetPort {target!r} is no port of the pods "
+                    f"it selects ({', '.join(_name(w) for w in pods)})"
+                )
 
     for pdb in (o for o in objs if o["kind"] == "PodDisruptionBudget"):
         selector = (pdb["spec"].get("selector") or {}).get("matchLabels")
@@ -328,20 +331,30 @@ def reference_errors(objs: list[Obj]) -> list[str]:
 
     for hpa in (o for o in objs if o["kind"] == "HorizontalPodAutoscaler"):
         ref = hpa["spec"]["scaleTargetRef"]
-        target = next((w for w in workloads if w["kind"] == ref["kind"]
-                       and w["metadata"]["name"] == ref["name"]), None)
+        target = next(
+            (
+                w
+                for w in workloads
+                if w["kind"] == ref["kind"] and w["metadata"]["name"] == ref["name"]
+            ),
+            None,
+        )
         if target is None:
             errors.append(f"{_name(hpa)}: scaleTargetRef {ref['kind']}/{ref['name']} not found")
             continue
         if "replicas" in target["spec"]:
-            errors.append(f"{_name(target)}: sets replicas, which {_name(hpa)} owns "
-                          "(every kubectl apply would reset the autoscaled count)")
+            errors.append(
+                f"{_name(target)}: sets replicas, which {_name(hpa)} owns "
+                "(every kubectl apply would reset the autoscaled count)"
+            )
         for metric in hpa["spec"].get("metrics") or []:
             resource = (metric.get("resource") or {}).get("name")
             for c in _containers(target):
                 if resource and resource not in ((c.get("resources") or {}).get("requests") or {}):
-                    errors.append(f"{_name(target)}: container {c['name']} has no {resource} "
-                                  f"request, which {_name(hpa)} scales on")
+                    errors.append(
+                        f"{_name(target)}: container {c['name']} has no {resource} "
+                        f"request, which {_name(hpa)} scales on"
+                    )
     return errors
 
 
@@ -360,8 +373,9 @@ def _probe_ports(container: Obj) -> Iterator[tuple[str, Any]]:
                 yield probe, handler[kind]["port"]
 
 
-def _workload_errors(obj: Obj, configmaps: dict[str, dict[str, str]],
-                     services: dict[str, Obj], objs: list[Obj]) -> list[str]:
+def _workload_errors(
+    obj: Obj, configmaps: dict[str, dict[str, str]], services: dict[str, Obj], objs: list[Obj]
+) -> list[str]:
     errors: list[str] = []
     spec = obj["spec"]
     labels = _pod_labels(obj)
@@ -375,16 +389,18 @@ def _workload_errors(obj: Obj, configmaps: dict[str, dict[str, str]],
     if obj["kind"] == "StatefulSet":
         svc = services.get(spec.get("serviceName", ""))
         if svc is None or svc["spec"].get("clusterIP") != "None":
-            errors.append(f"{_name(obj)}: serviceName {spec.get('serviceName')!r} is no "
-                          "headless Service")
+            errors.append(
+                f"{_name(obj)}: serviceName {spec.get('serviceName')!r} is no headless Service"
+            )
     volumes = {v["name"]: v for v in pod.get("volumes") or []}
     claims = {c["metadata"]["name"] for c in spec.get("volumeClaimTemplates") or []}
     for v in volumes.values():
         if "configMap" in v:
             cm = v["configMap"]
             if cm["name"] not in configmaps:
-                errors.append(f"{_name(obj)}: volume {v['name']}: ConfigMap {cm['name']} "
-                              "does not exist")
+                errors.append(
+                    f"{_name(obj)}: volume {v['name']}: ConfigMap {cm['name']} does not exist"
+                )
             for item in cm.get("items") or []:
                 if item["key"] not in configmaps.get(cm["name"], {}):
                     errors.append(f"{_name(obj)}: ConfigMap {cm['name']} has no key {item['key']}")
@@ -408,9 +424,13 @@ def _workload_errors(obj: Obj, configmaps: dict[str, dict[str, str]],
 _VAR = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
-def _container_env(c: Obj, configmaps: dict[str, dict[str, str]], where: str,
-                   errors: list[str], pod_ip: str = EXAMPLE_POD_IP
-                   ) -> tuple[dict[str, str], list[str]]:
+def _container_env(
+    c: Obj,
+    configmaps: dict[str, dict[str, str]],
+    where: str,
+    errors: list[str],
+    pod_ip: str = EXAMPLE_POD_IP,
+) -> tuple[dict[str, str], list[str]]:
     """The container's environment as Kubernetes builds it (envFrom, then env in order,
     $(VAR) expanded) and its args expanded; undefined references and missing
     ConfigMaps/keys are errors."""
@@ -428,8 +448,9 @@ def _container_env(c: Obj, configmaps: dict[str, dict[str, str]], where: str,
     def expand(text: str, context: str) -> str:
         def one(m: re.Match[str]) -> str:
             if m.group(1) not in env:
-                errors.append(f"{where}: {context} refers to $({m.group(1)}), defined "
-                              "nowhere before it")
+                errors.append(
+                    f"{where}: {context} refers to $({m.group(1)}), defined nowhere before it"
+                )
                 return m.group(0)
             return env[m.group(1)]
 
@@ -444,8 +465,10 @@ def _container_env(c: Obj, configmaps: dict[str, dict[str, str]], where: str,
             ref = source["configMapKeyRef"]
             data = configmaps.get(ref["name"])
             if data is None or ref["key"] not in data:
-                errors.append(f"{where}: env {var['name']}: ConfigMap {ref['name']} key "
-                              f"{ref['key']} does not exist")
+                errors.append(
+                    f"{where}: env {var['name']}: ConfigMap {ref['name']} key "
+                    f"{ref['key']} does not exist"
+                )
                 continue
             env[var["name"]] = str(data[ref["key"]])
         elif (source.get("fieldRef") or {}).get("fieldPath") == "status.podIP":
@@ -485,8 +508,13 @@ def _config_file(args: list[str], env: dict[str, str]) -> str | None:
 
 
 def _server_properties(
-    obj: Obj, c: Obj, path: str, configmaps: dict[str, dict[str, str]], actions: Any,
-    where: str, errors: list[str],
+    obj: Obj,
+    c: Obj,
+    path: str,
+    configmaps: dict[str, dict[str, str]],
+    actions: Any,
+    where: str,
+    errors: list[str],
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(flag values, properties) of the container's `--config` file, read from the
     ConfigMap mounted there and resolved by Skiff's own reader."""
@@ -511,14 +539,13 @@ def _server_properties(
     return {f: v.value for f, v in loaded.values.items()}, {p.key: p.value for p in props}
 
 
-def _file_errors(
-    obj: Obj, c: Obj, props: dict[str, str], objs: list[Obj], where: str
-) -> list[str]:
+def _file_errors(obj: Obj, c: Obj, props: dict[str, str], objs: list[Obj], where: str) -> list[str]:
     """Files server.properties names (`*.location`) are in a mounted Secret or ConfigMap
     that holds them."""
     errors: list[str] = []
-    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in objs
-                  if o["kind"] == "ConfigMap"}
+    configmaps = {
+        o["metadata"]["name"]: o.get("data") or {} for o in objs if o["kind"] == "ConfigMap"
+    }
     secrets = k8s_secure.secret_keys(objs, {})
     for key, value in props.items():
         if not key.endswith(".location") or not value.strip():
@@ -547,8 +574,10 @@ def _listener_errors(
             errors.append(f"{where}: --listen {parsed.listen} is not reachable from other pods")
         advertised = parsed.advertise
         if advertised is None or advertised.host != EXAMPLE_POD_IP:
-            errors.append(f"{where}: --advertise {advertised} is not the pod's IP: clients "
-                          "could not reach the broker Metadata names")
+            errors.append(
+                f"{where}: --advertise {advertised} is not the pod's IP: clients "
+                "could not reach the broker Metadata names"
+            )
         if not any(p.get("containerPort") == parsed.listen.port for p in c.get("ports") or []):
             errors.append(f"{where}: no containerPort for --listen port {parsed.listen.port}")
         return errors
@@ -558,20 +587,31 @@ def _listener_errors(
         name, bound = endpoint.name, endpoint.address
         if bound.host not in ("0.0.0.0", "::", ""):
             errors.append(f"{where}: listener {endpoint} is not reachable from other pods")
-        port = next((p for p in c.get("ports") or [] if p.get("containerPort") == bound.port),
-                    None)
+        port = next((p for p in c.get("ports") or [] if p.get("containerPort") == bound.port), None)
         if port is None:
             errors.append(f"{where}: no containerPort for listener {endpoint}")
         host = advertised.get(name, bound).host
         if host != EXAMPLE_POD_IP and not host.startswith(EXAMPLE_POD_NAME + "."):
-            errors.append(f"{where}: listener {name} advertises {host}, not the pod's IP or "
-                          "name: clients could not reach the broker Metadata names")
+            errors.append(
+                f"{where}: listener {name} advertises {host}, not the pod's IP or "
+                "name: clients could not reach the broker Metadata names"
+            )
         if protocols.get(name, name) not in ("SSL", "SASL_SSL"):
             continue
         prefix = f"listener.name.{name.lower()}."
-        cert_path = next((props[k] for k in (
-            prefix + "ssl.keystore.certificate.location", "ssl.keystore.certificate.location",
-            prefix + "ssl.keystore.location", "ssl.keystore.location") if k in props), None)
+        cert_path = next(
+            (
+                props[k]
+                for k in (
+                    prefix + "ssl.keystore.certificate.location",
+                    "ssl.keystore.certificate.location",
+                    prefix + "ssl.keystore.location",
+                    "ssl.keystore.location",
+                )
+                if k in props
+            ),
+            None,
+        )
         source = k8s_secure.mounted_file(_pod_spec(obj) or {}, c, cert_path or "")
         cert = k8s_secure.certificates(objs).get((_ns(obj), source[1])) if source else None
         if cert is None:
@@ -582,13 +622,19 @@ def _listener_errors(
             selector = svc["spec"].get("selector")
             headless = svc["spec"].get("clusterIP") == "None"
             targets = {str(p.get("targetPort", p["port"])) for p in svc["spec"].get("ports") or []}
-            if (not headless and _selects(selector, _pod_labels(obj)) and port is not None
-                    and targets & {str(port.get("name")), str(bound.port)}):
+            if (
+                not headless
+                and _selects(selector, _pod_labels(obj))
+                and port is not None
+                and targets & {str(port.get("name")), str(bound.port)}
+            ):
                 wanted.append(f"{svc['metadata']['name']}.{_ns(obj) or 'default'}.svc")
         for want in wanted:
             if not k8s_secure.host_covered(want, names):
-                errors.append(f"{where}: listener {name}'s certificate ({_name(cert)}) does "
-                              f"not cover {want}: clients verifying the host name would fail")
+                errors.append(
+                    f"{where}: listener {name}'s certificate ({_name(cert)}) does "
+                    f"not cover {want}: clients verifying the host name would fail"
+                )
     return errors
 
 
@@ -613,14 +659,19 @@ def _skiff_errors(
     for name in env:
         if name.startswith("SKIFF_") and name not in flags:
             errors.append(f"{where}: {name} is no `skiff serve` setting")
-    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in objs
-                  if o["kind"] == "ConfigMap"}
+    configmaps = {
+        o["metadata"]["name"]: o.get("data") or {} for o in objs if o["kind"] == "ConfigMap"
+    }
     config = _config_file(args, env)
-    file_values, props = ({}, {}) if config is None else _server_properties(
-        obj, c, config, configmaps, actions, where, errors)
+    file_values, props = (
+        ({}, {})
+        if config is None
+        else _server_properties(obj, c, config, configmaps, actions, where, errors)
+    )
     # A Secret's value is not in the manifests (secret_errors checks it exists).
-    from_secrets = {v["name"] for v in c.get("env") or []
-                    if "secretKeyRef" in (v.get("valueFrom") or {})}
+    from_secrets = {
+        v["name"] for v in c.get("env") or [] if "secretKeyRef" in (v.get("valueFrom") or {})
+    }
     env = {k: v for k, v in env.items() if k not in from_secrets or not k.startswith("SKIFF_")}
     stderr = io.StringIO()
     with _environ(env), contextlib.redirect_stderr(stderr):
@@ -628,17 +679,23 @@ def _skiff_errors(
         try:
             parsed = cli.build_parser().parse_args(args)
         except SystemExit:
-            return errors + [f"{where}: skiff serve refuses its settings: "
-                             f"{stderr.getvalue().strip().splitlines()[-1]}"]
+            return errors + [
+                f"{where}: skiff serve refuses its settings: "
+                f"{stderr.getvalue().strip().splitlines()[-1]}"
+            ]
         finally:
             cli._FILE_VALUES.clear()
     if parsed.redis_url is None:
-        errors.append(f"{where}: no --redis-url (SKIFF_REDIS_URL): it would start an "
-                      "embedded redis-server, which the image does not have")
+        errors.append(
+            f"{where}: no --redis-url (SKIFF_REDIS_URL): it would start an "
+            "embedded redis-server, which the image does not have"
+        )
     http = parsed.http_listen
     if http is None or http.host != "0.0.0.0":
-        errors.append(f"{where}: --http-listen {http} is not reachable by the kubelet's "
-                      "probes (use 0.0.0.0:PORT)")
+        errors.append(
+            f"{where}: --http-listen {http} is not reachable by the kubelet's "
+            "probes (use 0.0.0.0:PORT)"
+        )
     errors += _listener_errors(obj, c, parsed, props, objs, where)
     errors += _file_errors(obj, c, props, objs, where)
     named = {p.get("name"): p["containerPort"] for p in c.get("ports") or []}
@@ -646,19 +703,23 @@ def _skiff_errors(
         number = named.get(port, port)
         if http is not None and number != http.port:
             errors.append(f"{where}: {probe} port {port!r} is not --http-listen's {http.port}")
-    paths = {p: ((c.get(p) or {}).get("httpGet") or {}).get("path")
-             for p in ("livenessProbe", "readinessProbe")}
+    paths = {
+        p: ((c.get(p) or {}).get("httpGet") or {}).get("path")
+        for p in ("livenessProbe", "readinessProbe")
+    }
     if paths != {"livenessProbe": "/healthz", "readinessProbe": "/readyz"}:
         errors.append(f"{where}: probes {paths}: liveness must be /healthz, readiness /readyz")
-    pre_stop = (((c.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {})
+    pre_stop = ((c.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}
     sleep = pre_stop.get("command") or []
     sleep_s = float(sleep[1]) if len(sleep) == 2 and sleep[0] == "sleep" else 0.0
     grace = (_pod_spec(obj) or {}).get("terminationGracePeriodSeconds", 30)
     needed = sleep_s + parsed.shutdown_timeout_ms / 1000
     if grace <= needed:
-        errors.append(f"{where}: terminationGracePeriodSeconds {grace} leaves no time after "
-                      f"preStop ({sleep_s:g} s) and --shutdown-timeout-ms "
-                      f"({parsed.shutdown_timeout_ms} ms)")
+        errors.append(
+            f"{where}: terminationGracePeriodSeconds {grace} leaves no time after "
+            f"preStop ({sleep_s:g} s) and --shutdown-timeout-ms "
+            f"({parsed.shutdown_timeout_ms} ms)"
+        )
     return errors
 
 
@@ -666,8 +727,9 @@ def skiff_containers(
     objs: list[Obj], pod_ip: str = EXAMPLE_POD_IP
 ) -> list[tuple[str, dict[str, str], list[str]]]:
     """(where, environment, args) of every Skiff container, as its pod would start it."""
-    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in objs
-                  if o["kind"] == "ConfigMap"}
+    configmaps = {
+        o["metadata"]["name"]: o.get("data") or {} for o in objs if o["kind"] == "ConfigMap"
+    }
     found = []
     for obj in objs:
         for c in _containers(obj):
@@ -698,8 +760,9 @@ def check(directory: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("dirs", nargs="*", type=Path)
     parser.add_argument("--render", action="store_true", help="print the rendered YAML")
     args = parser.parse_args(argv)

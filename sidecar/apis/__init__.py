@@ -12,6 +12,8 @@ from sidecar.apis import (
     alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -105,5 +107,7 @@ HANDLERS: dict[int, ModuleType] = {
         list_config_resources,
         get_telemetry_subscriptions,
         push_telemetry,
+        consumer_group_heartbeat,
+        consumer_group_describe,
     )
 }

@@ -1,6 +1,7 @@
 """DescribeGroups (key 15), v0-v5: state, protocol and members of groups. Member
 metadata and assignments are given only for a Stable group, as Kafka does; an
-unknown group is reported as Dead.
+unknown group is reported as Dead, and so is a KIP-848 consumer group (as Kafka
+answers up to v5).
 Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it); its authorized
 operations come from the authorizer, as in Kafka."""
 
@@ -50,6 +51,10 @@ async def _describe(broker: Broker, request: Any, group_id: str, with_ops: bool)
         entry["group_state"] = ""
         return entry
     if group is None:
+        return entry
+    if group.consumer is not None:
+        # Kafka: not a classic group, so Dead with no error before v6 (v6 adds
+        # GROUP_ID_NOT_FOUND); admin clients describe it with ConsumerGroupDescribe.
         return entry
     stable = group.state == State.STABLE
     entry["group_state"] = group.state.value

@@ -32,6 +32,7 @@ from sidecar.protocol.primitives import (
     pack_i32,
     pack_i64,
     string,
+    uvarint,
 )
 from sidecar.protocol.record_batch import encode_entries_sized
 from sidecar.security import checks
@@ -61,7 +62,8 @@ class PartitionFetch:
         self.error = error
         self.hw = -1
         self.lso = -1
-        self.records = b""
+        # bytes, or the stored batches' chunks (stored_batch.serve) on `batch` topics
+        self.records: bytes | list[Any] = b""
         self.count = 0  # records in self.records
 
 
@@ -185,7 +187,9 @@ async def _read_once(
                 chunks, taken, size = stored_batch.serve(entries, limit, total == 0)
                 if chunks:
                     _avg_record_bytes[(t.name, p.index)] = size / (len(chunks) // 2)
-                p.records = b"".join(chunks)
+                # Left as chunks: the response frame is joined once (framing.py), so the
+                # stored bytes are copied once on their way to the socket.
+                p.records = chunks
                 p.count = taken
                 budget -= size
                 total += size
@@ -226,7 +230,7 @@ def _at_end(broker: Broker, topics: list[TopicFetch]) -> bool:
     return True
 
 
-async def handle(broker: Broker, request: Any) -> bytes:
+async def handle(broker: Broker, request: Any) -> list[Any]:
     body = request.body
     version = request.header.api_version
     topics = await _resolve(broker, request, version)
@@ -277,11 +281,17 @@ async def handle(broker: Broker, request: Any) -> bytes:
             broker.wakeups.unregister(event, channels)
     for t in topics:
         for p in t.partitions:
-            telemetry.fetched(t.name, p.index, p.count, len(p.records), p.error)
+            telemetry.fetched(t.name, p.index, p.count, _size(p.records), p.error)
     return _encode(version, topics, read_committed=body.isolation_level == 1)
 
 
-def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> bytes:
+def _size(records: bytes | list[Any]) -> int:
+    return len(records) if isinstance(records, bytes) else sum(map(len, records))
+
+
+def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> list[Any]:
+    """The response body as parts (framing.response_frame joins them once): stored
+    batches go from the Redis reply to the frame without an intermediate copy."""
     if version < 4:
         return _encode_legacy(version, topics)
     flexible = version >= 12
@@ -305,14 +315,19 @@ def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> byt
             parts.append(array_len(aborted, flexible))
             if version >= 11:
                 parts.append(pack_i32(-1))  # preferred_read_replica
-            parts.append(nbytes(p.records, flexible))
+            if isinstance(p.records, bytes):
+                parts.append(nbytes(p.records, flexible))
+            else:
+                size = _size(p.records)
+                parts.append(uvarint(size + 1) if flexible else pack_i32(size))
+                parts.extend(p.records)
             if flexible:
                 parts.append(EMPTY_TAGS)
         if flexible:
             parts.append(EMPTY_TAGS)
     if flexible:
         parts.append(EMPTY_TAGS)
-    return b"".join(parts)
+    return parts
 
 
 # -- v0-v3: kio 0.6.5 has no schema for them ------------------------------------------
@@ -371,7 +386,7 @@ def _decoder(version: int) -> Callable[[bytes, int], LegacyFetchRequest]:
 DECODERS = {v: _decoder(v) for v in range(4)}
 
 
-def _encode_legacy(version: int, topics: list[TopicFetch]) -> bytes:
+def _encode_legacy(version: int, topics: list[TopicFetch]) -> list[Any]:
     parts = [pack_i32(0)] if version >= 1 else []  # throttle_time_ms from v1
     parts.append(array_len(len(topics), False))
     for t in topics:
@@ -379,5 +394,5 @@ def _encode_legacy(version: int, topics: list[TopicFetch]) -> bytes:
         parts.append(array_len(len(t.partitions), False))
         for p in t.partitions:
             parts.append(pack_i32(p.index) + pack_i16(p.error) + pack_i64(p.hw))
-            parts.append(nbytes(p.records, False))
-    return b"".join(parts)
+            parts.append(nbytes(p.records, False))  # type: ignore[arg-type]
+    return parts

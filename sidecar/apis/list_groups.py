@@ -1,6 +1,6 @@
 """ListGroups (key 16), v0-v5: the groups this sidecar coordinates (admin clients ask
-every broker and merge, as with Kafka), classic and share groups (sidecar/share/),
-filtered by state (v4+) and type (v5+).
+every broker and merge, as with Kafka), classic, consumer (KIP-848) and share groups
+(sidecar/share/), filtered by state (v4+) and type (v5+).
 Lists every group to a principal that may DESCRIBE the cluster, else the groups it may
 DESCRIBE (no error), as in Kafka."""
 
@@ -26,16 +26,18 @@ async def handle(broker: Broker, request: Any) -> bytes:
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     groups: list[dict[str, Any]] = []
     for group in await broker.groups.listed():
-        if states and group.state.value.lower() not in states:
+        kind = "classic" if group.consumer is None else "consumer"
+        state_name = group.state.value if group.consumer is None else group.consumer.state
+        if states and state_name.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and kind not in types:
             continue
         groups.append(
             {
                 "group_id": group.group_id,
                 "protocol_type": group.protocol_type or "",
-                "group_state": group.state.value,
-                "group_type": "classic",
+                "group_state": state_name,
+                "group_type": kind,
             }
         )
     if not types or "share" in types:

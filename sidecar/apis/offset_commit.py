@@ -61,6 +61,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 body.member_id,
                 getattr(body, "group_instance_id", None),
                 valid,
+                version,
             )
         except CoordinatorError as exc:
             error = exc.code

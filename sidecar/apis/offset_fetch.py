@@ -35,7 +35,14 @@ def _partition(index: int, value: CommittedOffset | None, error: int) -> dict[st
     }
 
 
-async def _group(broker: Broker, request: Any, group_id: str, topics: Any) -> dict[str, Any]:
+async def _group(
+    broker: Broker,
+    request: Any,
+    group_id: str,
+    topics: Any,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+) -> dict[str, Any]:
     """One group's answer: {group_id, topics, error_code}."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
@@ -52,7 +59,7 @@ async def _group(broker: Broker, request: Any, group_id: str, topics: Any) -> di
             # then show the queue's depth), sidecar/queues/core.py.
             got = await queue_offsets(queue_store(broker), group_id, wanted)
         else:
-            got = await broker.groups.fetch_offsets(group_id, wanted)
+            got = await broker.groups.fetch_offsets(group_id, wanted, member_id, member_epoch)
     except CoordinatorError as exc:
         code = errors.code(exc.code)
         return {
@@ -96,7 +103,17 @@ async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
     if version >= 8:
-        groups = [await _group(broker, request, g.group_id, g.topics) for g in body.groups]
+        groups = [
+            await _group(
+                broker,
+                request,
+                g.group_id,
+                g.topics,
+                getattr(g, "member_id", None),
+                getattr(g, "member_epoch", -1),
+            )
+            for g in body.groups
+        ]
         return encode_response(API_KEY, version, {"throttle_time": 0, "groups": groups})
     answer = await _group(broker, request, body.group_id, body.topics)
     return encode_response(

@@ -88,7 +88,7 @@ def _produce(broker: Broker, request: Any, reason: str = "timeout") -> bytes | N
     return produce._encode(request.header.api_version, work, results)
 
 
-def _fetch(broker: Broker, request: Any) -> bytes:
+def _fetch(broker: Broker, request: Any) -> list[Any]:
     version = request.header.api_version
     topics = []
     for t in request.body.topics:
@@ -446,6 +446,33 @@ def _list_config_resources(broker: Broker, request: Any) -> bytes:
     return encode_response(74, request.header.api_version, body)
 
 
+def _consumer_group_heartbeat(broker: Broker, request: Any) -> bytes:
+    data = {
+        "throttle_time": 0,
+        "error_code": COORDINATOR_NOT_AVAILABLE,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval": 0,
+    }
+    return encode_response(68, request.header.api_version, data)
+
+
+def _consumer_group_describe(broker: Broker, request: Any) -> bytes:
+    groups = [
+        {
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "group_id": g,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+        }
+        for g in request.body.group_ids
+    ]
+    return encode_response(69, request.header.api_version, {"throttle_time": 0, "groups": groups})
+
+
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     0: _produce,  # called with the reason by response()
     1: _fetch,
@@ -479,11 +506,13 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
     75: _describe_topic_partitions,
+    68: _consumer_group_heartbeat,
+    69: _consumer_group_describe,
     **share_unavailable.BUILDERS,  # 76-79, 90-92: sidecar/share/unavailable.py
 }
 
 
-def response(broker: Broker, request: Any, reason: str) -> bytes | None:
+def response(broker: Broker, request: Any, reason: str) -> bytes | list[Any] | None:
     """The retriable-error answer to `request`, or CloseConnection for an API that has
     none here."""
     if request.header.api_key == produce.API_KEY:

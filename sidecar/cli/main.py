@@ -772,6 +772,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "group-consumer-session-timeout-ms",
+        "45000",
+        "group.consumer.session.timeout.ms",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
+        "group-consumer-heartbeat-interval-ms",
+        "5000",
+        "group.consumer.heartbeat.interval.ms",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
         "authorizer-class-name",
         "",
         "authorizer.class.name: empty for none (every request allowed), or "
@@ -1077,6 +1091,8 @@ def _run(argv: list[str]) -> int:
         group_share_record_lock_duration_ms=args.group_share_record_lock_duration_ms,
         group_share_delivery_count_limit=args.group_share_delivery_count_limit,
         group_share_partition_max_record_locks=args.group_share_partition_max_record_locks,
+        group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
+        group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
         authorizer_class_name=args.authorizer_class_name,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,

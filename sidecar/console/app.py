@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sidecar.console import data
+from sidecar.console import data, traffic
 from sidecar.queues import redrive as redrive_op
 from sidecar.queues.core import QueueError, queue_store
 from sidecar.security.authorizer import Operation, ResourceType
@@ -36,6 +36,12 @@ STATIC = {
 }
 DEAD_LETTER_HEADERS = ("group", "reason", "topic", "partition", "offset", "delivery.count")
 REDRIVE_LIMIT = 100_000
+
+CHART_CSS = f'<link rel="stylesheet" href="{PREFIX}/static/uPlot.min.css">'
+CHART_SCRIPTS = (
+    f'<script src="{PREFIX}/static/uPlot.iife.min.js"></script>\n'
+    f'<script src="{PREFIX}/static/console.js"></script>'
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -59,14 +65,38 @@ def _int_arg(request: web.Request, name: str, default: int, low: int = 0) -> int
     return value
 
 
-def page(title: str, body: str, status: int = 200, scripts: str = "") -> web.Response:
+def _paging(request: web.Request) -> tuple[str, int]:
+    """A list page's search text (?q=) and page number (?page=, from 1)."""
+    return request.query.get("q", "")[:249], _int_arg(request, "page", 1, 1)
+
+
+def _search_form(search: str) -> str:
+    return (
+        f'<form method="get"><input name="q" value="{esc(search)}" placeholder="search">'
+        ' <button type="submit">Search</button></form>'
+    )
+
+
+def _pager(search: str, page_no: int, pages: int) -> str:
+    """The previous and next links of a list page, keeping the search."""
+    links = []
+    if page_no > 1:
+        links.append(f'<a id="prev" href="?q={q(search)}&page={page_no - 1}">previous</a>')
+    if page_no < pages:
+        links.append(f'<a id="next" href="?q={q(search)}&page={page_no + 1}">next</a>')
+    return " ".join(links)
+
+
+def page(
+    title: str, body: str, status: int = 200, scripts: str = "", charts: bool = True
+) -> web.Response:
     nav = (
         f'<a href="{PREFIX}">Cluster</a> <a href="{PREFIX}/topics">Topics</a> '
         f'<a href="{PREFIX}/groups">Groups</a>'
     )
     text = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)} - Skiff console</title>
-<link rel="stylesheet" href="{PREFIX}/static/uPlot.min.css">
+{CHART_CSS if charts else ""}
 <style>
 body{{font-family:system-ui,sans-serif;margin:0;color:#222}}
 header{{background:#1d3557;color:#fff;padding:.6em 1em}} header a{{color:#fff;margin-right:1em}}
@@ -78,8 +108,7 @@ pre{{margin:0;white-space:pre-wrap;word-break:break-all;max-width:50em}}
 </style></head>
 <body><header><b>Skiff</b> &nbsp; {nav}</header><main><h1>{esc(title)}</h1>
 {body}</main>
-<script src="{PREFIX}/static/uPlot.iife.min.js"></script>
-<script src="{PREFIX}/static/console.js"></script>{scripts}</body></html>"""
+{CHART_SCRIPTS if charts else ""}{scripts}</body></html>"""
     return web.Response(text=text, content_type="text/html", status=status)
 
 
@@ -95,6 +124,13 @@ def num(value: int, ident: str = "") -> str:
     """A number; `ident` names it for the polled endpoint's updates (console.js)."""
     attr = f' data-live="{esc(ident)}"' if ident else ""
     return f'<span class="n"{attr}>{value}</span>'
+
+
+def size(used: int | None) -> str:
+    """Bytes in Redis, readable, with the exact count in the title."""
+    if used is None:
+        return '<span class="muted">-</span>'
+    return f'<span class="n" title="{used} bytes">{esc(data.show_size(used))}</span>'
 
 
 def counted(counter: Any, **labels: str) -> int:
@@ -234,8 +270,7 @@ class Console:
     # -- topics ----------------------------------------------------------------------------
 
     async def topics(self, request: web.Request) -> web.Response:
-        search = request.query.get("q", "")[:249]
-        page_no = _int_arg(request, "page", 1, 1)
+        search, page_no = _paging(request)
         names = [
             n
             for n in await data.topic_names(self.redis)
@@ -249,20 +284,15 @@ class Console:
                 num(r.partitions),
                 num(r.records) if r.records is not None else '<span class="muted">-</span>',
                 esc(r.storage_format),
+                size(r.size),
             ]
             for r in await data.topic_rows(self.redis, shown)
         ]
-        links = []
-        if page_no > 1:
-            links.append(f'<a id="prev" href="?q={q(search)}&page={page_no - 1}">previous</a>')
-        if page_no < pages:
-            links.append(f'<a id="next" href="?q={q(search)}&page={page_no + 1}">next</a>')
         body = (
-            f'<form method="get"><input name="q" value="{esc(search)}" placeholder="search">'
-            ' <button type="submit">Search</button></form>'
-            f'<p id="count">{len(names)} topics, page {page_no} of {pages}</p>'
-            + table(["topic", "partitions", "records", "format"], rows, "topics")
-            + " ".join(links)
+            _search_form(search)
+            + f'<p id="count">{len(names)} topics, page {page_no} of {pages}</p>'
+            + table(["topic", "partitions", "records", "format", "size in Redis"], rows, "topics")
+            + _pager(search, page_no, pages)
         )
         return page("Topics", body)
 
@@ -276,7 +306,9 @@ class Console:
 
     async def topic(self, request: web.Request) -> web.Response:
         info = await self._topic_info(request, Operation.DESCRIBE)
-        marks = await data.watermarks(self.redis, info.name, info.partitions)
+        stats = await data.partition_stats(
+            self.redis, [(info.name, p) for p in range(info.partitions)]
+        )
         rows = [
             [
                 f'<a href="{PREFIX}/topics/{q(info.name)}/records?partition={p}&offset={lso}">'
@@ -284,8 +316,9 @@ class Console:
                 num(lso, f"lso:{p}"),  # kept current by the polled endpoint
                 num(hw, f"hw:{p}"),
                 num(hw - lso, f"records:{p}"),
+                size(used),
             ]
-            for p, (lso, hw) in enumerate(marks)
+            for p, (lso, hw, used) in enumerate(stats)
         ]
         configs = [
             [esc(k), esc(v)]
@@ -295,9 +328,12 @@ class Console:
         ]
         body = (
             f"<p>id {esc(info.topic_id)}, {info.partitions} partitions, "
-            f"format {esc(info.storage_format)}</p>"
+            f"format {esc(info.storage_format)}, "
+            f'<span id="size">{size(sum(used for _, _, used in stats))}</span> in Redis</p>'
             + table(
-                ["partition", "log start offset", "high watermark", "records"], rows, "partitions"
+                ["partition", "log start offset", "high watermark", "records", "size in Redis"],
+                rows,
+                "partitions",
             )
             + '<div class="chart" id="in-chart"></div><div class="chart" id="out-chart"></div>'
             + "<h2>Configs (overrides)</h2>"
@@ -306,7 +342,7 @@ class Console:
         script = (
             f"<script>skiffCharts({json.dumps(f'{PREFIX}/api/topics/{q(info.name)}')}, "
             '[["in-chart", "records produced/s", "log_end", true], '
-            '["out-chart", "records fetched/s (this sidecar)", "fetched", true]]);</script>'
+            '["out-chart", "records fetched/s (all sidecars)", "fetched", true]]);</script>'
         )
         return page(f"Topic {info.name}", body, scripts=script)
 
@@ -316,7 +352,7 @@ class Console:
         live: dict[str, Any] = {
             "time": time.time(),
             "log_end": sum(hw for _, hw in marks),
-            "fetched": counted(metrics.RECORDS_OUT, topic=info.name),
+            "fetched": await traffic.fetched(self.redis, info.name),
         }
         for p, (lso, hw) in enumerate(marks):
             live |= {f"lso:{p}": lso, f"hw:{p}": hw, f"records:{p}": hw - lso}
@@ -376,8 +412,7 @@ class Console:
 
     async def groups(self, request: web.Request) -> web.Response:
         """Consumer and queue groups whose id contains ?q=, PAGE_GROUPS of each a page."""
-        search = request.query.get("q", "")[:249]
-        page_no = _int_arg(request, "page", 1, 1)
+        search, page_no = _paging(request)
 
         def visible(ids: list[str]) -> list[str]:
             return [
@@ -392,15 +427,9 @@ class Console:
         queue_ids = visible(sorted(await self.queues.groups()))
         pages = max(math.ceil(max(len(consumer), len(queue_ids)) / data.PAGE_GROUPS), 1)
         shown = slice((page_no - 1) * data.PAGE_GROUPS, page_no * data.PAGE_GROUPS)
-        links = []
-        if page_no > 1:
-            links.append(f'<a id="prev" href="?q={q(search)}&page={page_no - 1}">previous</a>')
-        if page_no < pages:
-            links.append(f'<a id="next" href="?q={q(search)}&page={page_no + 1}">next</a>')
         body = (
-            f'<form method="get"><input name="q" value="{esc(search)}" placeholder="search">'
-            ' <button type="submit">Search</button></form>'
-            f"<p>{len(consumer)} consumer groups, {len(queue_ids)} queue groups, page "
+            _search_form(search)
+            + f"<p>{len(consumer)} consumer groups, {len(queue_ids)} queue groups, page "
             f"{page_no} of {pages}</p>"
             "<h2>Consumer groups</h2>"
             + table(
@@ -414,7 +443,7 @@ class Console:
                 [[f'<a href="{PREFIX}/queues/{q(g)}">{esc(g)}</a>'] for g in queue_ids[shown]],
                 "queue-groups",
             )
-            + " ".join(links)
+            + _pager(search, page_no, pages)
         )
         return page("Groups", body)
 
@@ -527,13 +556,15 @@ class Console:
         epoch, members = await ShareStore(self.redis).load(cfg.group)
         if members:  # a share group is the queue group of the same id (docs/share-groups.md)
             body += f"<h2>Share group members (epoch {epoch})</h2>" + table(
-                ["member", "client id", "host", "subscribed topics"],
+                ["member", "client id", "host", "subscribed topics", "member epoch", "assignment"],
                 [
                     [
                         esc(member),
                         esc(doc.get("client_id", "")),
                         esc(doc.get("client_host", "")),
                         esc(", ".join(map(str, doc.get("topics") or []))),
+                        esc(doc.get("epoch", "-")),
+                        esc(data.share_assignment(doc)),
                     ]
                     for member, doc in sorted(members.items())
                 ],
@@ -615,4 +646,14 @@ def _header(r: data.Record, name: str) -> bytes | None:
 def add_routes(app: web.Application, broker: Any) -> Console:
     console = Console(broker)
     app.router.add_routes(console.routes())
+    flusher = traffic.FetchedFlusher(broker)
+
+    async def start(_: web.Application) -> None:
+        flusher.start()
+
+    async def stop(_: web.Application) -> None:
+        await flusher.stop()
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
     return console

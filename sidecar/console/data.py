@@ -1,7 +1,8 @@
 """The console's Redis reads (docs/console.md). Each is bounded by what one page shows,
 not by the number of topics or groups: a topics page is HKEYS of the registry, one
-HMGET of the page's topics and one pipelined HMGET per partition shown (at most
-MAX_PARTITIONS_SHOWN); a record page reads at most PAGE_RECORDS records."""
+HMGET of the page's topics and one pipeline per page of, for each partition shown (at
+most MAX_PARTITIONS_SHOWN), an HMGET of its watermarks and a MEMORY USAGE of each key
+holding its records; a record page reads at most PAGE_RECORDS records."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sidecar.storage.group_store import CommittedOffset, split_field
 PAGE_TOPICS = 50
 PAGE_RECORDS = 50
 PAGE_GROUPS = 100
-MAX_PARTITIONS_SHOWN = 1000  # watermarks read per topics page at most
+MAX_PARTITIONS_SHOWN = 500  # partitions whose watermarks and size a topics page reads
 T, K, V, H, F = 1, 3, 5, 7, 9  # a record-format entry's field values (queues/core.py)
 
 
@@ -28,6 +29,7 @@ class TopicRow:
     partitions: int
     storage_format: str
     records: int | None  # sum over partitions of hw - lso; None: not read (too many)
+    size: int | None = None  # bytes in Redis of its partitions' keys; None: not read
     configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -65,13 +67,33 @@ async def topic_rows(redis: Any, names: list[str]) -> list[TopicRow]:
             break
         wanted += [(row, p) for p in range(row.partitions)]
     if wanted:
-        async with redis.pipeline(transaction=False) as pipe:
-            for row, p in wanted:
-                pipe.hmget(keys.partition_keys(row.name, p)[1], "hw", "lso")
-            replies = await pipe.execute()
-        for (row, _), (hw, lso) in zip(wanted, replies, strict=True):
-            row.records = (row.records or 0) + max(int(hw or 0) - int(lso or 0), 0)
+        sizes = await partition_stats(redis, [(row.name, p) for row, p in wanted])
+        for (row, _), (lso, hw, size) in zip(wanted, sizes, strict=True):
+            row.records = (row.records or 0) + max(hw - lso, 0)
+            row.size = (row.size or 0) + size
     return rows
+
+
+async def partition_stats(
+    redis: Any, partitions: list[tuple[str, int]]
+) -> list[tuple[int, int, int]]:
+    """(log start offset, high watermark, bytes in Redis) of each partition, in one
+    pipeline: an HMGET of its meta and a MEMORY USAGE (Redis' default sampling of
+    large keys, so bounded) of each key holding its records (keys.trim_keys)."""
+    per = len(keys.trim_keys("t", 0))
+    async with redis.pipeline(transaction=False) as pipe:
+        for topic, p in partitions:
+            pipe.hmget(keys.partition_keys(topic, p)[1], "hw", "lso")
+            for key in keys.trim_keys(topic, p):
+                pipe.memory_usage(key)
+        replies = await pipe.execute()
+    out = []
+    for i in range(0, len(replies), per + 1):
+        hw, lso = replies[i]
+        out.append(
+            (int(lso or 0), int(hw or 0), sum(int(b or 0) for b in replies[i + 1 : i + 1 + per]))
+        )
+    return out
 
 
 async def watermarks(redis: Any, topic: str, partitions: int) -> list[tuple[int, int]]:
@@ -182,6 +204,33 @@ async def group_state(redis: Any, group: str) -> GroupState | None:
         str(doc.get("protocol") or "-"),
         members,
     )
+
+
+def share_assignment(doc: dict[str, Any]) -> str:
+    """A share group member's stored assignment as `topic(0,1) other(2)`; "-" when none
+    is stored (written by an older sidecar, or nothing assigned)."""
+    parts = []
+    for item in doc.get("assignment") or []:
+        try:
+            topic, partitions = item
+            parts.append(f"{topic}({','.join(str(int(p)) for p in partitions)})")
+        except (TypeError, ValueError):
+            continue  # not the shape written by share/membership.py
+    return " ".join(sorted(parts)) or "-"
+
+
+def show_size(size: int | None) -> str:
+    """Bytes as a person reads them: 512 B, 1.5 KiB, 2.0 MiB."""
+    if size is None:
+        return "-"
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 def show_bytes(data: bytes | None, mode: str) -> str:

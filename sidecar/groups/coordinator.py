@@ -17,10 +17,19 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
+from sidecar.groups.consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    UNREVOKED,
+    Assignment,
+    CgMember,
+    ConsumerGroupState,
+)
 from sidecar.groups.state import Group, JoinResult, Member, State, SyncResult
 from sidecar.storage import resilience
 from sidecar.storage.group_store import CommittedOffset, Fenced, GroupStore
@@ -51,6 +60,31 @@ class JoinRequest:
     protocols: list[tuple[str, bytes]]
     require_known_member_id: bool
     supports_skip_assignment: bool
+
+
+@dataclass(slots=True)
+class CgHeartbeat:
+    """A ConsumerGroupHeartbeat; None fields did not change since the last one."""
+
+    member_id: str
+    epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topics: list[str] | None
+    assignor: str | None
+    owned: set[tuple[str, int]] | None
+    client_id: str
+    client_host: str
+
+
+@dataclass(slots=True)
+class CgResult:
+    error: str
+    message: str | None = None
+    member_id: str | None = None
+    epoch: int = 0
+    assignment: Assignment | None = None  # None: not sent (unchanged)
 
 
 def _now_ms() -> int:
@@ -133,7 +167,9 @@ class GroupCoordinator:
                 raw = await self.store.load(group_id)
                 if token != self.cluster.token or not self.cluster.owns_leases():
                     raise CoordinatorError("NOT_COORDINATOR")
-                group = Group.from_json(group_id, raw, self.loop_time)
+                group = Group.from_json(
+                    group_id, raw, self.loop_time, self.settings.group_consumer_session_timeout_ms
+                )
                 self.groups[group_id] = group
                 return group
         finally:
@@ -185,6 +221,12 @@ class GroupCoordinator:
             return JoinResult("UNKNOWN_MEMBER_ID", req.member_id)
         if group.state == State.DEAD:
             return JoinResult("COORDINATOR_NOT_AVAILABLE", req.member_id)
+        if group.consumer is not None:
+            if group.consumer.members:
+                # Kafka would migrate the group (KIP-848's mixed groups); not yet here.
+                return JoinResult("INCONSISTENT_GROUP_PROTOCOL", req.member_id)
+            group.consumer = None  # an empty consumer group becomes a classic one
+            group.protocol_type = None
         if not group.supports(req.protocol_type, req.protocols, req.member_id):
             return JoinResult("INCONSISTENT_GROUP_PROTOCOL", req.member_id)
         if req.member_id == "":
@@ -531,6 +573,163 @@ class GroupCoordinator:
             errors.append("NONE")
         return "NONE", errors
 
+    # -- ConsumerGroupHeartbeat (KIP-848) --------------------------------------------------
+
+    async def consumer_heartbeat(
+        self,
+        group_id: str,
+        req: CgHeartbeat,
+        partition_counts: Callable[[set[str]], Awaitable[dict[str, int]]],
+    ) -> CgResult:
+        """One ConsumerGroupHeartbeat (GroupMetadataManager.consumerGroupHeartbeat), the
+        request already validated. `partition_counts(topics)`: the existing ones' counts."""
+        group = await self.coordinate(group_id, create=req.epoch == 0)
+        wanted = set(req.topics or ())
+        if group is not None and group.consumer is not None:
+            wanted |= group.consumer.subscribed()
+        # Read before any change: the group must not move between its steps.
+        topic_partitions = await partition_counts(wanted)
+        if group is None or (group.consumer is None and req.epoch != 0):
+            return CgResult(
+                "UNKNOWN_MEMBER_ID", f"Member {req.member_id} is not a member of group {group_id}."
+            )
+        if group.state == State.DEAD:
+            return CgResult("COORDINATOR_NOT_AVAILABLE")
+        if group.consumer is None:
+            if group.members or group.pending:
+                return CgResult("GROUP_ID_NOT_FOUND", f"Group {group_id} is not a consumer group.")
+            group.consumer = ConsumerGroupState()
+            group.protocol_type, group.protocol, group.leader = "consumer", None, None
+        cg = group.consumer
+        now = self.loop_time
+        session_s = self.settings.group_consumer_session_timeout_ms / 1000
+        if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return await self._consumer_leave(group, cg, req)
+        member = cg.members.get(req.member_id)
+        changed = bump = False  # bump: a new group epoch, once per heartbeat as in Kafka
+        if req.epoch == 0:
+            if req.instance_id is not None:
+                old_id = cg.static.get(req.instance_id)
+                old = cg.members.get(old_id) if old_id is not None else None
+                if old is not None and old.member_id != req.member_id:
+                    if old.epoch != STATIC_LEAVE_EPOCH:
+                        return CgResult(
+                            "UNRELEASED_INSTANCE_ID",
+                            f"Static member {req.instance_id} has not released its assignment.",
+                        )
+                    # A static member back under a new id takes over the old one's place.
+                    cg.remove(old.member_id)
+                    target = cg.target.pop(old.member_id, {})
+                    old.member_id = req.member_id
+                    old.epoch = old.previous_epoch
+                    cg.add(old)
+                    cg.target[req.member_id] = target
+                    member = old
+                    changed = True
+            if member is None:
+                member = CgMember(req.member_id, req.instance_id)
+                cg.add(member)
+                bump = True
+        elif member is None:
+            return CgResult(
+                "UNKNOWN_MEMBER_ID", f"Member {req.member_id} is not a member of group {group_id}."
+            )
+        elif req.epoch != member.epoch and not (
+            req.epoch == member.previous_epoch
+            and req.owned is not None
+            and req.owned <= {(t, p) for t, ps in member.assigned.items() for p in ps}
+        ):
+            # Kafka lets a member one epoch behind (a lost answer) carry on.
+            which = "larger" if req.epoch > member.epoch else "smaller"
+            return CgResult(
+                "FENCED_MEMBER_EPOCH",
+                f"The consumer group member has a {which}"
+                f" member epoch ({req.epoch}) than the one known by the group coordinator"
+                f" ({member.epoch}).",
+            )
+        member.deadline = now + session_s
+        member.client_id, member.client_host = req.client_id, req.client_host
+        if req.rack_id is not None:
+            member.rack_id = req.rack_id
+        if req.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.assignor is not None and req.assignor != member.assignor:
+            member.assignor = req.assignor
+            bump = True
+        if req.topics is not None and sorted(req.topics) != sorted(member.topics):
+            member.topics = sorted(set(req.topics))
+            bump = True
+        metadata = {t: n for t, n in topic_partitions.items() if t in cg.subscribed()}
+        if metadata != cg.partitions:
+            cg.partitions = metadata
+            bump = True
+        if bump:
+            cg.epoch += 1
+            changed = True
+        if cg.epoch > cg.assignment_epoch:
+            cg.compute_target()
+        before = dict(member.assigned)
+        if cg.reconcile(member, req.owned, now):
+            changed = True
+        if changed:
+            if group.state == State.EMPTY:
+                group.state = State.STABLE
+            if not await self._persist(group):
+                return CgResult("NOT_COORDINATOR")
+        send = req.epoch == 0 or req.owned is not None or member.assigned != before
+        return CgResult(
+            "NONE", None, member.member_id, member.epoch, member.assigned if send else None
+        )
+
+    async def _consumer_leave(
+        self, group: Group, cg: ConsumerGroupState, req: CgHeartbeat
+    ) -> CgResult:
+        member = cg.members.get(req.member_id)
+        if member is None:
+            return CgResult(
+                "UNKNOWN_MEMBER_ID",
+                f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+        if req.epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # A static member leaving for a while keeps its assignment until its
+            # session expires or it comes back.
+            if member.epoch != STATIC_LEAVE_EPOCH:
+                member.previous_epoch = member.epoch
+            member.epoch = STATIC_LEAVE_EPOCH
+        else:
+            self._consumer_remove(group, cg, member.member_id, "left")
+        if not await self._persist(group):
+            return CgResult("NOT_COORDINATOR")
+        return CgResult("NONE", None, req.member_id, req.epoch)
+
+    def _consumer_remove(
+        self, group: Group, cg: ConsumerGroupState, member_id: str, why: str
+    ) -> None:
+        """A member gone (left, session expired, never revoked): a new target for the rest;
+        its partitions become free for their new owners' next heartbeats."""
+        cg.remove(member_id)
+        cg.epoch += 1
+        log.info("consumer group %r: member %s %s", group.group_id, member_id, why)
+        cg.partitions = {t: n for t, n in cg.partitions.items() if t in cg.subscribed()}
+        cg.compute_target()
+        if not cg.members:
+            group.state = State.EMPTY
+            group.state_ms = _now_ms()
+
+    def _tick_consumer(self, group: Group, cg: ConsumerGroupState, now: float) -> None:
+        gone = False
+        for member in list(cg.members.values()):
+            if member.deadline <= now:
+                self._consumer_remove(group, cg, member.member_id, "session expired")
+                gone = True
+            elif member.state == UNREVOKED and member.revoke_deadline <= now:
+                # Kafka fences a member that keeps revoked partitions past its rebalance
+                # timeout.
+                self._consumer_remove(group, cg, member.member_id, "did not revoke in time")
+                gone = True
+        if gone:
+            self._spawn_persist(group)
+
     # -- offsets -------------------------------------------------------------------------
 
     async def commit(
@@ -540,6 +739,7 @@ class GroupCoordinator:
         member_id: str,
         instance_id: str | None,
         offsets: dict[tuple[str, int], CommittedOffset],
+        version: int = 9,
     ) -> str:
         """Commit offsets; the error for every partition of the request ("NONE")."""
         group = await self.coordinate(group_id, create=generation < 0)
@@ -548,7 +748,17 @@ class GroupCoordinator:
         if group.state == State.DEAD:
             return "COORDINATOR_NOT_AVAILABLE"
         member = None
-        if generation < 0 and group.state == State.EMPTY:
+        cg = group.consumer
+        if cg is not None and (generation >= 0 or cg.members):
+            # ConsumerGroup.validateOffsetCommit: a member at its current epoch, v9+.
+            cg_member = cg.members.get(member_id)
+            if cg_member is None:
+                return "UNKNOWN_MEMBER_ID"
+            if version < 9:
+                return "UNSUPPORTED_VERSION"
+            if generation != cg_member.epoch:
+                return "STALE_MEMBER_EPOCH"
+        elif generation < 0 and group.state == State.EMPTY:
             pass  # a standalone commit: the group only stores offsets
         elif generation >= 0 or member_id != "" or instance_id is not None:
             error = group.validate_member(member_id, instance_id)
@@ -573,13 +783,24 @@ class GroupCoordinator:
         return "NONE"
 
     async def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> dict[tuple[str, int], CommittedOffset] | None:
         """Committed offsets (all when partitions is None); None if the group is
-        unknown. As in Kafka, expired offsets stay visible until the expiry sweep."""
+        unknown. As in Kafka, expired offsets stay visible until the expiry sweep.
+        A consumer group's member (OffsetFetch v9) must be at its current epoch."""
         group = await self.coordinate(group_id, create=False)
         if group is None:
             return None
+        if group.consumer is not None and (member_id is not None or member_epoch >= 0):
+            cg_member = group.consumer.members.get(member_id or "")
+            if cg_member is None:
+                raise CoordinatorError("UNKNOWN_MEMBER_ID")
+            if member_epoch != cg_member.epoch:
+                raise CoordinatorError("STALE_MEMBER_EPOCH")
         if partitions is None:
             return await self.store.offsets(group_id)
         values = await self.store.offsets_of(group_id, partitions)
@@ -699,6 +920,8 @@ class GroupCoordinator:
                     log.exception("group %r: deadline handling failed", group.group_id)
 
     def _tick(self, group: Group, now: float) -> None:
+        if group.consumer is not None:
+            self._tick_consumer(group, group.consumer, now)
         for member in list(group.members.values()):
             if member.deadline <= now and not member.keep_alive():
                 log.info(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from sidecar.groups.consumer_group import ConsumerGroupState
 from sidecar.groups.consumer_protocol import CONSUMER, subscribed_topics
 
 
@@ -114,6 +115,9 @@ class Group:
     initial_remaining_ms: int = 0
     new_member_added: bool = False
     sync_deadline: float = 0.0
+    # A KIP-848 consumer group (group.protocol=consumer): its members live here, not in
+    # `members`; `state` is then Empty or Stable, for offset expiry.
+    consumer: ConsumerGroupState | None = None
 
     # -- membership -----------------------------------------------------------
 
@@ -206,6 +210,8 @@ class Group:
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to (consumer protocol); None if unknown."""
+        if self.consumer is not None:
+            return self.consumer.subscribed()
         if self.protocol_type != CONSUMER or self.protocol is None:
             return None
         topics: set[str] = set()
@@ -248,10 +254,15 @@ class Group:
             "state_ms": self.state_ms,
             "members": members,
         }
+        if self.consumer is not None:
+            doc["state"] = State.STABLE if self.consumer.members else State.EMPTY
+            doc["consumer"] = self.consumer.to_doc()
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, group_id: str, raw: bytes | None, now: float) -> Group:
+    def from_json(
+        cls, group_id: str, raw: bytes | None, now: float, session_timeout_ms: int = 45_000
+    ) -> Group:
         group = cls(group_id)
         if raw is None:
             return group
@@ -277,6 +288,12 @@ class Group:
             group.members[member.member_id] = member
             if member.instance_id is not None:
                 group.static[member.instance_id] = member.member_id
+        if "consumer" in doc:
+            group.consumer = ConsumerGroupState.from_doc(
+                doc["consumer"], now + session_timeout_ms / 1000
+            )
+            if group.consumer.members:
+                group.state = State.STABLE
         group.leader = doc.get("leader") if doc.get("leader") in group.members else None
         if group.members:
             group.state = State.STABLE

@@ -5,6 +5,7 @@ except ApiVersions, whose response header is always v0."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sidecar.protocol.primitives import pack_i32, read_uvarint, unpack_i16, unpack_i32
 
@@ -63,6 +64,10 @@ def skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
-def response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
+def response_frame(correlation_id: int, flexible_header: bool, body: bytes | list[Any]) -> bytes:
+    """The response frame: size, header, body; a body given as parts (Fetch) is joined
+    here, once."""
     header = pack_i32(correlation_id) + (b"\x00" if flexible_header else b"")
+    if isinstance(body, list):
+        return b"".join([pack_i32(len(header) + sum(map(len, body))), header, *body])
     return pack_i32(len(header) + len(body)) + header + body

@@ -9,8 +9,8 @@ batch landed: Fetch writes the base offset (and the partition leader epoch) into
 response, as Kafka's broker does when it assigns offsets in place.
 
 Per-record work happens only where Kafka's broker does it too: `check` walks the records
-once (aiokafka's Cython reader: decompression and record parsing in C) to validate
-offsets, timestamps and, on compacted topics, keys; a topic whose compression.type names
+once, in C (_record_walk.c, after decompressing the section), to validate offsets,
+timestamps and, on compacted topics, keys; a topic whose compression.type names
 another codec than the producer's is recompressed once, here, on append. Fetch copies
 stored bytes. Readers that need records (down-conversion for Fetch v0-v3, ListOffsets by
 timestamp, compaction, queues) expand batches with `record_entries`.
@@ -18,18 +18,17 @@ timestamp, compaction, queues) expand batches with `record_entries`.
 
 from __future__ import annotations
 
-import re
 import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.errors import CorruptRecordException
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from crc32c import crc32c
 
 from sidecar.config.topic import CODEC_IDS, timestamp_bounds
+from sidecar.protocol import _record_walk  # type: ignore[attr-defined]
 from sidecar.protocol.inflate import CODEC_NAMES, MAX_INFLATED, InflateError, inflate
 from sidecar.protocol.record_batch import (
     ATTRIBUTES_AT,
@@ -60,6 +59,8 @@ LAST_DELTA = struct.Struct(">i")
 LAST_DELTA_AT = 23
 MAX_TS = struct.Struct(">q")
 MAX_TS_AT = 35
+FIRST_AND_MAX_TS = struct.Struct(">qq")
+FIRST_TS_AT = 27
 COUNT_AT = 57
 CONTROL_BIT = 0x20
 CODEC_MASK = 0x07
@@ -147,17 +148,12 @@ def check(
         )
     raw = inflated(view, codec) if codec else view
     compacted = "compact" in config["cleanup.policy"]
-    stamps, keyless, parents = _walk(raw, count, compacted)
-    max_ts = max(stamps)
-    max_delta = stamps.index(max_ts)
     log_append = config["message.timestamp.type"] == "LogAppendTime"
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    bounds = None if log_append else timestamp_bounds(config)
+    max_ts, max_delta, keyless, parents = _walk(raw, count, compacted, bounds, now)
     if keyless:
         raise produce_limits.keyless_error(keyless, topic, partition)
-    if not log_append:
-        bounds = timestamp_bounds(config)
-        if bounds is not None:
-            produce_limits.check_timestamps(stamps, bounds, now)
     data: bytes | bytearray | memoryview = view
     target = config["compression.type"]
     if target != "producer" and CODEC_IDS[target] != codec:
@@ -180,41 +176,34 @@ def check(
 
 
 def _walk(
-    raw: bytes | bytearray | memoryview, count: int, compacted: bool
-) -> tuple[list[int], list[int], tuple[bytes, ...]]:
-    """Each record's timestamp, on a compacted topic the indexes of records without a
-    key, and the records' traceparent header values (looked for only when the bytes hold
-    the name: one C-level search per batch), checking that the records of `raw` (an
-    uncompressed batch) parse, fill the batch exactly and that their offset deltas run 0,
-    1, 2, ... (Kafka refuses anything else from a client). The records are parsed in C
-    (aiokafka's Cython reader); Python only reads their fields, in comprehensions."""
+    raw: bytes | bytearray | memoryview,
+    count: int,
+    compacted: bool,
+    bounds: tuple[int, int] | None,
+    now: int,
+) -> tuple[int, int, list[int], tuple[bytes, ...]]:
+    """The batch's max timestamp and its offset delta, on a compacted topic the indexes
+    of records without a key, and the records' traceparent header values, checking that
+    the records of `raw` (an uncompressed batch) parse, fill the batch exactly, run
+    offset deltas 0, 1, 2, ... (Kafka refuses anything else from a client) and, with
+    `bounds`, have timestamps within them. One pass in C (_record_walk.c); the
+    timestamps are listed, in a second pass, only when one may be out of bounds."""
+    first_ts, batch_max_ts = FIRST_AND_MAX_TS.unpack_from(raw, FIRST_TS_AT)
+    log_append = bool(raw[ATTRIBUTES_AT + 1] & TIMESTAMP_TYPE_BIT)
+    records = memoryview(raw)[BATCH_HEADER:]
     try:
-        records = list(DefaultRecordBatch(raw))
-    except (CorruptRecordException, ValueError, IndexError, UnicodeDecodeError) as exc:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"undecodable record: {exc}") from None
-    except Exception as exc:  # whatever else a hostile record makes the reader raise
-        raise InvalidBatch("CORRUPT_MESSAGE", f"undecodable batch: {exc!r}") from None
-    if len(records) != count:
-        raise InvalidBatch(
-            "CORRUPT_MESSAGE", f"record batch says {count} records but holds {len(records)}"
+        low, max_ts, max_delta, keyless, _, parents = _record_walk.walk(
+            records, count, first_ts, batch_max_ts, log_append, compacted, False
         )
-    offsets = [r.offset for r in records]
-    if offsets != list(range(count)):
-        i = next(i for i, o in enumerate(offsets) if o != i)
-        raise InvalidBatch(
-            "INVALID_RECORD", f"Inner record offset delta {offsets[i]} of record {i} is not {i}"
-        )
-    stamps = [r.timestamp for r in records]
-    keyless = [i for i, r in enumerate(records) if r.key is None] if compacted else []
-    parents: tuple[bytes, ...] = ()
-    if _TRACEPARENT.search(raw) is not None:
-        parents = tuple(
-            v for r in records for k, v in r.headers if k == "traceparent" and v is not None
-        )
-    return stamps, keyless, parents
-
-
-_TRACEPARENT = re.compile(b"traceparent")  # re searches a memoryview without copying
+        if bounds is not None and (now - low > bounds[0] or max_ts - now > bounds[1]):
+            stamps = _record_walk.walk(
+                records, count, first_ts, batch_max_ts, log_append, False, True
+            )[4]
+            produce_limits.check_timestamps(stamps, bounds, now)
+    except ValueError as exc:
+        kind, message = exc.args
+        raise InvalidBatch(kind, message) from None
+    return max_ts, max_delta, keyless, tuple(parents)
 
 
 def inflated(view: memoryview, codec: int, limit: int = MAX_INFLATED) -> bytearray:

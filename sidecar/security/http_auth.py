@@ -192,6 +192,7 @@ class HttpSecurity:
         self.https = HttpTls(found) if found is not None else None
         self.tls = self.https.context if self.https is not None else None
         self.protocol = "SSL" if self.https is not None else "PLAINTEXT"
+        self.login: Any = None  # the console's ConsoleLogin, set by telemetry/http.py
 
     def start(self) -> None:
         """Watch the TLS files (needs the running loop)."""
@@ -233,7 +234,20 @@ class HttpSecurity:
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         header = request.headers.get("Authorization")
         principal = ANONYMOUS
-        if self.enabled and (header is not None or request.path not in self.open_paths):
+        if self.enabled and header is None and self.login is not None:
+            # the console's login form and session cookie (sidecar/console/login.py)
+            admitted = await self.login.admit(request, self)
+            if isinstance(admitted, web.StreamResponse):
+                return admitted
+            principal = admitted or principal
+            session = admitted is not None
+        else:
+            session = False
+        if (
+            self.enabled
+            and not session
+            and (header is not None or request.path not in self.open_paths)
+        ):
             if header is None:
                 return self._unauthorized(
                     "credentials required: " + " or ".join(self._accepted()) + " (docs/security.md)"
@@ -276,6 +290,11 @@ class HttpSecurity:
         user, sep, password = decoded.partition(":")
         if not sep or not user:
             raise InvalidCredentials("malformed Basic credentials")
+        return await self.check_password(user, password)
+
+    async def check_password(self, user: str, password: str) -> KafkaPrincipal:
+        """User:`user` if the password is theirs (Basic's check, also the console's login
+        form); raises InvalidCredentials otherwise."""
         for verify in self.verifiers.passwords:
             verdict = await verify(user, password)
             if verdict is True:

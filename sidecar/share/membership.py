@@ -62,6 +62,8 @@ class ShareMember:
             "client_host": self.client_host,
             "rack_id": self.rack_id,
             "topics": self.topics,
+            # what the console shows (a taking-over coordinator computes it anew)
+            "assignment": [[name, partitions] for _, name, partitions in self.assignment],
         }
 
 

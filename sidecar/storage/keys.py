@@ -16,6 +16,9 @@ PRODUCER_ID_SEQ = "skiff:producer_id_seq"  # counter: the last producer id hande
 ACLS = "skiff:{acls}"
 ACLS_VERSION = "skiff:{acls}:version"
 ACLS_CHANNEL = "skiff:acls:changed"  # pub/sub: the new version after each change
+# hash: topic name -> records fetched from it through all sidecars (each adds its own
+# count every few seconds, console/traffic.py)
+TOPIC_FETCHED = "skiff:topic_fetched"
 
 
 def partition_tag(topic: str, partition: int) -> str:

@@ -329,6 +329,7 @@ class RedisStore(PartitionLogOps):
                 for group in queue_groups:
                     pipe.delete(*keys.queue_partition_keys(group, name, p))
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
+            pipe.hdel(keys.TOPIC_FETCHED, name)  # the console's count (console/traffic.py)
             pipe.hdel(keys.TOPICS, name)
             await pipe.execute()
         self._topics.pop(name, None)

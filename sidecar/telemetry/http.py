@@ -106,6 +106,10 @@ class HttpEndpoint:
         # refusals and errors are the API's JSON too.
         security = self.security = HttpSecurity(self.broker.settings, verifiers_for(self.broker))
         app.middlewares.append(security.middleware)
+        if getattr(self.broker.settings, "console", True) and "basic" in security.schemes:
+            from sidecar.console.login import ConsoleLogin
+
+            security.login = ConsoleLogin(tls=security.tls is not None)  # a login form
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self.runner.setup()
         site = web.TCPSite(

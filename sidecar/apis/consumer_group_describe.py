@@ -1,0 +1,108 @@
+"""ConsumerGroupDescribe (key 69), v0-v1: a KIP-848 consumer group's state, epochs,
+assignor and members with their subscriptions, current and target assignments, from
+the coordinating sidecar. A classic group is GROUP_ID_NOT_FOUND ("not a consumer
+group"), as from Kafka; admin clients then fall back to DescribeGroups.
+Needs DESCRIBE on each group and on the topics its members use (else GROUP_ or
+TOPIC_AUTHORIZATION_FAILED for the group), as in Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sidecar.broker import Broker
+from sidecar.groups.consumer_group import Assignment
+from sidecar.groups.coordinator import CoordinatorError
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
+
+API_KEY = 69
+MIN_VERSION = 0
+MAX_VERSION = 1
+CONSUMER_MEMBER = 1  # MemberType (v1): 0 classic, 1 consumer
+
+
+def _failed(group_id: str, code: str, message: str | None) -> dict[str, Any]:
+    return {
+        "error_code": errors.code(code),
+        "error_message": message,
+        "group_id": group_id,
+        "group_state": "Dead" if code == "GROUP_ID_NOT_FOUND" else "",
+        "group_epoch": -1 if code == "GROUP_ID_NOT_FOUND" else 0,
+        "assignment_epoch": -1 if code == "GROUP_ID_NOT_FOUND" else 0,
+        "assignor_name": "",
+        "members": [],
+    }
+
+
+async def _assignment(broker: Broker, assignment: Assignment) -> dict[str, Any]:
+    parts = []
+    for name, partitions in sorted(assignment.items()):
+        info = await broker.store.get_topic(name)
+        if info is not None:
+            parts.append({"topic_id": info.topic_id, "topic_name": name, "partitions": partitions})
+    return {"topic_partitions": parts}
+
+
+async def describe_one(broker: Broker, group_id: str) -> dict[str, Any]:
+    try:
+        group = await broker.groups.describe(group_id)
+    except CoordinatorError as exc:
+        return _failed(group_id, exc.code, None)
+    if group is None or group.consumer is None:
+        message = f"Group {group_id} not found." if group is None else None
+        if group is not None:
+            message = f"Group {group_id} is not a consumer group."
+        return _failed(group_id, "GROUP_ID_NOT_FOUND", message)
+    cg = group.consumer
+    members = []
+    for m in cg.members.values():
+        members.append(
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "rack_id": m.rack_id,
+                "member_epoch": m.epoch,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": sorted(m.topics),
+                "subscribed_topic_regex": None,
+                "assignment": await _assignment(broker, m.assigned),
+                "target_assignment": await _assignment(broker, cg.target.get(m.member_id, {})),
+                "member_type": CONSUMER_MEMBER,
+            }
+        )
+    return {
+        "error_code": errors.NONE,
+        "group_id": group_id,
+        "group_state": cg.state,
+        "group_epoch": cg.epoch,
+        "assignment_epoch": cg.assignment_epoch,
+        "assignor_name": cg.assignor(),
+        "members": members,
+    }
+
+
+async def _authorized(broker: Broker, request: Any, group_id: str) -> dict[str, Any]:
+    if not checks.group_allowed(broker, request, Operation.DESCRIBE, group_id):
+        return _failed(group_id, "GROUP_AUTHORIZATION_FAILED", None)
+    entry = await describe_one(broker, group_id)
+    topics = {t for m in entry["members"] for t in m["subscribed_topic_names"]} | {
+        tp["topic_name"] for m in entry["members"] for tp in m["assignment"]["topic_partitions"]
+    }
+    if topics - checks.allowed_topics(broker, request, Operation.DESCRIBE, topics):
+        message = "The described group uses topics that the client is not authorized to describe."
+        return _failed(group_id, "TOPIC_AUTHORIZATION_FAILED", message)
+    if request.body.include_authorized_operations:
+        entry["authorized_operations"] = checks.authorized_operations(
+            broker, request, checks.GROUP, group_id
+        )
+    return entry
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    groups = [await _authorized(broker, request, g) for g in request.body.group_ids]
+    return encode_response(
+        API_KEY, request.header.api_version, {"throttle_time": 0, "groups": groups}
+    )
