@@ -79,7 +79,6 @@ QUEUES = keys.QUEUES  # set: every queue group id
 CONFIG_CACHE_S = 1.0
 DEFAULT_LOCK_MS = 30_000  # Kafka's share.record.lock.duration.ms
 DEFAULT_DELIVERY_LIMIT = 5  # Kafka's share.delivery.count.limit
-DEFAULT_MAX_RECORD_LOCKS = 2000  # Kafka's group.share.partition.max.record.locks
 MAX_LOCK_MS = 3_600_000
 MAX_DELIVERY_LIMIT = 1_000
 DESCRIBE_SCAN = 10_000  # pending entries looked at per partition by describe()
@@ -332,16 +331,12 @@ class QueueStore:
         dead_letter_partitions: int = 1,
         lock_ms: int = DEFAULT_LOCK_MS,
         delivery_limit: int = DEFAULT_DELIVERY_LIMIT,
-        max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS,
     ) -> None:
         self.store = store
         # Server defaults (group.share.record.lock.duration.ms, ...delivery.count.limit)
         # of groups that do not set their own.
         self.default_lock_ms = lock_ms
         self.default_delivery_limit = delivery_limit
-        # group.share.partition.max.record.locks: the most records of one partition a
-        # group has handed out and not finished; new ones wait for room.
-        self.max_record_locks = max_record_locks
         self.redis = store.redis
         self.dead_letter_partitions = dead_letter_partitions  # a new dead-letter topic's
         self.dead_holder = f"~dead:{secrets.token_hex(6)}"
@@ -614,19 +609,35 @@ class QueueStore:
             return out
         if batches:
             return out + await self._claim(cfg, holder, topic, partition, left)
-        # NOGROUP: acquire() creates the consumer group and retries.
-        now_raw, lso_raw, entries = await scripts.QUEUE_READ(
-            self.redis, [log_key, meta, due], [grp, holder, left, self.max_record_locks, ttl]
-        )
-        lso = int(lso_raw)
-        deadline = int(now_raw) + cfg.lock_ms
+        delivered = scripts.QUEUE_DELIVERED
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(meta, "lso")
+            pipe.xreadgroup(grp, holder, {log_key: ">"}, count=left)
+            pipe.time()
+            # The new leases' due hint, in the same transaction (lua/queue_delivered.lua).
+            pipe.evalsha(delivered.sha, 1, due, ttl)
+            lso_raw, streams, (secs, micros), hinted = await pipe.execute(raise_on_error=False)
+        if isinstance(lso_raw, Exception):
+            raise lso_raw
+        if isinstance(streams, Exception):
+            raise streams  # NOGROUP: acquire() creates the consumer group and retries
+        if isinstance(hinted, Exception):
+            # NOSCRIPT (Redis lost its scripts): load it and note the leases now; a
+            # later TIME only moves the hint later, which stays correct.
+            await delivered.load(self.redis)
+            await delivered(self.redis, [due], [ttl])
+        lso = int(lso_raw or 0)
+        deadline = secs * 1000 + micros // 1000 + cfg.lock_ms
         below = []
-        for entry_id, fields in entries:
-            offset = int(entry_id[2:]) - 1
-            if offset < lso:
-                below.append(offset)  # under the log start, not trimmed yet
-                continue
-            out.append(_acquired(topic, partition, offset, 1, deadline, fields))
+        # A map {stream: entries} in RESP3, a list of [stream, entries] in RESP2.
+        replies = streams.items() if isinstance(streams, dict) else (streams or ())
+        for _, entries in replies:
+            for entry_id, fields in entries:
+                offset = int(entry_id[2:]) - 1
+                if offset < lso:
+                    below.append(offset)  # under the log start, not trimmed yet
+                    continue
+                out.append(_acquired(topic, partition, offset, 1, deadline, fields))
         if below:
             await self._run_settle(cfg, holder, topic, partition, below, "finish")
         return out
@@ -642,9 +653,7 @@ class QueueStore:
         skip: list[int] = []  # [the next record's offset, the cursor when it was seen]
         while left > 0:
             reply = await scripts.QUEUE_INFLIGHT(
-                self.redis,
-                skeys,
-                ["claim", consumer_group(cfg.group), holder, left, self.max_record_locks, *skip],
+                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left, *skip]
             )
             now, _, first, end = (int(v) for v in reply)
             if end <= first:
@@ -699,11 +708,9 @@ class QueueStore:
         log_key = keys.partition_keys(topic, partition)[0]
         left = max_records - len(got)
         claim_args = ["claim", consumer_group(group), holder]
-        cap = self.max_record_locks
         if left > 0:
             _, _, first, end = (
-                int(v)
-                for v in await scripts.QUEUE_INFLIGHT(self.redis, skeys, [*claim_args, left, cap])
+                int(v) for v in await scripts.QUEUE_INFLIGHT(self.redis, skeys, [*claim_args, left])
             )
             if end > first:
                 got.update((o, 1) for o in range(first, end))
@@ -715,7 +722,7 @@ class QueueStore:
                     _, _, f2, e2 = (
                         int(v)
                         for v in await scripts.QUEUE_INFLIGHT(
-                            self.redis, skeys, [*claim_args, last + 1 - end, cap]
+                            self.redis, skeys, [*claim_args, last + 1 - end]
                         )
                     )
                     got.update((o, 1) for o in range(f2, e2))
@@ -1222,11 +1229,6 @@ def queue_store(broker: Any) -> QueueStore:
             partitions,
             int(getattr(settings, "group_share_record_lock_duration_ms", DEFAULT_LOCK_MS)),
             int(getattr(settings, "group_share_delivery_count_limit", DEFAULT_DELIVERY_LIMIT)),
-            int(
-                getattr(
-                    settings, "group_share_partition_max_record_locks", DEFAULT_MAX_RECORD_LOCKS
-                )
-            ),
         )
     return queues
 

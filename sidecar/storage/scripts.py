@@ -176,9 +176,9 @@ QUEUE_INIT = Script("queue_init")
 QUEUE_ACQUIRE = Script("queue_acquire")
 QUEUE_SETTLE = Script("queue_settle")
 QUEUE_STATE = Script("queue_state")
-QUEUE_READ = Script("queue_read")
+QUEUE_DELIVERED = Script("queue_delivered")
 QUEUE_INFLIGHT = Script("queue_inflight")  # the same on `batch` topics
-ALL += (QUEUE_INIT, QUEUE_ACQUIRE, QUEUE_SETTLE, QUEUE_STATE, QUEUE_READ, QUEUE_INFLIGHT)
+ALL += (QUEUE_INIT, QUEUE_ACQUIRE, QUEUE_SETTLE, QUEUE_STATE, QUEUE_DELIVERED, QUEUE_INFLIGHT)
 
 # ACLs (storage/acl_store.py).
 ACLS = Script("acls")
