@@ -64,33 +64,78 @@ def _parse_field(raw: str) -> tuple[Entity, str]:
     return entity_of((str(t), None if n is None else str(n)) for t, n in json.loads(head)), key
 
 
+@dataclass(slots=True)
+class Snapshot:
+    """The stored quotas, and the order Kafka's maps would hold them in: each entity's
+    and each (entity, key)'s insertion sequence number (see java_order)."""
+
+    quotas: dict[Entity, dict[str, float]] = field(default_factory=dict)
+    key_seq: dict[tuple[Entity, str], int] = field(default_factory=dict)
+    entity_seq: dict[Entity, int] = field(default_factory=dict)
+
+
 class QuotaStore:
+    """Field `entity\\0key` -> "value seq"; `entity\\0` -> the entity's seq; SEQ_FIELD:
+    the counter the seqs come from."""
+
+    SEQ_FIELD = "\0seq"
+
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
 
-    async def all(self) -> dict[Entity, dict[str, float]]:
+    async def snapshot(self) -> Snapshot:
         raw = await self.redis.hgetall(QUOTAS_KEY)
-        out: dict[Entity, dict[str, float]] = {}
+        snap = Snapshot()
         for f, v in raw.items():
             f = f.decode() if isinstance(f, bytes) else f
             v = v.decode() if isinstance(v, bytes) else v
+            if f == self.SEQ_FIELD:
+                continue
             try:
                 entity, key = _parse_field(f)
-                out.setdefault(entity, {})[key] = float(v)
+                if not key:
+                    snap.entity_seq[entity] = int(v)
+                    continue
+                value, _, seq = v.partition(" ")
+                snap.quotas.setdefault(entity, {})[key] = float(value)
+                snap.key_seq[(entity, key)] = int(seq or 0)
             except (ValueError, TypeError):
                 log.warning("ignoring a malformed quota field in %s: %r", QUOTAS_KEY, f)
-        return out
+        for entity in snap.quotas:
+            snap.entity_seq.setdefault(entity, 0)
+        return snap
 
-    async def apply(self, changes: list[tuple[Entity, str, float | None]]) -> None:
-        """Set (a value) or remove (None) each (entity, key), all in one MULTI."""
+    async def all(self) -> dict[Entity, dict[str, float]]:
+        return (await self.snapshot()).quotas
+
+    async def apply(self, have: Snapshot, changes: list[tuple[Entity, str, float | None]]) -> None:
+        """Set (a value) or remove (None) each (entity, key), in one MULTI. Keys and
+        entities new to `have` get the next sequence numbers, in the order given."""
         if not changes:
             return
+        fresh = sum(1 for e, k, v in changes if v is not None and (e, k) not in have.key_seq)
+        fresh += len({e for e, _, v in changes if v is not None and e not in have.quotas})
+        seq = await self.redis.hincrby(QUOTAS_KEY, self.SEQ_FIELD, fresh) - fresh
+        left = {e: set(have.quotas.get(e, ())) for e, _, _ in changes}
         pipe = self.redis.pipeline(transaction=True)
         for entity, key, value in changes:
             if value is None:
                 pipe.hdel(QUOTAS_KEY, _field(entity, key))
+                left[entity].discard(key)
+                continue
+            if entity not in have.quotas and not left[entity]:
+                seq += 1
+                pipe.hset(QUOTAS_KEY, _field(entity, ""), str(seq))
+            if (entity, key) in have.key_seq:
+                order = have.key_seq[(entity, key)]
             else:
-                pipe.hset(QUOTAS_KEY, _field(entity, key), repr(float(value)))
+                seq += 1
+                order = seq
+            left[entity].add(key)
+            pipe.hset(QUOTAS_KEY, _field(entity, key), f"{float(value)!r} {order}")
+        for entity, keys in left.items():
+            if not keys:
+                pipe.hdel(QUOTAS_KEY, _field(entity, ""))
         await pipe.execute()
 
 
@@ -258,10 +303,10 @@ class QuotaManager:
         return bound * (self.samples - 1) * self.window_ms / 1000
 
 
-# -- the order of Kafka's HashMap<ClientQuotaEntity, ...> ------------------------------
+# -- the order of Kafka's HashMaps ---------------------------------------------------
 
 
-def _java_hash(entity: Entity) -> int:
+def _entity_hash(entity: Entity) -> int:
     """ClientQuotaEntity.hashCode: Objects.hash(entries), entries a HashMap<String, String>."""
     total = 0
     for kind, name in entity:
@@ -269,15 +314,53 @@ def _java_hash(entity: Entity) -> int:
     return (31 + total) & 0xFFFFFFFF
 
 
-def java_entity_order(entities: Any) -> list[Entity]:
-    """Entities (inserted in sorted order) as a java.util.HashMap iterates them."""
-    ordered = sorted(entities, key=lambda e: [(t, n or "") for t, n in e])
-    buckets = 16
-    while len(ordered) > buckets * 3 // 4:
+def _bucket(h: int, buckets: int) -> int:
+    return (h ^ (h >> 16)) & (buckets - 1)
+
+
+def _buckets(n: int, initial: int) -> int:
+    """A HashMap's table size holding n keys: `initial`, doubled past 3/4 full."""
+    buckets = initial
+    while n > buckets * 3 // 4:
         buckets *= 2
+    return buckets
 
-    def bucket(entity: Entity) -> int:
-        h = _java_hash(entity)
-        return (h ^ (h >> 16)) & (buckets - 1)
 
-    return sorted(ordered, key=bucket)
+def java_order(items: list[Any], hash_of: Any, seq_of: Any = None, initial: int = 16) -> list[Any]:
+    """`items` in a java.util.HashMap's iteration order: by bucket, then by insertion
+    (seq_of, or the list's order). Kafka's quota images are rebuilt on each change as
+    `new HashMap<>(oldSize)` (initial=1 here: the smallest table that holds them)."""
+    buckets = _buckets(len(items), initial)
+    position = {id(x): n for n, x in enumerate(items)}
+    return sorted(
+        items,
+        key=lambda x: (
+            _bucket(hash_of(x), buckets),
+            seq_of(x) if seq_of else 0,
+            position[id(x)],
+        ),
+    )
+
+
+def entity_order(entities: list[Entity], seq: dict[Entity, int] | None = None) -> list[Entity]:
+    if seq is None:  # a result map: HashMap<>() filled in request order
+        return java_order(entities, _entity_hash)
+    return java_order(entities, _entity_hash, lambda e: seq.get(e, 0), initial=1)
+
+
+def key_order(entity: Entity, snap: Snapshot) -> list[str]:
+    keys = list(snap.quotas.get(entity, {}))
+    return java_order(keys, string_hash, lambda k: snap.key_seq.get((entity, k), 0), initial=1)
+
+
+def table_size(n: int) -> int:
+    """HashMap's tableSizeFor(n): the table a HashMap<>(n) starts with."""
+    size = 1
+    while size < n:
+        size *= 2
+    return size
+
+
+def component_order(parts: dict[str, str | None]) -> list[str]:
+    """An entity's types as Kafka's HashMap<>(n) of them iterates them."""
+    return java_order(list(parts), string_hash, initial=table_size(len(parts)))

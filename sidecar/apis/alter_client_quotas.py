@@ -15,7 +15,7 @@ from typing import Any
 from sidecar import quotas
 from sidecar.broker import Broker
 from sidecar.protocol import errors
-from sidecar.protocol.java_order import hash_map_order
+from sidecar.protocol.java_order import string_hash
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 
@@ -29,7 +29,7 @@ Result = tuple[int, str | None]
 
 def _java_map(entity: dict[str, str | None]) -> str:
     """A HashMap<String, String>'s toString, as Kafka's messages print an entity."""
-    inner = ", ".join(f"{k}={entity[k]}" for k in hash_map_order(entity))
+    inner = ", ".join(f"{k}={entity[k]}" for k in quotas.component_order(entity))
     return f"ClientQuotaEntity(entries={{{inner}}})"
 
 
@@ -67,7 +67,7 @@ def _check_value(keys: dict[str, str], key: str, value: float) -> str | None:
 async def _check_entity(entity: dict[str, str | None]) -> str | None:
     if not entity:
         return "Invalid empty client quota entity"
-    for kind in hash_map_order(entity):
+    for kind in quotas.component_order(entity):
         if kind not in quotas.ENTITY_TYPES:
             return f"Unhandled client quota entity type: {kind}"
         name = entity[kind]
@@ -111,7 +111,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
         ]
         return encode_response(API_KEY, version, {"throttle_time": 0, "entries": entries})
     store = quotas.QuotaStore(broker.store.redis)
-    current = await store.all()
+    snap = await store.snapshot()
+    current = snap.quotas
     results: dict[quotas.Entity, tuple[dict[str, str | None], Result]] = {}
     changes: list[tuple[quotas.Entity, str, float | None]] = []
     for entry in body.entries:
@@ -135,7 +136,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
         mine: list[tuple[quotas.Entity, str, float | None]] = []
         if problem is None:
             have = current.get(key, {})
-            for name in hash_map_order(ops):
+            # Kafka's HashMap<>(ops.size()) of them: which refusal comes first
+            for name in quotas.java_order(
+                list(ops), string_hash, initial=quotas.table_size(len(ops))
+            ):
                 value = ops[name]
                 if value is None:
                     if name in have:
@@ -150,19 +154,26 @@ async def handle(broker: Broker, request: Any) -> bytes:
             results[key] = (entity, (INVALID_REQUEST, problem))
         else:
             results[key] = (entity, (errors.NONE, None))
-            changes.extend(mine)
+            # new keys join the entity's map in the order of Kafka's delta (a HashMap<>())
+            changes.extend(quotas.java_order(mine, lambda c: string_hash(c[1])))
     if not body.validate_only and changes:
-        await store.apply(changes)
+        # new entities join the image's map in the order of the delta's HashMap<>()
+        order = {
+            e: n
+            for n, e in enumerate(quotas.entity_order(list(dict.fromkeys(c[0] for c in changes))))
+        }
+        await store.apply(snap, sorted(changes, key=lambda c: order[c[0]]))
         broker.quotas.set_quotas(await store.all())
     entries = []
-    for key in quotas.java_entity_order(results):
+    for key in quotas.entity_order(list(results)):
         entity, (code, message) = results[key]
         entries.append(
             {
                 "error_code": code,
                 "error_message": message,
                 "entity": [
-                    {"entity_type": t, "entity_name": entity[t]} for t in hash_map_order(entity)
+                    {"entity_type": t, "entity_name": entity[t]}
+                    for t in quotas.component_order(entity)
                 ],
             }
         )

@@ -13,7 +13,6 @@ from typing import Any
 from sidecar import quotas
 from sidecar.broker import Broker
 from sidecar.protocol import errors
-from sidecar.protocol.java_order import hash_map_order
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 
@@ -65,7 +64,7 @@ def _filter(components: Any) -> tuple[dict[str, str | None], set[str]]:
                 )
             specified.add(kind)
         else:
-            raise BadFilter("UNSUPPORTED_VERSION", f"Unknown match type {c.match_type}")
+            raise BadFilter("INVALID_REQUEST", f"Unknown match type {c.match_type}")
     used = set(exact) | specified
     if quotas.IP in used and (quotas.USER in used or quotas.CLIENT_ID in used):
         raise BadFilter(
@@ -90,7 +89,8 @@ def _matches(
 
 async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
-    out: dict[str, Any] = {"throttle_time": 0, "error_code": errors.NONE, "error_message": None}
+    # Kafka's answer says "" where nothing went wrong
+    out: dict[str, Any] = {"throttle_time": 0, "error_code": errors.NONE, "error_message": ""}
     if not broker.authorizer.authorize(
         request.security, Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
     ):
@@ -103,20 +103,21 @@ async def handle(broker: Broker, request: Any) -> bytes:
     except BadFilter as exc:
         out.update(error_code=exc.error, error_message=str(exc), entries=None)
         return encode_response(API_KEY, version, out)
-    stored = await quotas.QuotaStore(broker.store.redis).all()
-    broker.quotas.set_quotas(stored)
+    snap = await quotas.QuotaStore(broker.store.redis).snapshot()
+    broker.quotas.set_quotas(snap.quotas)
     entries = []
-    for entity in quotas.java_entity_order(stored):
+    for entity in quotas.entity_order(list(snap.quotas), snap.entity_seq):
         if not _matches(entity, exact, specified, request.body.strict):
             continue
         parts = dict(entity)
-        values = stored[entity]
+        values = snap.quotas[entity]
         entries.append(
             {
                 "entity": [
-                    {"entity_type": t, "entity_name": parts[t]} for t in hash_map_order(parts)
+                    {"entity_type": t, "entity_name": parts[t]}
+                    for t in quotas.component_order(parts)
                 ],
-                "values": [{"key": k, "value": values[k]} for k in hash_map_order(values)],
+                "values": [{"key": k, "value": values[k]} for k in quotas.key_order(entity, snap)],
             }
         )
     out["entries"] = entries
