@@ -301,6 +301,11 @@ def test_raw_client_quota_requests_same_answers_as_kafka(
 # -- enforcement ----------------------------------------------------------------------
 
 QUOTA = 1024 * 1024  # bytes/s
+# Kafka's rate spans at least 10 of its 11 one-second samples: a new client may take
+# ~10 s worth at once (and its pace is bursty after that, as samples expire). Over a
+# run of RUN_S from its first request it gets about QUOTA * (RUN_S + CREDIT_S).
+RUN_S, CREDIT_S = 20.0, 10.0
+RECORDS = 5000  # 50 MB to read, more than a consumer may in RUN_S
 VALUE = b"q" * 10_000
 
 
@@ -349,6 +354,11 @@ class _Run(threading.Thread):
     def rate(self, start: float, end: float) -> float:
         return sum(n for t, n in self.delivered if start <= t < end) / (end - start)
 
+    def quota_rate(self, start: float) -> float:
+        """The rate over RUN_S from `start`, less the credit a new client gets."""
+        got = sum(n for t, n in self.delivered if start <= t < start + RUN_S)
+        return (got - QUOTA * CREDIT_S) / RUN_S
+
 
 @pytest.mark.timeout(180)
 def test_producer_byte_rate_holds_a_client_near_its_quota(skiff_own: Skiff, topic: str) -> None:
@@ -369,25 +379,93 @@ def test_producer_byte_rate_holds_a_client_near_its_quota(skiff_own: Skiff, topi
             },
         )
         assert [(e.error_code, e.error_message) for e in r.entries] == [(0, None)]
-    # Kafka's rate counts at least 10 of its 11 one-second windows: a new client may
-    # send ~10 s worth at once, so measure after that.
-    warmup, window = 12.0, 8.0
-    slow = _Run(skiff_own.bootstrap, topic, slow_id, warmup + window)
+    slow = _Run(skiff_own.bootstrap, topic, slow_id, RUN_S + 1)
     fast = _Run(skiff_own.bootstrap, topic, fast_id, 5.0)
     started = time.monotonic()
     slow.start()
-    deadline = started + warmup
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
+    slow.join(8.0)  # the other client starts while this one is throttled
     fast_start = time.monotonic()
     fast.start()
     slow.join(120)
     fast.join(120)
     assert not slow.errors and not fast.errors, (slow.errors[:3], fast.errors[:3])
-    slow_rate = slow.rate(started + warmup, started + warmup + window)
+    slow_rate = slow.quota_rate(started)
     fast_rate = fast.rate(fast_start + 1, fast_start + 5)
     print(f"slow {slow_rate / QUOTA:.2f} MB/s, fast {fast_rate / QUOTA:.2f} MB/s")
     assert 0.5 * QUOTA <= slow_rate <= 1.6 * QUOTA, slow_rate / QUOTA
     assert slow.throttle_max > 0
     assert fast.throttle_max == 0
     assert fast_rate > 3 * QUOTA, fast_rate / QUOTA
+
+
+@pytest.mark.timeout(180)
+def test_consumer_byte_rate_holds_a_consumer_near_its_quota(skiff_own: Skiff, topic: str) -> None:
+    from confluent_kafka import Consumer
+
+    host, port = skiff_own.bootstrap.rsplit(":", 1)
+    reader = f"reader-{topic}"
+    with RawKafka(host, int(port)) as kafka:
+        r = kafka.request(
+            ALTER,
+            1,
+            {
+                "entries": [
+                    {
+                        "entity": _entity(("client-id", reader)),
+                        "ops": [_op("consumer_byte_rate", QUOTA)],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        assert [(e.error_code, e.error_message) for e in r.entries] == [(0, None)]
+    # more than the client may read in RUN_S
+    producer = Producer({"bootstrap.servers": skiff_own.bootstrap, "linger.ms": 5})
+    for _ in range(RECORDS):
+        while True:
+            try:
+                producer.produce(topic, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    throttle_max = 0
+
+    def stats(raw: str) -> None:
+        nonlocal throttle_max
+        for b in json.loads(raw).get("brokers", {}).values():
+            throttle_max = max(throttle_max, int(b.get("throttle", {}).get("max", 0)))
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": skiff_own.bootstrap,
+            "client.id": reader,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "statistics.interval.ms": 500,
+            "stats_cb": stats,
+            # a small prefetch queue: what the application reads follows what is fetched
+            "queued.max.messages.kbytes": 1024,
+            "fetch.max.bytes": 1048576,
+        }
+    )
+    consumer.subscribe([topic])
+    read: list[tuple[float, int]] = []
+    deadline = time.monotonic() + 60  # to the first record (the group's join first)
+    try:
+        while time.monotonic() < (read[0][0] + RUN_S if read else deadline):
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                read.append((time.monotonic(), len(msg.value())))
+    finally:
+        consumer.close()
+    assert read, "nothing read in 60 s"
+    total = sum(n for _, n in read)
+    assert total < RECORDS * len(VALUE), "read everything: no quota held it back"
+    # A consumer with a small prefetch queue takes little of the credit up front: its
+    # plain rate, which the credit bounds at QUOTA * (RUN_S + CREDIT_S) / RUN_S.
+    rate = total / RUN_S
+    print(f"consumer {rate / QUOTA:.2f} MB/s")
+    assert 0.5 * QUOTA <= rate <= 1.6 * QUOTA, rate / QUOTA
+    assert throttle_max > 0
