@@ -14,9 +14,12 @@
 --   copy, then as done from ARGV[6] (cleaned-up-to, field, value pairs). The entries
 --   appended to the log after ARGV[4] are copied, the clean stream takes the log's last
 --   ID and replaces it (RENAME), all in this one script: readers see the log before or
---   after compaction, never between. Reply -1: more than ARGV[5] entries to copy
---   (nothing done; the caller copies some with write and asks again); -2: the log has
---   consumer groups (queues), which a RENAME would lose: the clean stream is dropped.
+--   after compaction, never between. The log's consumer groups (queue groups on
+--   `batch` topics: only their last-delivered id, the cursor, is used) are made again
+--   on the new log at the same last-delivered ids. Reply -1: more than ARGV[5] entries
+--   to copy (nothing done; the caller copies some with write and asks again); -2: a
+--   consumer group of the log has pending entries (a plain Redis reader's), which a
+--   RENAME would lose: the clean stream is dropped.
 -- Reply: 1 when the caller holds (held) the lease, else 0.
 
 local op = ARGV[1]
@@ -84,9 +87,20 @@ if op == 'write' then
 end
 
 if op == 'swap' then
-  if redis.call('EXISTS', KEYS[3]) == 1 and #redis.call('XINFO', 'GROUPS', KEYS[3]) > 0 then
-    redis.call('DEL', KEYS[4])
-    return -2
+  -- Consumer groups live in the stream object: note them to make them again after
+  -- the RENAME. Skiff's queue groups on `batch` topics never read the stream, so their
+  -- pending lists are empty; one that is not (a plain Redis reader) stops the swap.
+  local groups = {}
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[3])) do
+      local info = {}
+      for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
+      if tonumber(info['pending']) > 0 then
+        redis.call('DEL', KEYS[4])
+        return -2
+      end
+      table.insert(groups, {info['name'], info['last-delivered-id']})
+    end
   end
   local limit = tonumber(ARGV[5])
   local tail = redis.call('XRANGE', KEYS[3], '(' .. ARGV[4], '+', 'COUNT', limit + 1)
@@ -103,6 +117,13 @@ if op == 'swap' then
     redis.call('RENAME', KEYS[4], KEYS[3])
   else
     redis.call('DEL', KEYS[3])  -- nothing kept and nothing appended since
+  end
+  for i, g in ipairs(groups) do
+    redis.call('XGROUP', 'CREATE', KEYS[3], g[1], g[2], 'MKSTREAM')
+    if i == 1 then
+      -- A log MKSTREAM made empty gets the last ID too (after the RENAME: unchanged).
+      redis.call('XSETID', KEYS[3], '0-' .. hw)
+    end
   end
   done(6)
   return 1

@@ -22,14 +22,18 @@
 -- op 'reclaim': ARGV[3] holder ARGV[4] lock ms ARGV[5] delivery limit ARGV[6] max records
 --               ARGV[7] dead-letter holder
 --               reply {now, offset, count, kind, ...} as lua/queue_acquire.lua
--- op 'claim':   ARGV[3] holder ARGV[4] max records
---               reply {now, lso, first, end}: offsets first..end-1 leased to holder
+-- op 'claim':   ARGV[3] holder ARGV[4] max records [ARGV[5] skip to ARGV[6] seen cursor]
+--               reply {now, lso, first, end}: offsets first..end-1 leased to holder.
+--               With ARGV[5]: the caller read the log and found no record from ARGV[6]
+--               (the cursor then) to ARGV[5] (compacted away); while the cursor is still
+--               ARGV[6] the claim starts at ARGV[5], as XREADGROUP passes deleted entries
 -- op 'settle':  ARGV[3] holder ARGV[4] lock ms ARGV[5] action ARGV[6] dead-letter holder
 --               ARGV[7] wake-up channel ARGV[8..] offsets; reply as lua/queue_settle.lua
 -- op 'state':   ARGV[3] lock ms ARGV[4] records to look at; reply as lua/queue_state.lua
 -- op 'held':    ARGV[3] holder ARGV[4] max ARGV[5] after; reply: up to max offsets above
 --               `after` leased to holder (ascending)
--- Error NOGROUP (reclaim, claim) when the group does not read the partition.
+-- Error NOGROUP (reclaim, claim) when the group does not read the partition; settle
+-- and held then find nothing pending.
 local REJECTED = 1000000  -- count mark of rejected records (lua/queue_settle.lua)
 local log, meta, lease, rec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, grp = ARGV[1], ARGV[2]
@@ -138,6 +142,9 @@ if op == 'claim' then
   end
   local m = redis.call('HMGET', meta, 'hw', 'lso')
   local hw, lso = tonumber(m[1] or '0'), tonumber(m[2] or '0')
+  if ARGV[5] and pos == tonumber(ARGV[6]) then
+    pos = math.min(math.max(pos, tonumber(ARGV[5])), hw)
+  end
   pos = math.max(pos, lso)
   local last = math.min(hw, pos + tonumber(ARGV[4]))
   if last > pos then
@@ -161,6 +168,12 @@ if op == 'settle' then
   local now = clock()
   local holder, lock, action = ARGV[3], tonumber(ARGV[4]), ARGV[5]
   local out = {now}
+  if not cursor() then
+    -- No consumer group (the topic was deleted and made again): nothing is pending,
+    -- as on a record topic; keys a deleted topic left behind are never used.
+    for _ = 8, #ARGV do table.insert(out, 1) end
+    return out
+  end
   local released = false
   for i = 8, #ARGV do
     local offset = ARGV[i]
@@ -204,6 +217,9 @@ end
 
 if op == 'held' then
   local out = {}
+  if not cursor() then
+    return out
+  end
   local all = redis.call('HGETALL', rec)
   for i = 1, #all, 2 do
     local _, h = parse(all[i + 1])

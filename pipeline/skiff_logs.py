@@ -72,10 +72,11 @@ def _raw_entries(response: Any, **_: Any) -> Any:
 
 class RedisLog:
     """Skiff's Redis data model (docs/architecture.md): `skiff:topics` holds each topic's
-    partition count, `skiff:{t/p}:meta` its watermarks, `skiff:{t/p}:log` one stream entry
-    per record with fields t k v h f in that order and ID 0-<offset+1>. Every call names
-    one key, so on a Redis Cluster (`redis+cluster://h1:p1,h2:p2`) each goes to its slot's
-    node."""
+    partition count and storage format, `skiff:{t/p}:meta` its watermarks,
+    `skiff:{t/p}:log` one stream entry per record with fields t k v h f in that order and
+    ID 0-<offset+1> (`record` topics) or one per stored batch, field b, ID
+    0-<last offset+1> (`batch` topics). Every call names one key, so on a Redis Cluster
+    (`redis+cluster://h1:p1,h2:p2`) each goes to its slot's node."""
 
     def __init__(self, url: str) -> None:
         import redis

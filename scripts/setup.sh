@@ -59,6 +59,10 @@ if [ $want_test = 1 ] || [ $want_spark = 1 ]; then
   command -v java >/dev/null || apt_install openjdk-17-jdk-headless
   command -v mvn >/dev/null || apt_install maven
 fi
+if [ $want_test = 1 ]; then
+  # the console's browser tests (tests/test_console.py): Debian's chromium + its driver
+  command -v chromedriver >/dev/null || apt_install chromium chromium-driver
+fi
 if [ $want_spark = 1 ]; then
   say "Spark's Kafka connector jars (Maven, cached)"
   .venv/bin/python -m pipeline.spark_jars >/dev/null

@@ -24,6 +24,18 @@ def new_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+def stored_values(client: Any, key: str) -> list[bytes | None]:
+    """The record values a partition's stream holds, in offset order, in either storage
+    format: a `record` entry's field v, or every record of a `batch` entry's batch b."""
+    values: list[bytes | None] = []
+    for _, fields in client.xrange(key):
+        if b"b" in fields:
+            values += [r.value for r in fetched_records(fields[b"b"])]
+        else:
+            values.append(fields[b"v"])
+    return values
+
+
 def create(
     kafka: RawKafka, name: str, configs: dict[str, str] | None = None, partitions: int = 1
 ) -> None:

@@ -96,8 +96,8 @@ def test_kafka_configs_alter_and_describe_topic_like_kafka(kafka: str, skiff: Sk
     # Skiff's own topic config skiff.storage.format (listed by --all) is no Kafka config:
     # compared without it, checked below and in test_kafka_tools_storage_format.
     format_line = (
-        "  skiff.storage.format=record sensitive=false synonyms="
-        "{DEFAULT_CONFIG:skiff.storage.format=record}"
+        "  skiff.storage.format=batch sensitive=false synonyms="
+        "{DEFAULT_CONFIG:skiff.storage.format=batch}"
     )
     assert format_line in answers["skiff"][7][1]
     answers["skiff"][7][1].remove(format_line)
@@ -139,33 +139,33 @@ def test_kafka_tools_storage_format(skiff: Skiff) -> None:
     """skiff.storage.format through Kafka's own tools: kafka-topics --create --config
     sets it, kafka-configs --describe shows it (a topic config when named at creation,
     else a default), and altering it is refused with one clear message."""
-    batch, plain = name("fmt-b"), name("fmt-r")
+    record, plain = name("fmt-r"), name("fmt-d")
     # Kafka 3.9's kafka-topics checks config names against Kafka's own before sending
     # (LogConfig.validate): it cannot name Skiff's; an AdminClient (or `skiff topics
     # create --format`) can.
     local = kafka_topics(
         skiff.bootstrap,
-        *("--create", "--topic", batch, "--partitions", "1"),
-        *("--config", "skiff.storage.format=batch"),
+        *("--create", "--topic", record, "--partitions", "1"),
+        *("--config", "skiff.storage.format=record"),
     )
     assert local.returncode == 1
     assert "Unknown topic config name: skiff.storage.format" in local.stdout
-    _create(skiff.bootstrap, batch, {"skiff.storage.format": "batch"})
+    _create(skiff.bootstrap, record, {"skiff.storage.format": "record"})
     _create(skiff.bootstrap, plain)
-    entity = ("--entity-type", "topics", "--entity-name", batch)
+    entity = ("--entity-type", "topics", "--entity-name", record)
     assert _tool_answer(kafka_configs(skiff.bootstrap, "--describe", *entity)) == (
         0,
         [
-            f"Dynamic configs for topic {batch} are:",
-            "  skiff.storage.format=batch sensitive=false synonyms="
-            "{DYNAMIC_TOPIC_CONFIG:skiff.storage.format=batch}",
+            f"Dynamic configs for topic {record} are:",
+            "  skiff.storage.format=record sensitive=false synonyms="
+            "{DYNAMIC_TOPIC_CONFIG:skiff.storage.format=record}",
         ],
     )
     plain_entity = ("--entity-type", "topics", "--entity-name", plain)
     described = kafka_configs(skiff.bootstrap, "--describe", *plain_entity, "--all")
     assert (
-        "  skiff.storage.format=record sensitive=false synonyms="
-        "{DEFAULT_CONFIG:skiff.storage.format=record}"
+        "  skiff.storage.format=batch sensitive=false synonyms="
+        "{DEFAULT_CONFIG:skiff.storage.format=batch}"
     ) in described.stdout.splitlines()
     refusal = (
         1,
@@ -176,25 +176,25 @@ def test_kafka_tools_storage_format(skiff: Skiff) -> None:
         ],
     )
     for change in (
-        ("--add-config", "skiff.storage.format=record"),
+        ("--add-config", "skiff.storage.format=batch"),
         ("--delete-config", "skiff.storage.format"),
     ):
         assert _tool_answer(kafka_configs(skiff.bootstrap, "--alter", *entity, *change)) == (
             refusal
         )
     admin = _admin(skiff.bootstrap)
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in (batch, plain)]
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in (record, plain)]
     entries = {
         r.name: c["skiff.storage.format"]
         for r, f in admin.describe_configs(resources).items()
         for c in [f.result(timeout=30)]
     }
-    assert (entries[batch].value, entries[batch].source, entries[batch].is_read_only) == (
-        "batch",
+    assert (entries[record].value, entries[record].source, entries[record].is_read_only) == (
+        "record",
         1,  # DYNAMIC_TOPIC_CONFIG
         True,
     )
-    assert (entries[plain].value, entries[plain].source) == ("record", 5)  # DEFAULT_CONFIG
+    assert (entries[plain].value, entries[plain].source) == ("batch", 5)  # DEFAULT_CONFIG
 
 
 def test_kafka_configs_describes_the_sidecar_broker(skiff: Skiff) -> None:

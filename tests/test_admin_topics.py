@@ -401,7 +401,7 @@ def test_java_admin_client_like_kafka(kafka: str, skiff: Skiff, redis_server: Re
     }
     # Skiff's own topic config skiff.storage.format is no Kafka config: compared without.
     described = got["skiff"][14]["configs"]
-    assert described.pop("skiff.storage.format")["value"] == "record"
+    assert described.pop("skiff.storage.format")["value"] == "batch"
     assert got["skiff"] == got["kafka"]
     results = got["skiff"]
     assert [r.get("error") for r in results[:6]] == [

@@ -266,6 +266,15 @@ EXPECTED: dict[int, Denied] = {
     90: Denied(GROUP_DENIED),
     # AlterShareGroupOffsets: READ on the group, READ on each topic
     91: Denied(GROUP_DENIED),
+    # OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster, else DESCRIBE on each topic
+    23: Denied(TOPIC_DENIED, sets(replica_id=-1, topics__partitions__partition=0)),
+    # DescribeTopicPartitions: DESCRIBE on each topic
+    75: Denied(TOPIC_DENIED, sets(cursor=None)),
+    # ListConfigResources: DESCRIBE_CONFIGS on the cluster
+    74: Denied(CLUSTER_DENIED),
+    # GetTelemetrySubscriptions, PushTelemetry: nothing to authorize (as Kafka)
+    71: Denied(None),
+    72: Denied(None),
 }
 
 

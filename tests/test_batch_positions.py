@@ -2,19 +2,23 @@
 a consumer assigned to an offset inside a produced batch gets exactly the records from
 there (a `batch` topic serves the whole batch; the client drops the records before),
 its position after k records is offset + k, that is what it commits, and a consumer of
-the same group resumes exactly there. Python clients here; every client's mid-batch
-fetch is in tests/test_roundtrip.py."""
+the same group resumes exactly there. The Python clients in process; the Java client and
+franz-go through their test tools' `seek-commit` (one JVM or Go process per test, both
+consumers in it). Every client's mid-batch fetch is in tests/test_roundtrip.py."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
+from types import ModuleType
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as AioPartition
+from clients import franz_client, java_client
 from confluent_kafka import Consumer, TopicPartition
 from conftest import Skiff
 from formats import FORMATS
@@ -166,7 +170,35 @@ def aiokafka(bootstrap: str, topic: str, group: str) -> tuple[list[tuple[int, by
     return asyncio.run(run())
 
 
-CLIENTS = {"confluent": confluent, "kafka-python": kafka_python, "aiokafka": aiokafka}
+Result = tuple[list[tuple[int, bytes]], int, int]  # records, position, resumed at
+
+
+def tool(module: ModuleType) -> Callable[[str, str, str], Result]:
+    """The Java client or franz-go, through its test tool's seek-commit."""
+
+    def run(bootstrap: str, topic: str, group: str) -> Result:
+        records, answer = module.seek_commit(
+            bootstrap, topic, 0, group, START, TAKE, timeout_ms=int(DEADLINE * 1000)
+        )
+        # The commit as the broker reports it back (Java: committed(); franz-go: the
+        # OffsetFetch of the member that resumed).
+        assert answer["committed"] == answer["position"]
+        return (
+            [(r["offset"], r["value"]) for r in records],
+            answer["position"],
+            answer["resumed_at"],
+        )
+
+    return run
+
+
+CLIENTS = {
+    "confluent": confluent,
+    "kafka-python": kafka_python,
+    "aiokafka": aiokafka,
+    "java": tool(java_client),
+    "franz-go": tool(franz_client),
+}
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -238,7 +238,16 @@ def _interrupt_after(cmd: list[str], log: Path, first_line: str, timeout: float 
     """Start `cmd` (output to `log`), wait until it printed `first_line`, send SIGINT,
     and return its exit status once it and every process it started are gone."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        # SIGINT as a terminal gives it, even when the suite itself runs as a background
+        # job (a non-interactive shell starts those with SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler).
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     try:
         deadline = time.monotonic() + timeout
         while first_line not in log.read_text(errors="replace"):

@@ -167,7 +167,7 @@ def test_create_list_describe_delete(target: Target, name: str) -> None:
         "ReplicationFactor:",
         "1",
         # Skiff's storage format (a broker that does not report it: not shown)
-        *(["Format:", "record"] if target.name == "skiff" else []),
+        *(["Format:", "batch"] if target.name == "skiff" else []),
     ]
     header = lines.index(next(line for line in lines if line.startswith("PARTITION")))
     assert lines[header].split() == [

@@ -9,6 +9,8 @@ topics the compactor rebuilds batches into a new stream and swaps it in."""
 from __future__ import annotations
 
 import datetime
+import http.client
+import json
 import time
 import uuid
 from pathlib import Path
@@ -126,6 +128,68 @@ def test_keeps_latest_value_per_key_with_offsets(
         (20, b"k0", b"r4-0"),
         (21, b"k9", b"r4-9"),
     ]
+
+
+def _http(port: int, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        payload = resp.read()
+        return resp.status, json.loads(payload) if payload else None
+    finally:
+        conn.close()
+
+
+def test_queue_group_reads_through_compaction(sidecar: Skiff, own_redis: RedisServer) -> None:
+    """A queue group holds leases on records the background compactor then removes (on
+    `batch` topics it rewrites the log and swaps it in): the holder still settles them,
+    none is handed out again, the group's position and the kept records are intact."""
+    topic, group, port = new_topic("cq"), f"g-{uuid.uuid4().hex[:8]}", sidecar.http_port
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        create(kafka, topic, {"cleanup.policy": "compact"})
+
+        def post_round(n: int) -> None:
+            records = [{"key": f"k{i}", "value": f"r{n}-{i}"} for i in range(5)]
+            status, body = _http(port, "POST", f"/v1/topics/{topic}/records", {"records": records})
+            assert status == 200, body
+
+        post_round(0)
+        wait_for(lambda: cleaned(own_redis, topic) == 5, what="a first pass (nothing to remove)")
+        config = {"lock_ms": 60_000, "auto_offset_reset": "earliest"}
+        assert _http(port, "PUT", f"/v1/queues/{group}", config)[0] == 201
+        read = {"topics": [topic], "max_records": 5, "worker": "w1"}
+        status, body = _http(port, "POST", f"/v1/queues/{group}/records:read", read)
+        assert status == 200 and [r["offset"] for r in body["records"]] == [0, 1, 2, 3, 4]
+        post_round(1)
+        wait_for(lambda: cleaned(own_redis, topic) == 10, what="the pass removing round 0")
+        assert log_view(kafka, topic) == [
+            (5 + i, f"k{i}".encode(), f"r1-{i}".encode()) for i in range(5)
+        ]
+
+    def settle(action: str, worker: str, offset: int) -> int:
+        body = {"worker": worker, "records": [{"topic": topic, "partition": 0, "offset": offset}]}
+        return _http(port, "POST", f"/v1/queues/{group}/records:{action}", body)[0]
+
+    assert [settle(a, "w1", o) for a, o in [("acknowledge", 0), ("cancel", 1), ("renew", 2)]] == [
+        200,
+        200,
+        200,
+    ]
+    read = {"topics": [topic], "max_records": 10, "worker": "w2"}
+    status, body = _http(port, "POST", f"/v1/queues/{group}/records:read", read)
+    assert status == 200
+    assert [(r["offset"], r["key"], r["value"], r["delivery_count"]) for r in body["records"]] == [
+        (5 + i, f"k{i}", f"r1-{i}", 1) for i in range(5)
+    ]
+    status, desc = _http(port, "GET", f"/v1/queues/{group}")
+    assert status == 200
+    (part,) = desc["partitions"]
+    assert (part["committed_offset"], part["next_offset"], part["pending"]) == (3, 10, 7)
+    assert part["holders"] == {"w1": 2, "w2": 5}
+    assert [settle("acknowledge", "w1", o) for o in (3, 4)] == [200, 200]
+    assert _http(port, "GET", f"/v1/queues/{group}")[1]["partitions"][0]["committed_offset"] == 5
 
 
 def test_tombstones_removed_after_delete_retention(sidecar: Skiff, own_redis: RedisServer) -> None:

@@ -15,6 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RedisServer, start_skiff, stop_process
+from log_helpers import stored_values
 
 CLIENTS = 200
 PARTITIONS = 8
@@ -90,7 +91,7 @@ def test_200_clients_share_the_redis_pool_without_errors(
         assert len({(p, o) for p, o, _ in acked}) == len(acked)  # no offset given twice
         assert not [v for v, n in Counter(v for _, _, v in acked).items() if n > 1]
         stored = {
-            p: [f[b"v"] for _, f in own_redis.client().xrange(f"skiff:{{{topic}/{p}}}:log")]
+            p: stored_values(own_redis.client(), f"skiff:{{{topic}/{p}}}:log")
             for p in range(PARTITIONS)
         }
         for p in range(PARTITIONS):

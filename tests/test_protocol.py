@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import redis
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
+from formats import FORMATS
+from log_helpers import create
 from rawkafka import (
     ConnectionClosed,
     RawKafka,
@@ -91,6 +93,9 @@ ADVERTISED = {
     48: (0, 1),  # DescribeClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    23: (2, 4),  # OffsetForLeaderEpoch
+    74: (0, 1),  # ListConfigResources
+    75: (0, 0),  # DescribeTopicPartitions
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.
@@ -438,28 +443,31 @@ def strip(rec: Rec) -> Rec:
     return replace(rec, offset=None)
 
 
-@pytest.fixture(scope="module")
-def produced(skiff: Skiff) -> tuple[str, uuid.UUID, list[Rec], list[int]]:
-    """A topic written with every Produce version: (name, id, records with offsets,
-    base offsets of the batches)."""
+@pytest.fixture(scope="module", params=FORMATS)
+def produced(
+    skiff: Skiff, request: pytest.FixtureRequest
+) -> tuple[str, uuid.UUID, list[Rec], list[int], str]:
+    """A topic of each storage format written with every Produce version: (name, id,
+    records with offsets, base offsets of the batches, format)."""
     topic = new_topic("pf")
     expected: list[Rec] = []
     bases: list[int] = []
     with RawKafka("127.0.0.1", skiff.port) as kafka:
+        create(kafka, topic, {"skiff.storage.format": request.param})
         for version in versions(PRODUCE):
             records = sample_records(f"v{version}", 3, BASE_TS + 1000 * version)
             base = produce(kafka, topic, records, version=version)
             assert base == len(expected)
             bases.append(base)
             expected += [replace(r, offset=base + i) for i, r in enumerate(records)]
-        return topic, topic_id_of(kafka, topic), expected, bases
+        return topic, topic_id_of(kafka, topic), expected, bases, request.param
 
 
 @pytest.mark.parametrize("version", versions(FETCH))
 def test_fetch_reads_back_every_produce_version(
-    kafka: RawKafka, version: int, produced: tuple[str, uuid.UUID, list[Rec], list[int]]
+    kafka: RawKafka, version: int, produced: tuple[str, uuid.UUID, list[Rec], list[int], str]
 ) -> None:
-    topic, topic_id, expected, bases = produced
+    topic, topic_id, expected, bases, storage_format = produced
     end = len(expected)
     resp = kafka.request(FETCH, version, fetch_request(topic, {0: 0}, topic_id))
     if version >= 7:
@@ -483,14 +491,17 @@ def test_fetch_reads_back_every_produce_version(
     assert all(b.timestamp_type == 0 for b in batches)
     assert fetched_records(p.records) == expected
 
-    # A fetch from inside a batch gets a batch that starts exactly there.
+    # A fetch from inside a batch: on `record` topics a batch that starts exactly there;
+    # on `batch` topics the whole stored batch holding it, as Kafka serves (clients skip
+    # the records before their position).
     inside = bases[2] + 1
+    start = inside if storage_format == "record" else bases[2]
     p = fetch_partition(kafka, version, topic, inside, topic_id)
     assert p.error_code == NONE
     batches = read_batches(p.records)
-    assert batches[0].base_offset == inside
-    assert batches[0].records[0].offset == inside
-    assert fetched_records(p.records) == expected[inside:]
+    assert batches[0].base_offset == start
+    assert batches[0].records[0].offset == start
+    assert fetched_records(p.records) == expected[start:]
 
     # At the high watermark: nothing, no error.
     p = fetch_partition(kafka, version, topic, end, topic_id)
@@ -502,9 +513,13 @@ def test_fetch_reads_back_every_produce_version(
         assert not fetched_records(p.records)
 
 
+@pytest.mark.parametrize("storage_format", FORMATS)
 @pytest.mark.parametrize("version", [4, 7, 12, 13, 15])
-def test_fetch_returns_one_record_larger_than_the_limits(kafka: RawKafka, version: int) -> None:
+def test_fetch_returns_one_record_larger_than_the_limits(
+    kafka: RawKafka, version: int, storage_format: str
+) -> None:
     topic = new_topic()
+    create(kafka, topic, {"skiff.storage.format": storage_format})
     big = [Rec(b"x" * 1000, b"k"), Rec(b"y" * 1000, b"k2")]
     produce(kafka, topic, big)
     topic_id = topic_id_of(kafka, topic)
@@ -518,13 +533,21 @@ def test_fetch_returns_one_record_larger_than_the_limits(kafka: RawKafka, versio
         assert p.error_code == NONE
         assert len(got) >= 1, limits
         assert got[0].value == b"x" * 1000 and got[0].offset == 0
+    # From offset 1: the record alone, or on `batch` topics the stored batch holding it.
     p = fetch_partition(kafka, version, topic, 1, topic_id, partition_max_bytes=10)
-    assert [r.value for r in fetched_records(p.records)] == [b"y" * 1000]
+    whole = [b"x" * 1000] if storage_format == "batch" else []
+    assert [r.value for r in fetched_records(p.records)] == [*whole, b"y" * 1000]
 
 
-def test_fetch_limits_are_honoured_beyond_the_first_record(kafka: RawKafka) -> None:
+@pytest.mark.parametrize("storage_format", FORMATS)
+def test_fetch_limits_are_honoured_beyond_the_first_record(
+    kafka: RawKafka, storage_format: str
+) -> None:
     topic = new_topic()
-    produce(kafka, topic, [Rec(bytes([65 + i]) * 1000) for i in range(20)])
+    create(kafka, topic, {"skiff.storage.format": storage_format})
+    # One record per produced batch: on both formats a limit falls between batches.
+    for i in range(20):
+        produce(kafka, topic, [Rec(bytes([65 + i]) * 1000)])
     p = fetch_partition(kafka, 12, topic, 0, partition_max_bytes=5000)
     got = fetched_records(p.records)
     assert 1 <= len(got) < 20

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import RedisServer
 
+from sidecar.maintenance.compactor import Compactor
 from sidecar.protocol.record_batch import decode_headers
 from sidecar.queues import Action, QueueError, QueueStore, RecordError
 from sidecar.storage.store import RedisStore
@@ -254,6 +255,207 @@ def test_max_bytes_hands_the_rest_back_uncounted(redis_server: RedisServer, fmt:
         assert [r.offset for r in got] == [0]
         rest = await q.acquire(group, "b", topic, 0, 10)
         assert [(r.offset, r.delivery_count) for r in rest] == [(1, 1), (2, 1), (3, 1)]
+        await store.close()
+
+    run(go())
+
+
+async def _until_redis_time(store: RedisStore, ms: int) -> None:
+    """Wait (bounded) until Redis's clock, the one leases are judged by, passes `ms`."""
+    deadline = time.monotonic() + 30
+    while True:
+        secs, micros = await store.redis.time()
+        if secs * 1000 + micros // 1000 > ms:
+            return
+        assert time.monotonic() < deadline, "Redis time did not reach the lease end"
+        await asyncio.sleep(0.02)
+
+
+def test_compaction_under_leases(redis_server: RedisServer, fmt: str) -> None:
+    """Compaction removes records that are in flight. As Kafka's share partitions keep
+    an acquired record's state whatever the log does (a consumer acknowledges an offset
+    it finds no record at as a gap, which archives it): a removed record held under a
+    lease can still be settled, it is finished instead of handed out again (on expiry or
+    release), the cursor and the kept records' leases are untouched, and on `batch`
+    topics the rewritten log keeps the group (lua/cleaner.lua `swap`)."""
+
+    async def go() -> None:
+        store = await RedisStore.connect(redis_server.url)
+        store.storage_format_default = fmt
+        topic = f"qc-{uuid.uuid4().hex[:8]}"
+        assert await store.create_topic(topic, 1, {"cleanup.policy": "compact"}) is not None
+        records: list[Any] = []
+        for i, key in enumerate("abcdeabc"):  # 0-4 a..e, then 5-7 a, b, c again
+            records += (1000 + i, key.encode(), f"v{i}".encode(), b"", 0)
+        await _append(store, topic, 0, records[:25])
+        await _append(store, topic, 0, records[25:])
+        q = QueueStore(store)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, lock_ms=2000, auto_offset_reset="earliest")
+        w1 = await q.acquire(group, "w1", topic, 0, 3)
+        w2 = await q.acquire(group, "w2", topic, 0, 1)
+        assert [(r.offset, r.key) for r in w1 + w2] == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+
+        info = await store.get_topic(topic, fresh=True)
+        assert info is not None
+        compactor = Compactor(store, None, 100)  # type: ignore[arg-type]
+        result = await compactor.compact(info, 0)
+        assert result is not None and (result.removed, result.kept) == (3, 5)
+        assert [(int(e[0][2:]) - 1, e[1][3]) for e in await _entries(store, topic)] == [
+            (3, b"d"),
+            (4, b"e"),
+            (5, b"a"),
+            (6, b"b"),
+            (7, b"c"),
+        ]
+        (part,) = (await q.describe(group)).partitions
+        assert (part.next_offset, part.pending, part.committed) == (4, 4, 0)
+        assert part.holders == {"w1": 3, "w2": 1}
+
+        # A removed record's holder still settles it; released or renewed, it is done.
+        assert await q.settle(group, "w1", topic, 0, [0], Action.ACCEPT) == {0: None}
+        assert await q.settle(group, "w1", topic, 0, [1], Action.RELEASE) == {1: None}
+        assert await q.settle(group, "w1", topic, 0, [1], Action.ACCEPT) == {
+            1: RecordError.NOT_PENDING
+        }
+        (part,) = (await q.describe(group)).partitions
+        assert (part.pending, part.committed, part.holders) == (2, 2, {"w1": 1, "w2": 1})
+        # Not handed out again: the next reader gets the records never delivered.
+        w3 = await q.acquire(group, "w3", topic, 0, 10)
+        assert [(r.offset, r.key, r.value, r.delivery_count) for r in w3] == [
+            (4, b"e", b"v4", 1),
+            (5, b"a", b"v5", 1),
+            (6, b"b", b"v6", 1),
+            (7, b"c", b"v7", 1),
+        ]
+        assert await q.settle(group, "w3", topic, 0, [4, 5, 6, 7], Action.ACCEPT) == dict.fromkeys(
+            [4, 5, 6, 7]
+        )
+        # Leases end: the kept record 3 comes back, the removed record 2 is finished.
+        await _until_redis_time(store, max(r.lease_deadline_ms for r in w1 + w2))
+        again = await q.acquire(group, "w4", topic, 0, 10)
+        assert [(r.offset, r.key, r.delivery_count) for r in again] == [(3, b"d", 2)]
+        assert await q.settle(group, "w1", topic, 0, [2], Action.ACCEPT) == {
+            2: RecordError.NOT_PENDING
+        }
+        assert await q.committed(group, topic, 0) == 3
+        assert await q.settle(group, "w4", topic, 0, [3], Action.ACCEPT) == {3: None}
+        assert await q.committed(group, topic, 0) == 8
+        # The log goes on: a record appended after the pass is handed out once.
+        await _append(store, topic, 0, [2000, b"d", b"v8", b"", 0])
+        assert [(r.offset, r.value) for r in await q.acquire(group, "w4", topic, 0, 10)] == [
+            (8, b"v8")
+        ]
+        (part,) = (await q.describe(group)).partitions
+        assert (part.high_watermark, part.next_offset, part.pending, part.committed) == (9, 9, 1, 8)
+        await store.close()
+
+    run(go())
+
+
+def test_renewing_a_removed_record_finishes_it(redis_server: RedisServer, fmt: str) -> None:
+    """Renew of a record compaction removed answers done and finishes it (a `record`
+    topic's XCLAIM drops a deleted entry from the pending list; `batch` topics agree)."""
+
+    async def go() -> None:
+        store = await RedisStore.connect(redis_server.url)
+        store.storage_format_default = fmt
+        topic = f"qr-{uuid.uuid4().hex[:8]}"
+        assert await store.create_topic(topic, 1, {"cleanup.policy": "compact"}) is not None
+        await _append(store, topic, 0, [1, b"a", b"old", b"", 0, 2, b"b", b"x", b"", 0])
+        await _append(store, topic, 0, [3, b"a", b"new", b"", 0])
+        q = QueueStore(store)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, auto_offset_reset="earliest")
+        assert [r.offset for r in await q.acquire(group, "w", topic, 0, 2)] == [0, 1]
+        info = await store.get_topic(topic, fresh=True)
+        assert info is not None
+        result = await Compactor(store, None, 100).compact(info, 0)  # type: ignore[arg-type]
+        assert result is not None and result.removed == 1
+        assert await q.settle(group, "w", topic, 0, [0, 1], Action.RENEW) == {0: None, 1: None}
+        assert await q.settle(group, "w", topic, 0, [0, 1], Action.ACCEPT) == {
+            0: RecordError.NOT_PENDING,
+            1: None,
+        }
+        assert await q.committed(group, topic, 0) == 2
+        await store.close()
+
+    run(go())
+
+
+def test_deleting_a_topic_removes_queue_state(redis_server: RedisServer, fmt: str) -> None:
+    """DeleteTopics removes every key of the partitions, the queue groups' own included
+    (due hint; lease starts and delivery counts on `batch` topics); a topic made again
+    under the name inherits nothing: the old holder's offsets are not pending."""
+
+    async def go() -> None:
+        store, q, topic = await _setup(redis_server.url, 4, fmt, partitions=2)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, lock_ms=60_000, auto_offset_reset="earliest")
+        for p in (0, 1):
+            assert [r.offset for r in await q.acquire(group, "w", topic, p, 3)] == [0, 1, 2]
+            assert await q.settle(group, "w", topic, p, [1], Action.RELEASE) == {1: None}
+
+        async def partition_keys() -> list[bytes]:
+            return sorted([k async for k in store.redis.scan_iter(match=f"skiff:{{{topic}/*")])
+
+        queue_keys = [k for k in await partition_keys() if b":q:" in k]
+        kinds = {b"record": [b":due"], b"batch": [b":lease", b":rec"]}[fmt.encode()]
+        assert queue_keys == sorted(
+            f"skiff:{{{topic}/{p}}}:q:{group}{kind.decode()}".encode()
+            for p in (0, 1)
+            for kind in kinds
+        )
+        assert await store.delete_topic(topic)
+        assert await partition_keys() == []
+        info = await store.create_topic(topic, 2)
+        assert info is not None and info.batch_format == (fmt == "batch")
+        await _append(store, topic, 0, [7, b"k", b"new", b"", 0])
+        assert await q.settle(group, "w", topic, 0, [0, 2], Action.ACCEPT) == {
+            0: RecordError.NOT_PENDING,
+            2: RecordError.NOT_PENDING,
+        }
+        assert await q.release_holder(group, "w") == 0
+        got = await q.acquire(group, "w2", topic, 0, 5)
+        assert [(r.offset, r.value, r.delivery_count) for r in got] == [(0, b"new", 1)]
+        (part, *_) = (await q.describe(group)).partitions
+        assert (part.pending, part.committed, part.holders) == (1, 0, {"w2": 1})
+        await store.close()
+
+    run(go())
+
+
+def test_reading_past_batches_compaction_left_out(redis_server: RedisServer, fmt: str) -> None:
+    """Whole batches compaction removed are passed in one step, as XREADGROUP passes
+    deleted entries on a `record` topic: not one leased-and-finished gap offset after
+    another (a handful of scripts, not thousands)."""
+
+    async def go() -> None:
+        store = await RedisStore.connect(redis_server.url)
+        store.storage_format_default = fmt
+        topic = f"qg-{uuid.uuid4().hex[:8]}"
+        assert await store.create_topic(topic, 1, {"cleanup.policy": "compact"}) is not None
+        for round_ in range(3):
+            records: list[Any] = []
+            for i in range(1000):
+                records += (round_, f"k{i}".encode(), f"r{round_}-{i}".encode(), b"", 0)
+            await _append(store, topic, 0, records)
+        info = await store.get_topic(topic, fresh=True)
+        assert info is not None
+        result = await Compactor(store, None, 100).compact(info, 0)  # type: ignore[arg-type]
+        assert result is not None and (result.removed, result.kept) == (2000, 1000)
+        q = QueueStore(store)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        await q.configure(group, auto_offset_reset="earliest")
+        before = (await store.redis.info("commandstats"))["cmdstat_evalsha"]["calls"]
+        got = await q.acquire(group, "w", topic, 0, 5)
+        calls = (await store.redis.info("commandstats"))["cmdstat_evalsha"]["calls"] - before
+        assert [(r.offset, r.value, r.delivery_count) for r in got] == [
+            (2000 + i, f"r2-{i}".encode(), 1) for i in range(5)
+        ]
+        assert calls <= 10, calls
+        (part,) = (await q.describe(group)).partitions
+        assert (part.committed, part.next_offset, part.pending) == (2000, 2005, 5)
         await store.close()
 
     run(go())

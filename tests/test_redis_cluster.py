@@ -23,6 +23,7 @@ from clients import confluent_client
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from conftest import Skiff, start_skiff, stop_process
+from log_helpers import stored_values
 from rawkafka import ConnectionClosed, ProtocolError, RawKafka, build_batch, produce_request
 from records import assert_same, make_records
 from redis_cluster_harness import RedisClusterNodes, start_redis_cluster
@@ -98,6 +99,9 @@ def test_every_script_and_transaction_touches_one_slot(redis_cluster: RedisClust
         assert len(slots(keys.trim_keys(topic, p))) == 1
         assert len(slots(keys.all_partition_keys(topic, p))) == 1
         assert len(slots([keys.cleaner_key(topic, p), keys.partition_keys(topic, p)[1]])) == 1
+        # A queue group's keys of a partition are in its slot (queue scripts, DeleteTopics).
+        queue = keys.queue_partition_keys("{odd}group", topic, p)
+        assert len(slots([*keys.all_partition_keys(topic, p), *queue])) == 1
     for group in ("g", "{odd}group", "a}b{c", ""):
         assert len(slots(list(keys.group_keys(group)))) == 1
     # Each cluster-wide key is used alone (one key per command or script).
@@ -117,9 +121,13 @@ def test_confluent_round_trip_12_partitions(
         assert offsets == list(range(len(parts[p]))), f"partition {p}"
         got = confluent_client.consume(cluster_skiff.bootstrap, topic, p, 0, len(parts[p]))
         assert_same(parts[p], got, 0, partition=p)
-    # The records are plain stream entries on the partition's primary.
-    port = redis_cluster.owner(keys.partition_keys(topic, 5)[0])
-    assert redis_cluster.node(port).xlen(keys.partition_keys(topic, 5)[0]) == len(parts[5])
+    # The records are stored on the partition's primary: batches (the default format),
+    # the last entry's ID carrying the last offset + 1.
+    log = keys.partition_keys(topic, 5)[0]
+    primary = redis_cluster.node(redis_cluster.owner(log))
+    [(last_id, fields)] = primary.xrevrange(log, count=1)
+    assert (last_id, list(fields)) == (b"0-%d" % len(parts[5]), [b"b"])
+    assert 0 < primary.xlen(log) < len(parts[5])
 
 
 @pytest.mark.skipif(not HAVE_JAVA, reason="the Java client needs mvn")
@@ -674,7 +682,7 @@ def test_failover_and_a_killed_primary_give_idempotent_producers_only_retriable_
 
         client = cluster.client()
         for p in range(PARTITIONS):
-            stored = [f[b"v"] for _, f in client.xrange(f"skiff:{{{topic}/{p}}}:log")]
+            stored = stored_values(client, f"skiff:{{{topic}/{p}}}:log")
             assert len(set(stored)) == len(stored), f"partition {p}: a record stored twice"
             mine = {o: v for q in producers for (r, o), v in q.acked.items() if r == p}
             assert mine and max(mine) < len(stored), f"partition {p}: acknowledged, lost"

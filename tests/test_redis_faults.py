@@ -39,6 +39,7 @@ NONE, REQUEST_TIMED_OUT = 0, 7
 DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 20, 21, 32, 33
 DESCRIBE_LOG_DIRS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 35, 37, 44, 60
 INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, KAFKA_STORAGE_ERROR = 17, 42, 56
+LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 5, 6
 PARTITIONS = 2
 ENV = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000", "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500"}
 
@@ -626,6 +627,24 @@ def check_admin_apis_while_redis_is_down(
         assert got == [(KAFKA_STORAGE_ERROR, redis_url, ())], version
         if version >= 4:
             assert (resp.results[0].total_bytes, resp.results[0].usable_bytes) == (-1, -1)
+    # OffsetForLeaderEpoch: retriable; DescribeTopicPartitions answers a topic known from
+    # memory, as Metadata does; ListConfigResources lists the brokers.
+    for version in _versions(23):
+        ask = [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]
+        body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": ask}]}
+        [t] = kafka.request(23, version, body).topics
+        got = [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in t.partitions]
+        assert (t.topic, got) == (topic, [(0, NOT_LEADER_OR_FOLLOWER, -1, -1)]), version
+    resp = kafka.request(75, 0, {"topics": [{"name": topic}, {"name": unseen}]})
+    got = [(t.name, t.error_code, [p.partition_index for p in t.partitions]) for t in resp.topics]
+    assert got == [(topic, NONE, [0]), (unseen, LEADER_NOT_AVAILABLE, [])], got
+    for version in _versions(74):  # brokers come from memory
+        resp = kafka.request(74, version, {"resource_types": [4]})
+        listed = [(r.resource_name, r.resource_type) for r in resp.config_resources]
+        assert (resp.error_code, listed) == (
+            NONE,
+            [] if version == 0 else [(str(node.broker_id), 4)],
+        )
     assert not kafka.closed(0.2)
 
 
@@ -740,8 +759,9 @@ def test_acks_all_without_enough_replicas_is_refused_at_once(
             # The sidecar caches the replica count for half a second.
             assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS, error
             assert time.monotonic() < deadline, error
-        stored = [f[b"v"] for _, f in own_redis.client().xrange(f"skiff:{{{topic}/0}}:log")]
-        assert stored == [b"accepted"]
+        # The topic is a `batch` topic (the default): its one entry is the accepted batch.
+        entries = own_redis.client().xrange(f"skiff:{{{topic}/0}}:log")
+        assert [r.value for _, f in entries for r in fetched_records(f[b"b"])] == [b"accepted"]
     finally:
         stop_process(server.proc)
         if replica is not None:

@@ -20,7 +20,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from rawkafka import RawKafka, metadata_request
-from share_raw import ACCEPT, GAP, REJECT, RENEW, ShareMember, acquired_offsets
+from share_raw import ACCEPT, GAP, REJECT, RELEASE, RENEW, ShareMember, acquired_offsets
 from share_raw import partition_errors as perrors
 
 INVALID_RECORD_STATE = 121
@@ -923,3 +923,60 @@ def test_implicit_acknowledgement_accepts_what_was_polled(skiff: Skiff, topic: s
         assert c.commit() == {f"{topic}-0": None}
     assert sorted(r["offset"] for r in got) == list(range(50))
     assert _raw_offsets(skiff, group, topic) == (50, 0)
+
+
+@pytest.mark.parametrize("fmt", ["record", "batch"])
+def test_records_compaction_removes_while_acquired(
+    own_redis: RedisServer, tmp_path: Path, fmt: str
+) -> None:
+    """Records acquired by a share member that the background compactor then removes (a
+    `batch` log is rewritten and swapped in): the member still acknowledges them, a
+    released one is not delivered again (Kafka's consumer would acknowledge it as a
+    gap), the next fetch gets the kept records once, and the start offset moves on."""
+    server = start_skiff(
+        tmp_path / "skiff.log", "--redis-url", own_redis.url, "--log-cleaner-backoff-ms", "100"
+    )
+    try:
+        topic, group = f"share-c-{uuid.uuid4().hex[:8]}", _group()
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        config = {"skiff.storage.format": fmt, "cleanup.policy": "compact"}
+        admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
+        meta = own_redis.client()
+
+        def cleaned() -> int:
+            return int(meta.hget(f"skiff:{{{topic}/0}}:meta", "cleaned") or 0)
+
+        _produce(server.bootstrap, topic, 5, partition=0)
+        deadline = time.monotonic() + 60
+        while cleaned() != 5:  # a first pass, removing nothing
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        _earliest(server, group, lock_ms=60_000)
+        tid = _topic_id(server, topic)
+        a = ShareMember("127.0.0.1", server.port, group)
+        b = ShareMember("127.0.0.1", server.port, group)
+        try:
+            a.join([topic])
+            b.join([topic])
+            got = acquired_offsets(a.fetch({tid: [0]}, max_records=5, max_wait_ms=5000))
+            assert got == {(tid, 0): [(o, 1) for o in range(5)]}
+            _produce(server.bootstrap, topic, 5, partition=0)  # the same keys: 0-4 go
+            deadline = time.monotonic() + 60
+            while cleaned() != 10:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            resp = a.acknowledge(
+                {(tid, 0): [(0, 0, [ACCEPT]), (1, 1, [RELEASE]), (2, 2, [REJECT])]}
+            )
+            assert resp.error_code == 0 and perrors(resp) == {(tid, 0): (0, 0)}
+            got = acquired_offsets(b.fetch({tid: [0]}, max_records=10, max_wait_ms=5000))
+            assert got == {(tid, 0): [(o, 1) for o in range(5, 10)]}
+            assert _raw_offsets(server, group, topic)[0] == 3  # 3 and 4 still acquired by a
+            resp = a.acknowledge({(tid, 0): [(3, 4, [ACCEPT])]})
+            assert resp.error_code == 0 and perrors(resp) == {(tid, 0): (0, 0)}
+            assert _raw_offsets(server, group, topic)[0] == 5
+        finally:
+            a.close()
+            b.close()
+    finally:
+        stop_process(server.proc)

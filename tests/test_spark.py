@@ -17,10 +17,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RedisServer, Skiff
+from formats import FORMATS
 
 from pipeline import demo
 from pipeline.offsets import cap, ranges
 from pipeline.session import local_session
+from sidecar.protocol import stored_batch
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,10 +46,24 @@ def new_topic(skiff: Skiff, partitions: int, config: dict[str, str] | None = Non
     return name
 
 
-def produce(skiff: Skiff, topic: str, count: int, partitions: int, first: int = 0) -> set[Rec]:
+def produce(
+    skiff: Skiff,
+    topic: str,
+    count: int,
+    partitions: int,
+    first: int = 0,
+    compression: str = "none",
+    linger_ms: int = 2,
+) -> set[Rec]:
     """Records with null and empty keys and values, headers (one with a null value) on
     some, explicit timestamps; returns them as Rec with the offsets Skiff acknowledged."""
-    producer = Producer({"bootstrap.servers": skiff.bootstrap, "linger.ms": 2})
+    producer = Producer(
+        {
+            "bootstrap.servers": skiff.bootstrap,
+            "linger.ms": linger_ms,
+            "compression.type": compression,
+        }
+    )
     acked: set[Rec] = set()
     errors: list[Any] = []
 
@@ -109,7 +125,7 @@ def batch_reader(spark: Any, path: str, skiff: Skiff, redis: RedisServer, topic:
 
 @pytest.fixture(scope="module")
 def four_partitions(skiff: Skiff) -> tuple[str, set[Rec]]:
-    topic = new_topic(skiff, 4)
+    topic = new_topic(skiff, 4, {"skiff.storage.format": "batch"})
     return topic, produce(skiff, topic, 400, 4)
 
 
@@ -125,16 +141,37 @@ def test_batch_read_returns_exactly_the_records(
     assert set(got) == produced
 
 
-@pytest.mark.parametrize("path", ("skiff-redis", "skiff-kafka"))
-def test_batch_format_topic_reads_exact_ranges(
-    spark: Any, skiff: Skiff, redis_server: RedisServer, path: str
+def inside_a_batch(redis: RedisServer, topic: str, partition: int) -> int:
+    """An offset of the partition that is not its stored batch's first."""
+    for entry_id, fields in redis.client().xrange(f"skiff:{{{topic}/{partition}}}:log"):
+        base = stored_batch.base_offset(entry_id, fields[stored_batch.FIELD])
+        if stored_batch.last_offset(entry_id) > base:
+            return base + 1
+    raise AssertionError(f"every stored batch of {topic}/{partition} holds one record")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("path", READ_PATHS)
+def test_both_formats_read_exact_ranges(
+    spark: Any, skiff: Skiff, redis_server: RedisServer, path: str, fmt: str
 ) -> None:
-    """A `batch` topic (one stream entry per produced batch) reads as a `record` topic
-    does on both read paths, also for ranges that start and end inside a stored batch."""
-    topic = new_topic(skiff, 2, {"skiff.storage.format": "batch"})
-    produced = produce(skiff, topic, 200, 2)
+    """Both storage formats read alike on every read path, from zstd-compressed producer
+    batches (a `batch` topic keeps them compressed in Redis): everything, ranges that
+    start and end inside a stored batch, and after DeleteRecords moved the log start
+    inside one."""
+    topic = new_topic(skiff, 2, {"skiff.storage.format": fmt})
+    # (linger: batches of several records, also when this process is slow)
+    produced = produce(skiff, topic, 200, 2, compression="zstd", linger_ms=50)
     entries = sum(redis_server.client().xlen(f"skiff:{{{topic}/{p}}}:log") for p in (0, 1))
-    assert entries < 200  # batches of several records
+    assert entries < 200 if fmt == "batch" else entries == 200  # batches of several records
+    if fmt == "batch":  # stored as the producer compressed it (librdkafka sends a batch
+        # uncompressed when zstd would not shrink it, e.g. a lone record)
+        codecs = {
+            stored_batch.header(fields[stored_batch.FIELD])[5] & stored_batch.CODEC_MASK
+            for p in (0, 1)
+            for _, fields in redis_server.client().xrange(f"skiff:{{{topic}/{p}}}:log")
+        }
+        assert 4 in codecs and codecs <= {0, 4}, codecs  # zstd
     assert sorted(rows(batch_reader(spark, path, skiff, redis_server, topic).load())) == sorted(
         produced
     )
@@ -148,6 +185,13 @@ def test_batch_format_topic_reads_exact_ranges(
     )
     want = sorted(r for r in produced if (r[0] == 0 and 13 <= r[1] < 57) or r[:2] == (1, 50))
     assert sorted(rows(df)) == want and len(want) == 45
+
+    cut = inside_a_batch(redis_server, topic, 0) if fmt == "batch" else 3
+    admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
+    [done] = admin.delete_records([TopicPartition(topic, 0, cut)]).values()
+    assert done.result(30).low_watermark == cut
+    df = batch_reader(spark, path, skiff, redis_server, topic).load()
+    assert sorted(rows(df)) == sorted(r for r in produced if r[0] == 1 or r[1] >= cut)
 
 
 @pytest.mark.parametrize("path", READ_PATHS)
@@ -191,14 +235,15 @@ def test_kafka_connector_assign_pattern_and_timestamp(
     assert by_time.count() == 100
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("path", READ_PATHS)
 def test_batch_read_log_append_time(
-    spark: Any, skiff: Skiff, redis_server: RedisServer, path: str
+    spark: Any, skiff: Skiff, redis_server: RedisServer, path: str, fmt: str
 ) -> None:
     """On a LogAppendTime topic, timestampType is 1 and the timestamp is Skiff's."""
     topic = f"spark-lat-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
-    config = {"message.timestamp.type": "LogAppendTime"}
+    config = {"message.timestamp.type": "LogAppendTime", "skiff.storage.format": fmt}
     admin.create_topics([NewTopic(topic, 2, 1, config=config)])[topic].result(30)
     before = int(time.time() * 1000)
     produce(skiff, topic, 20, 2)  # with CreateTime stamps from 2023, which Skiff replaces
@@ -224,11 +269,13 @@ def stream_reader(spark: Any, path: str, skiff: Skiff, redis: RedisServer, topic
     )
 
 
-@pytest.mark.parametrize("path", ("kafka-connector", "skiff-redis"))
+# Each format once (a streaming test is slow): the Redis path on the format it decodes
+# itself; the connector streams from `batch` topics in test_sample_pipeline_matches_plain_python.
+@pytest.mark.parametrize(("path", "fmt"), (("kafka-connector", "record"), ("skiff-redis", "batch")))
 def test_stream_available_now_restarts_where_it_stopped(
-    spark: Any, skiff: Skiff, redis_server: RedisServer, tmp_path: Path, path: str
+    spark: Any, skiff: Skiff, redis_server: RedisServer, tmp_path: Path, path: str, fmt: str
 ) -> None:
-    topic = new_topic(skiff, 4)
+    topic = new_topic(skiff, 4, {"skiff.storage.format": fmt})
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     batches: list[int] = []

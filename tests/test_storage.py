@@ -9,6 +9,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 
 
@@ -75,6 +76,10 @@ def test_log_append_time(
 def test_stream_entries_readable_by_plain_redis(
     skiff: Skiff, redis_server: RedisServer, topic: str
 ) -> None:
+    # A `record` topic: one plain stream entry per record.
+    admin = AdminClient({"bootstrap.servers": skiff.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"skiff.storage.format": "record"})
+    admin.create_topics([new])[topic].result(30)
     producer = Producer({"bootstrap.servers": skiff.bootstrap})
     producer.produce(topic, key=None, value=b"", timestamp=1234)
     producer.produce(

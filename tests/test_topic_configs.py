@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, RedisServer, Skiff, start_skiff, stop_process
+from log_helpers import stored_values
 from rawkafka import (
     RawKafka,
     Rec,
@@ -142,7 +143,8 @@ def produce(kafka: RawKafka, topic: str, batch: bytes, version: int = 9, acks: i
 
 
 def log_length(redis: RedisServer, topic: str) -> int:
-    return int(redis.client().xlen(f"skiff:{{{topic}/0}}:log"))
+    """Records stored in partition 0, in either storage format."""
+    return len(stored_values(redis.client(), f"skiff:{{{topic}/0}}:log"))
 
 
 def high_watermark(redis: RedisServer, topic: str) -> int:
@@ -191,7 +193,7 @@ def test_create_topics_stores_configs_and_v5_lists_them(
             n: (overrides[n], TOPIC_CONFIG) if n in overrides else (v, DEFAULT_CONFIG)
             for n, v in KAFKA_DEFAULTS.items()
         }
-        assert listed(result) == {**expected, FORMAT: ("record", DEFAULT_CONFIG)}
+        assert listed(result) == {**expected, FORMAT: ("batch", DEFAULT_CONFIG)}
         assert [c.name for c in result.configs if c.read_only or c.is_sensitive] == [FORMAT]
         assert (result.num_partitions, result.replication_factor) == (1, 1)
 
@@ -204,7 +206,7 @@ def test_a_topic_without_configs_stores_none_and_lists_kafka_defaults(
     assert result.error_code == NONE
     assert listed(result) == {
         **{n: (v, DEFAULT_CONFIG) for n, v in KAFKA_DEFAULTS.items()},
-        FORMAT: ("record", DEFAULT_CONFIG),
+        FORMAT: ("batch", DEFAULT_CONFIG),
     }
     assert "configs" not in stored(redis_server, name)  # type: ignore[operator]
 
@@ -480,7 +482,11 @@ def test_log_append_time_topic_stamps_the_append_time(
 ) -> None:
     topic = create_ok(
         kafka,
-        [("message.timestamp.type", "LogAppendTime"), ("message.timestamp.before.max.ms", "1000")],
+        [
+            ("message.timestamp.type", "LogAppendTime"),
+            ("message.timestamp.before.max.ms", "1000"),
+            (FORMAT, "record"),  # its stream entries are read below (batch: test_batch_format)
+        ],
     )
     before = now_ms()
     # Timestamps are not checked on a LogAppendTime topic: the append time replaces them.
@@ -561,7 +567,7 @@ def test_flags_set_server_defaults_and_topic_configs_override_them(
                     n: (changed[n], STATIC_BROKER_CONFIG) if n in changed else (v, DEFAULT_CONFIG)
                     for n, v in KAFKA_DEFAULTS.items()
                 },
-                FORMAT: ("record", DEFAULT_CONFIG),
+                FORMAT: ("batch", DEFAULT_CONFIG),
             }
             own = create_ok(
                 kafka,
@@ -588,8 +594,9 @@ def test_flags_set_server_defaults_and_topic_configs_override_them(
             assert [r.value for r in read_batches(raw)[0].records] == [b"v" * 50] * 3
             own_data = kafka.request(FETCH, 12, fetch_request(own, {0: 0}))
             own_batches = read_batches(own_data.responses[0].partitions[0].records)
-            assert [bt.timestamp_type for bt in own_batches] == [1]  # LogAppendTime
-            assert [len(bt.records) for bt in own_batches] == [2]
+            # Both records, LogAppendTime (one batch each on `batch` topics, as produced).
+            assert {bt.timestamp_type for bt in own_batches} == {1}
+            assert sum(len(bt.records) for bt in own_batches) == 2
 
         # A second sidecar without those flags: the topics' own configs come from Redis
         # and hold there too, its server defaults are its own (as a Kafka broker's

@@ -13,12 +13,15 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def _ranges() -> list[tuple[int, int, int]]:
+def _ranges(broker: Any) -> list[tuple[int, int, int]]:
+    """A module with advertised(broker) is listed only when that is true (the telemetry
+    APIs: only with --client-metrics, as Kafka lists them only with a receiver)."""
     from sidecar.apis import HANDLERS  # the registry imports this module
 
     return sorted(
         (k, getattr(m, "ADVERTISED_MIN_VERSION", m.MIN_VERSION), m.MAX_VERSION)
         for k, m in HANDLERS.items()
+        if not hasattr(m, "advertised") or m.advertised(broker)
     )
 
 
@@ -54,4 +57,4 @@ async def handle(broker: Any, request: Any) -> bytes:
         for text in (body.client_software_name, body.client_software_version):
             if not _SOFTWARE.fullmatch(text):
                 return encode(version, errors.INVALID_REQUEST, [])
-    return encode(version, errors.NONE, _ranges())
+    return encode(version, errors.NONE, _ranges(broker))

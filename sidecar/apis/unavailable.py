@@ -67,6 +67,8 @@ NEEDS_NO_REDIS = frozenset(
         sasl_handshake.API_KEY,
         describe_client_quotas.API_KEY,
         describe_acls.API_KEY,
+        71,  # GetTelemetrySubscriptions
+        72,  # PushTelemetry
     }
 )
 
@@ -416,6 +418,34 @@ def _alter_user_scram_credentials(broker: Broker, request: Any) -> bytes:
     return encode_response(51, request.header.api_version, {"throttle_time": 0, "results": results})
 
 
+def _offset_for_leader_epoch(broker: Broker, request: Any) -> bytes:
+    topics = [
+        {
+            "topic": t.topic,
+            "partitions": [
+                {"partition": p.partition, "error_code": NOT_LEADER, "end_offset": -1}
+                for p in t.partitions
+            ],
+        }
+        for t in request.body.topics
+    ]
+    return encode_response(23, request.header.api_version, {"throttle_time": 0, "topics": topics})
+
+
+def _describe_topic_partitions(broker: Broker, request: Any) -> bytes:
+    """LEADER_NOT_AVAILABLE (retriable) for each named topic, as Metadata answers."""
+    topics = [
+        {"error_code": LEADER_NOT_AVAILABLE, "name": t.name, "topic_id": None, "partitions": []}
+        for t in request.body.topics
+    ]
+    return encode_response(75, 0, {"throttle_time": 0, "topics": topics})
+
+
+def _list_config_resources(broker: Broker, request: Any) -> bytes:
+    body = {"throttle_time": 0, "error_code": REQUEST_TIMED_OUT, "config_resources": []}
+    return encode_response(74, request.header.api_version, body)
+
+
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     0: _produce,  # called with the reason by response()
     1: _fetch,
@@ -446,6 +476,9 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     36: _sasl_authenticate,
     50: _describe_user_scram_credentials,
     51: _alter_user_scram_credentials,
+    23: _offset_for_leader_epoch,
+    74: _list_config_resources,
+    75: _describe_topic_partitions,
     **share_unavailable.BUILDERS,  # 76-79, 90, 91: sidecar/share/unavailable.py
 }
 

@@ -185,6 +185,11 @@ def _http_auth(text: str) -> tuple[str, ...]:
     return schemes
 
 
+def _name_list(text: str) -> tuple[str, ...]:
+    """--client-metrics: comma-separated, blanks dropped."""
+    return tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+
+
 def _http_paths(text: str) -> tuple[str, ...]:
     """--http-open-paths: exact paths, comma-separated."""
     paths = tuple(p.strip() for p in text.split(",") if p.strip())
@@ -638,10 +643,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "client-metrics",
+        "",
+        "metric name prefixes Kafka clients are asked to push (KIP-714), comma-separated, "
+        "'*' for all; empty: the telemetry APIs are not offered",
+        type=_name_list,
+    )
+    _flag(
+        serve,
+        "client-metrics-push-interval-ms",
+        "300000",
+        "how often clients push the metrics of --client-metrics",
+        type=at_least(100),
+    )
+    _flag(
+        serve,
         "http-listen",
         "127.0.0.1:8080",
         "HOST:PORT of the HTTP endpoint (/healthz, /readyz, /metrics); none: no endpoint",
         type=_optional_hostport,
+    )
+    _flag(
+        serve,
+        "console",
+        "true",
+        "serve the web console under /console on the HTTP endpoint (docs/console.md)",
+        type=_bool,
     )
     _flag(
         serve,
@@ -1000,12 +1027,15 @@ def _run(argv: list[str]) -> int:
         udp_listen=args.udp_listen,
         udp_topic=args.udp_topic,
         udp_stats_interval_ms=args.udp_stats_interval_ms,
+        client_metrics=args.client_metrics,
+        client_metrics_push_interval_ms=args.client_metrics_push_interval_ms,
         log_retention_ms=args.log_retention_ms,
         log_retention_bytes=args.log_retention_bytes,
         log_cleanup_policy=args.log_cleanup_policy,
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
         http_listen=args.http_listen,
+        console=args.console,
         http_auth=args.http_auth,
         http_open_paths=args.http_open_paths,
         http_auth_allow_plaintext=args.http_auth_allow_plaintext,

@@ -119,6 +119,10 @@ class Settings:
     udp_listen: HostPort | None = None
     udp_topic: str | None = None
     udp_stats_interval_ms: int = 60_000
+    # KIP-714 client metrics (sidecar/telemetry/client_metrics.py): the metric name prefixes
+    # clients are asked to push ("*": all; empty: telemetry APIs not offered) and how often.
+    client_metrics: tuple[str, ...] = ()
+    client_metrics_push_interval_ms: int = 300_000
     # Retention and compaction (sidecar/maintenance/), with Kafka's
     # names and defaults: log.retention.ms, log.retention.bytes, log.cleanup.policy
     # (comma-separated), log.retention.check.interval.ms, log.cleaner.backoff.ms.
@@ -129,6 +133,7 @@ class Settings:
     log_cleaner_backoff_ms: int = 15_000
     # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
     http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
+    console: bool = True  # the web console under /console (sidecar/console/)
     # Its security (sidecar/security/http_auth.py): the schemes the queue API accepts
     # (empty: open, every caller User:ANONYMOUS), the paths served without credentials,
     # whether credentials may come over plain HTTP, and its TLS (PEM files).

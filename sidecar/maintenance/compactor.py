@@ -269,7 +269,10 @@ class Compactor(BackgroundLoop):
         base and last offset (as Kafka's cleaner), a batch keeping nothing left out;
         batches appended meanwhile are copied after it, and one script copies the last
         few and renames it over the log (`swap`), so readers never see a half-cleaned
-        log and the Fetch path is unchanged."""
+        log and the Fetch path is unchanged. Queue groups keep their cursor (the swap
+        makes the log's consumer groups again) and their in-flight records (their own
+        keys): a leased record removed here can still be settled, and is finished
+        instead of handed out again (queues/core.py finds no body for it)."""
         store, name, config = self.store, info.name, info.config
         latest, end = await self._batch_latest(name, partition, plan.start, plan.end)
         if latest is None:
@@ -352,7 +355,12 @@ class Compactor(BackgroundLoop):
             if swapped == 1:
                 break
             if swapped == -2:
-                log.warning("%s-%d not compacted: queues read its log", name, partition)
+                log.warning(
+                    "%s-%d not compacted: a Redis consumer group has pending entries on its"
+                    " log (XREADGROUP by a plain Redis client), which the swap would lose",
+                    name,
+                    partition,
+                )
                 return None
             if swapped != -1 or self._stopping:
                 return None

@@ -18,6 +18,7 @@ timestamp, compaction, queues) expand batches with `record_entries`.
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 from collections.abc import Mapping
@@ -80,6 +81,7 @@ class CheckedBatch:
     base_sequence: int
     append_time: int  # LogAppendTime stamped into the batch, else -1
     records: tuple[()] = ()  # (telemetry reads a DecodedBatch's flat records; none here)
+    trace_parents: tuple[bytes, ...] = ()  # records' traceparent headers (span links)
 
     @property
     def count(self) -> int:
@@ -145,7 +147,7 @@ def check(
         )
     raw = inflated(view, codec) if codec else view
     compacted = "compact" in config["cleanup.policy"]
-    stamps, keyless = _walk(raw, count, compacted)
+    stamps, keyless, parents = _walk(raw, count, compacted)
     max_ts = max(stamps)
     max_delta = stamps.index(max_ts)
     log_append = config["message.timestamp.type"] == "LogAppendTime"
@@ -173,17 +175,19 @@ def check(
         producer_epoch,
         base_sequence,
         append_time,
+        trace_parents=parents,
     )
 
 
 def _walk(
     raw: bytes | bytearray | memoryview, count: int, compacted: bool
-) -> tuple[list[int], list[int]]:
-    """Each record's timestamp and, on a compacted topic, the indexes of records without
-    a key, checking that the records of `raw` (an uncompressed batch) parse, fill the
-    batch exactly and that their offset deltas run 0, 1, 2, ... (Kafka refuses anything
-    else from a client). The records are parsed in C (aiokafka's Cython reader); Python
-    only reads their fields, in comprehensions."""
+) -> tuple[list[int], list[int], tuple[bytes, ...]]:
+    """Each record's timestamp, on a compacted topic the indexes of records without a
+    key, and the records' traceparent header values (looked for only when the bytes hold
+    the name: one C-level search per batch), checking that the records of `raw` (an
+    uncompressed batch) parse, fill the batch exactly and that their offset deltas run 0,
+    1, 2, ... (Kafka refuses anything else from a client). The records are parsed in C
+    (aiokafka's Cython reader); Python only reads their fields, in comprehensions."""
     try:
         records = list(DefaultRecordBatch(raw))
     except (CorruptRecordException, ValueError, IndexError, UnicodeDecodeError) as exc:
@@ -202,7 +206,15 @@ def _walk(
         )
     stamps = [r.timestamp for r in records]
     keyless = [i for i, r in enumerate(records) if r.key is None] if compacted else []
-    return stamps, keyless
+    parents: tuple[bytes, ...] = ()
+    if _TRACEPARENT.search(raw) is not None:
+        parents = tuple(
+            v for r in records for k, v in r.headers if k == "traceparent" and v is not None
+        )
+    return stamps, keyless, parents
+
+
+_TRACEPARENT = re.compile(b"traceparent")  # re searches a memoryview without copying
 
 
 def inflated(view: memoryview, codec: int, limit: int = MAX_INFLATED) -> bytearray:

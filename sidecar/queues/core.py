@@ -75,7 +75,7 @@ from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
 
-QUEUES = "skiff:queues"  # set: every queue group id
+QUEUES = keys.QUEUES  # set: every queue group id
 CONFIG_CACHE_S = 1.0
 DEFAULT_LOCK_MS = 30_000  # Kafka's share.record.lock.duration.ms
 DEFAULT_DELIVERY_LIMIT = 5  # Kafka's share.delivery.count.limit
@@ -226,22 +226,22 @@ def config_key(group: str) -> str:
 
 
 def topics_key(group: str) -> str:
-    return f"skiff:{{q/{group}}}:topics"
+    return keys.queue_topics_key(group)
 
 
 def due_key(group: str, topic: str, partition: int) -> str:
     """The group's due hint on a partition (lua/queue_acquire.lua)."""
-    return f"{keys.partition_tag(topic, partition)}:q:{group}:due"
+    return keys.queue_partition_keys(group, topic, partition)[0]
 
 
 def lease_key(group: str, topic: str, partition: int) -> str:
     """`batch` topics: the group's lease starts per in-flight offset (lua/queue_inflight.lua)."""
-    return f"{keys.partition_tag(topic, partition)}:q:{group}:lease"
+    return keys.queue_partition_keys(group, topic, partition)[1]
 
 
 def records_key(group: str, topic: str, partition: int) -> str:
     """`batch` topics: the group's delivery count and holder per in-flight offset."""
-    return f"{keys.partition_tag(topic, partition)}:q:{group}:rec"
+    return keys.queue_partition_keys(group, topic, partition)[2]
 
 
 def inflight_keys(group: str, topic: str, partition: int) -> list[str]:
@@ -596,14 +596,19 @@ class QueueStore:
         without a record (compacted away) are finished and more are claimed."""
         skeys = inflight_keys(cfg.group, topic, partition)
         out: list[Acquired] = []
+        skip: list[int] = []  # [the next record's offset, the cursor when it was seen]
         while left > 0:
             reply = await scripts.QUEUE_INFLIGHT(
-                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left]
+                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left, *skip]
             )
             now, _, first, end = (int(v) for v in reply)
             if end <= first:
                 break
-            bodies = await self._batch_bodies(topic, partition, list(range(first, end)))
+            following: list[int] = []
+            bodies = await self._batch_bodies(topic, partition, list(range(first, end)), following)
+            # Compaction may have left whole batches out: the next claim starts at the
+            # next record, not one gap offset after another.
+            skip = [following[0], end] if following and following[0] > end else []
             deadline = now + cfg.lock_ms
             gone = []
             for offset in range(first, end):
@@ -619,11 +624,16 @@ class QueueStore:
         return out
 
     async def _batch_bodies(
-        self, topic: str, partition: int, offsets: list[int]
+        self,
+        topic: str,
+        partition: int,
+        offsets: list[int],
+        following: list[int] | None = None,
     ) -> dict[int, list[bytes]]:
         """Record fields by offset from a `batch` topic: per run of consecutive offsets
         the batches ending inside it and the one holding its last offset, in one
-        pipeline (a batch's entry id is 0-<its last offset + 1>)."""
+        pipeline (a batch's entry id is 0-<its last offset + 1>). `following` gets the
+        offset of the first record read after the last offset asked for, if any."""
         log_key = keys.partition_keys(topic, partition)[0]
         runs: list[tuple[int, int]] = []
         for offset in sorted(set(offsets)):
@@ -637,6 +647,8 @@ class QueueStore:
                 pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
             replies = await pipe.execute()
         wanted = set(offsets)
+        top = runs[-1][1] if runs else -1
+        after: int | None = None
         out: dict[int, list[bytes]] = {}
         for i in range(len(runs)):
             for entry in [*replies[2 * i], *replies[2 * i + 1]]:
@@ -644,6 +656,10 @@ class QueueStore:
                     offset = int(entry_id[2:]) - 1
                     if offset in wanted:
                         out[offset] = fields
+                    elif offset > top and (after is None or offset < after):
+                        after = offset
+        if following is not None and after is not None:
+            following.append(after)
         return out
 
     def _expanded(self, topic: str, partition: int, entry: Any) -> list[Any]:
@@ -753,7 +769,36 @@ class QueueStore:
         out.now_ms = int(reply[0])
         for offset, code in zip(offsets, reply[1:], strict=True):
             out[offset] = _CODES.get(int(code))
+        if action in _REHOLD and await self._compacted_batches(topic):
+            # Released records belong to RELEASED now, renewed ones still to `holder`.
+            now_held_by = holder if action == "renew" else RELEASED
+            await self._finish_removed(cfg, now_held_by, topic, partition, out)
         return out
+
+    async def _compacted_batches(self, topic: str) -> bool:
+        """A compacted `batch` topic: records may vanish under in-flight leases."""
+        info = await self.store.get_topic(topic)
+        return (
+            info is not None
+            and info.batch_format
+            and "compact" in str(effective_config(info, "cleanup.policy"))
+        )
+
+    async def _finish_removed(
+        self, cfg: QueueConfig, holder: str, topic: str, partition: int, done: Settled
+    ) -> None:
+        """Released or renewed records that compaction removed are finished at once, as
+        on a `record` topic, where the XCLAIM of a deleted entry drops it from the
+        pending list (the holder's answer stays: done)."""
+        held = [o for o, err in done.items() if err is None]
+        if not held:
+            return
+        bodies = await self._batch_bodies(topic, partition, held)
+        gone = [o for o in held if o not in bodies]
+        if gone:
+            # A released one may already be someone else's: that reader finds no record
+            # and finishes it (queues/core.py `_acquire`).
+            await self._run_settle(cfg, holder, topic, partition, gone, "finish")
 
     async def _dead_letter(
         self,
@@ -989,6 +1034,9 @@ class QueueStore:
         """Wake-up channels (broker.wakeups.register): appends and releases publish."""
         return [keys.wake_channel(topic, p) for p in partitions]
 
+
+# Settle actions that keep a record in flight (lua/queue_settle.lua XCLAIMs for them).
+_REHOLD = ("release", "renew")
 
 _SETTLED = {
     Action.ACCEPT: "acknowledged",

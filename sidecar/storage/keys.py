@@ -75,6 +75,22 @@ def all_partition_keys(topic: str, partition: int) -> list[str]:
     ]
 
 
+QUEUES = "skiff:queues"  # set: every queue group id (queues/core.py)
+
+
+def queue_topics_key(group: str) -> str:
+    """Set of the topics a queue group has read."""
+    return f"skiff:{{q/{group}}}:topics"
+
+
+def queue_partition_keys(group: str, topic: str, partition: int) -> list[str]:
+    """A queue group's own keys on one partition: the due hint (`record` topics), the
+    lease starts and the delivery counts and holders (`batch` topics). Deleting the
+    topic removes them with the partition (docs/architecture.md, "Queue groups")."""
+    tag = f"{partition_tag(topic, partition)}:q:{group}"
+    return [f"{tag}:due", f"{tag}:lease", f"{tag}:rec"]
+
+
 def wake_channel(topic: str, partition: int) -> str:
     return f"skiff:wake:{topic}/{partition}"
 

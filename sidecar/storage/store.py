@@ -315,6 +315,7 @@ class RedisStore(PartitionLogOps):
         info = await self.get_topic(name, fresh=True)
         if info is None:
             return False
+        queue_groups = await self._queue_groups_reading(name)
         async with self.redis.pipeline(transaction=False) as pipe:
             # Partition metas go first: the append script refuses a partition
             # without meta, so no produce recreates a half-deleted partition.
@@ -322,12 +323,28 @@ class RedisStore(PartitionLogOps):
                 pipe.delete(*keys.all_partition_keys(name, p))
                 if self._publish_gone:
                     pipe.publish(keys.wake_channel(name, p), "gone")
+            # Then the queue groups' keys: with the log and meta gone no queue script
+            # writes them again, so a topic made again under this name starts afresh.
+            for p in range(info.partitions):
+                for group in queue_groups:
+                    pipe.delete(*keys.queue_partition_keys(group, name, p))
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
             pipe.hdel(keys.TOPICS, name)
             await pipe.execute()
         self._topics.pop(name, None)
         log.info("deleted topic %s", name)
         return True
+
+    async def _queue_groups_reading(self, topic: str) -> list[str]:
+        """The queue groups that have read `topic` (each one's topics set names it)."""
+        groups = [g.decode() for g in await self.redis.smembers(keys.QUEUES)]
+        if not groups:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                pipe.sismember(keys.queue_topics_key(group), topic)
+            found = await pipe.execute()
+        return [g for g, yes in zip(groups, found, strict=True) if yes]
 
     @property
     def _publish_gone(self) -> bool:

@@ -98,6 +98,10 @@ class HttpEndpoint:
         from sidecar.queues.http_api import add_routes
 
         add_routes(app, self.broker)
+        if getattr(self.broker.settings, "console", True):
+            from sidecar.console.app import add_routes as add_console
+
+            add_console(app, self.broker)  # behind the same authentication, below
         # Credentials and TLS (--http-auth, --http-ssl-*): inside json_errors, so its
         # refusals and errors are the API's JSON too.
         security = self.security = HttpSecurity(self.broker.settings, verifiers_for(self.broker))
@@ -120,8 +124,9 @@ class HttpEndpoint:
         sockets = getattr(server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else listen.port
         log.info(
-            "HTTP endpoint on %s (/healthz, /readyz, /metrics, /v1/queues): %s",
+            "HTTP endpoint on %s (/healthz, /readyz, /metrics, /v1/queues%s): %s",
             HostPort(listen.host, self.port),
+            ", /console" if getattr(self.broker.settings, "console", True) else "",
             security.describe(),
         )
 

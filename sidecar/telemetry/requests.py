@@ -178,6 +178,8 @@ def batch_decoded(topic: str, partition: int, wire_bytes: int, batch: Any) -> No
     if scope.span is not None:
         scope.topic(topic, partition)
         _link_producers(scope, batch.records)
+        for raw in getattr(batch, "trace_parents", ()):  # a `batch` topic's checked batch
+            _link(scope, raw)
 
 
 def batch_appended(topic: str, partition: int, duplicate: bool) -> None:
@@ -328,15 +330,20 @@ def _link_producers(scope: RequestScope, flat: list[Any]) -> None:
         except (ValueError, IndexError, UnicodeDecodeError):
             continue
         for key, value in headers:
-            if key != "traceparent":
-                continue
-            context = tracing.parse_traceparent(value)
-            if context is None:
-                continue
-            if scope.linked is None:
-                scope.linked = set()
-            ids = (context.trace_id, context.span_id)
-            if ids in scope.linked or len(scope.linked) >= tracing.MAX_LINKS:
-                continue
-            scope.linked.add(ids)
-            scope.span.add_link(context)
+            if key == "traceparent":
+                _link(scope, value)
+
+
+def _link(scope: RequestScope, traceparent: bytes | str | None) -> None:
+    """Link the span to the producer span one traceparent header names (valid, new, and
+    within tracing.MAX_LINKS)."""
+    context = tracing.parse_traceparent(traceparent)
+    if context is None:
+        return
+    if scope.linked is None:
+        scope.linked = set()
+    ids = (context.trace_id, context.span_id)
+    if ids in scope.linked or len(scope.linked) >= tracing.MAX_LINKS:
+        return
+    scope.linked.add(ids)
+    scope.span.add_link(context)

@@ -228,6 +228,36 @@ class CliTool:
                 raise
             return [_decode_record(d) for d in _read_jsonl(outp)]
 
+    def seek_commit(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        group: str,
+        offset: int,
+        count: int,
+        timeout_ms: int = 60000,
+    ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        """A member of consumer group ``group`` reads ``count`` records of the partition
+        from ``offset``, commits its position and leaves; a second member resumes at the
+        group's commit. Returns (the records, as ``consume`` returns them, and
+        ``{"position", "committed", "resumed_at"}``)."""
+        with tempfile.TemporaryDirectory(prefix=f"skiff-{self.name}-") as tmp:
+            outp = Path(tmp) / "out.jsonl"
+            args = ["seek-commit", *_common_args(bootstrap, topic, None)]
+            args += ["--partition", str(partition), "--group", group, "--offset", str(offset)]
+            args += ["--count", str(count), "--output", str(outp), "--timeout-ms", str(timeout_ms)]
+            try:
+                proc = self.run(args, timeout_ms / 1000 + self.slack_s)
+            except self.error as e:
+                e.records = [_decode_record(d) for d in _read_jsonl(outp)]
+                raise
+            records = [_decode_record(d) for d in _read_jsonl(outp)]
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        if not lines:
+            raise self.error("seek-commit printed nothing", stderr=proc.stderr)
+        return records, json.loads(lines[-1])
+
     def list_offsets(
         self,
         bootstrap: str,

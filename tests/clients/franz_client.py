@@ -71,3 +71,4 @@ _TOOL = CliTool(NAME, lambda: [str(build_tool())], FranzClientError, SLACK_S)
 produce = _TOOL.produce
 consume = _TOOL.consume
 list_offsets = _TOOL.list_offsets
+seek_commit = _TOOL.seek_commit

@@ -76,6 +76,7 @@ _TOOL = CliTool(
 produce = _TOOL.produce
 consume = _TOOL.consume
 list_offsets = _TOOL.list_offsets
+seek_commit = _TOOL.seek_commit
 
 
 def group_member_cmd(

@@ -43,6 +43,13 @@ commands:
            --spec earliest|latest|max-timestamp|<epoch-ms> [--timeout-ms 60000]
            [--isolation read_uncommitted|read_committed]
       prints {"offset": o, "timestamp": t, "leader_epoch": e|null} to stdout
+  seek-commit --bootstrap H:P --topic T --partition P --group G --offset O --count N
+           --output FILE [--timeout-ms 60000]
+      a group member (no auto commit) starts at O where G has no commit, polls N records
+      of P, commits its position (the uncommitted head) and leaves; a second member of G
+      then resumes at the committed offset. Output: the N records as consume writes
+      them; prints {"position", "committed", "resumed_at"} to stdout (committed: what
+      the second member fetched from the broker on joining)
 
 every command also accepts repeated --property key=value (extra client config; the keys
 known here: client.id, linger.ms, batch.size, max.partition.fetch.bytes, fetch.max.bytes,
@@ -95,6 +102,8 @@ func run(cmd string, argv []string) error {
 		return consume(a)
 	case "offsets":
 		return offsets(a)
+	case "seek-commit":
+		return seekCommit(a)
 	}
 	return usagef("unknown command: %s", cmd)
 }
@@ -411,6 +420,99 @@ func toOutRecord(r *kgo.Record) outRecord {
 		Value:         b64(r.Value),
 		Headers:       headers,
 	}
+}
+
+// ---------------------------------------------------------------- seek-commit
+
+type seekCommitResult struct {
+	Position  int64 `json:"position"`
+	Committed int64 `json:"committed"`
+	ResumedAt int64 `json:"resumed_at"`
+}
+
+// seekCommit checks a group consumer's position and commit from an exact offset, e.g.
+// one inside a stored batch: kgo drops the records before it, the uncommitted head after
+// n records is offset + n, that is committed, and the next member resumes there.
+func seekCommit(a *args) error {
+	opts := a.clientOpts()
+	topic := a.need("topic")
+	partition := int32(a.getInt("partition"))
+	group := a.need("group")
+	start := int64(a.getInt("offset"))
+	count := a.getInt("count")
+	output := a.need("output")
+	timeoutMs := a.getIntDefault("timeout-ms", 60000)
+	if a.err != nil {
+		return a.err
+	}
+	opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
+	opts, err := a.applyProperties(opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(timeoutMs)*time.Millisecond)
+	defer cancel()
+
+	// Where the group has no commit, start exactly at --offset; out of range is fatal.
+	first, err := kgo.NewClient(append(opts,
+		kgo.ConsumeStartOffset(kgo.NewOffset().At(start)),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()))...)
+	if err != nil {
+		return usagef("bad client config: %v", err)
+	}
+	got, err := pollPartition(ctx, first, topic, partition, count)
+	var out seekCommitResult
+	if err == nil {
+		out.Position = first.UncommittedOffsets()[topic][partition].Offset
+		err = first.CommitUncommittedOffsets(ctx)
+	}
+	first.Close() // leaves the group
+	if werr := writeLines(output, len(got), func(i int) any { return toOutRecord(got[i]) }); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("after %d of %d records: %w", len(got), count, err)
+	}
+
+	// The group's commit, and nothing else, decides where this member starts.
+	resumed, err := kgo.NewClient(append(opts, kgo.ConsumeStartOffset(kgo.NewOffset().AtCommitted()))...)
+	if err != nil {
+		return usagef("bad client config: %v", err)
+	}
+	defer resumed.Close()
+	next, err := pollPartition(ctx, resumed, topic, partition, 1)
+	if err != nil {
+		return fmt.Errorf("resuming group %s: %w", group, err)
+	}
+	out.ResumedAt = next[0].Offset
+	out.Committed = resumed.CommittedOffsets()[topic][partition].Offset
+	line, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	return nil
+}
+
+// pollPartition polls until it has n records of the partition (one poll never returns
+// more than it still needs, so the uncommitted head is right after the last of them).
+func pollPartition(ctx context.Context, cl *kgo.Client, topic string, partition int32, n int) ([]*kgo.Record, error) {
+	var got []*kgo.Record
+	for len(got) < n {
+		fetches := cl.PollRecords(ctx, n-len(got))
+		if ctx.Err() != nil {
+			return got, fmt.Errorf("timed out with %d of %d records", len(got), n)
+		}
+		for _, fe := range fetches.Errors() {
+			return got, fmt.Errorf("fetch %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			if r.Topic == topic && r.Partition == partition {
+				got = append(got, r)
+			}
+		})
+	}
+	return got, nil
 }
 
 // ---------------------------------------------------------------- offsets

@@ -78,6 +78,12 @@ public final class ClientTool {
       "           --spec earliest|latest|max-timestamp|<epoch-ms> [--timeout-ms 60000]",
       "           [--isolation read_uncommitted|read_committed]",
       "      prints {\"offset\": o, \"timestamp\": t, \"leader_epoch\": e|null} to stdout",
+      "  seek-commit --bootstrap H:P --topic T --partition P --group G --offset O --count N",
+      "           --output FILE [--timeout-ms 60000]",
+      "      a consumer of group G (assign, seek O, max.poll.records=1, no auto commit) reads",
+      "      N records, commits its position and reads the committed offset back; a second",
+      "      one of G assigned without a seek resumes there. Output: the N records as",
+      "      consume writes them; prints {\"position\", \"committed\", \"resumed_at\"}",
       "  group-consume --bootstrap H:P --group G --topic T [--instance-id ID]",
       "           [--assignor range|roundrobin|cooperative-sticky] [--session-timeout-ms N]",
       "           [--heartbeat-interval-ms N] [--client-id X] [--max-records N]",
@@ -119,6 +125,7 @@ public final class ClientTool {
         case "produce" -> produce(args);
         case "consume" -> consume(args);
         case "offsets" -> offsets(args);
+        case "seek-commit" -> seekCommit(args);
         case "group-consume" -> GroupConsume.run(args);
         case "lag" -> lag(args);
         case "admin" -> AdminOps.run(args);
@@ -264,8 +271,20 @@ public final class ClientTool {
     } finally {
       consumer.close(Duration.ofSeconds(5));
     }
-    try (BufferedWriter out = Files.newBufferedWriter(Path.of(a.get("output")))) {
-      for (ConsumerRecord<byte[], byte[]> r : got) {
+    writeRecords(a.get("output"), got);
+    if (failure != null) {
+      throw new ToolError("after " + got.size() + " of " + count + " records: " + failure);
+    }
+    if (got.size() < count) {
+      throw new ToolError("timed out after " + timeoutMs + " ms: got " + got.size() + " of "
+          + count + " records from " + tp + " starting at offset " + offset);
+    }
+  }
+
+  static void writeRecords(String path, List<ConsumerRecord<byte[], byte[]>> records)
+      throws Exception {
+    try (BufferedWriter out = Files.newBufferedWriter(Path.of(path))) {
+      for (ConsumerRecord<byte[], byte[]> r : records) {
         ObjectNode n = JSON.createObjectNode();
         n.put("partition", r.partition());
         n.put("offset", r.offset());
@@ -287,12 +306,79 @@ public final class ClientTool {
         out.write('\n');
       }
     }
-    if (failure != null) {
-      throw new ToolError("after " + got.size() + " of " + count + " records: " + failure);
+  }
+
+  // ---------------------------------------------------------------- seek-commit
+
+  /**
+   * A group consumer's position and commit from an exact offset, e.g. one inside a stored
+   * batch: the client drops the records before it, its position after N records is O + N
+   * (one record per poll), that is committed, and a consumer of the group resumes there.
+   */
+  static void seekCommit(Args a) throws Exception {
+    Properties p = a.clientProps();
+    p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+    p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+    p.put("group.id", a.get("group"));
+    p.put("enable.auto.commit", "false");
+    p.put("auto.offset.reset", "none"); // the resumed consumer starts at the commit or fails
+    p.put("max.poll.records", "1");
+    a.applyProperties(p);
+    TopicPartition tp = new TopicPartition(a.get("topic"), a.getInt("partition"));
+    long start = Long.parseLong(a.get("offset"));
+    int count = a.getInt("count");
+    long timeoutMs = Long.parseLong(a.get("timeout-ms", "60000"));
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+
+    List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
+    long position;
+    long committed;
+    KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+    try {
+      consumer.assign(List.of(tp));
+      consumer.seek(tp, start);
+      pollInto(consumer, got, count, deadline);
+      writeRecords(a.get("output"), got);
+      if (got.size() < count) {
+        throw new ToolError("timed out after " + timeoutMs + " ms: got " + got.size() + " of "
+            + count + " records from " + tp + " starting at offset " + start);
+      }
+      position = consumer.position(tp);
+      consumer.commitSync(Map.of(tp, new OffsetAndMetadata(position)));
+      OffsetAndMetadata back = consumer.committed(Set.of(tp)).get(tp);
+      committed = back == null ? -1L : back.offset();
+    } finally {
+      consumer.close(Duration.ofSeconds(5));
     }
-    if (got.size() < count) {
-      throw new ToolError("timed out after " + timeoutMs + " ms: got " + got.size() + " of "
-          + count + " records from " + tp + " starting at offset " + offset);
+    List<ConsumerRecord<byte[], byte[]>> next = new ArrayList<>();
+    KafkaConsumer<byte[], byte[]> resumed = new KafkaConsumer<>(p);
+    try {
+      resumed.assign(List.of(tp)); // no seek: the group's committed offset decides
+      pollInto(resumed, next, 1, deadline);
+    } finally {
+      resumed.close(Duration.ofSeconds(5));
+    }
+    if (next.isEmpty()) {
+      throw new ToolError("the resumed consumer of group " + a.get("group") + " got nothing");
+    }
+    ObjectNode n = JSON.createObjectNode();
+    n.put("position", position);
+    n.put("committed", committed);
+    n.put("resumed_at", next.get(0).offset());
+    System.out.println(JSON.writeValueAsString(n));
+  }
+
+  static void pollInto(KafkaConsumer<byte[], byte[]> consumer,
+      List<ConsumerRecord<byte[], byte[]>> got, int count, long deadline) {
+    while (got.size() < count) {
+      long leftMs = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+      if (leftMs <= 0) {
+        return;
+      }
+      for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(
+          Math.min(leftMs, 1000)))) {
+        got.add(r);
+      }
     }
   }
 

@@ -1,0 +1,1 @@
+"""The Skiff console under /console on the HTTP listener (docs/console.md)."""
