@@ -41,6 +41,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # no
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from sidecar.maintenance.log_bytes import estimate  # noqa: E402
+from sidecar.process.embedded_redis import STREAM_NODE_MAX_BYTES  # noqa: E402
 from sidecar.storage.store import RedisStore  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -127,6 +128,9 @@ def start_redis(workdir: Path, unix_socket: bool) -> tuple[subprocess.Popen[byte
             "no",
             "--logfile",
             str(log),
+            # as the embedded redis-server and the shipped redis.conf files run
+            "--stream-node-max-bytes",
+            STREAM_NODE_MAX_BYTES,
             *(
                 ["--unixsocket", str(workdir / "redis.sock"), "--unixsocketperm", "700"]
                 if unix_socket

@@ -11,8 +11,10 @@ partition count (1, 8) and compression (none, zstd) it runs, on both brokers:
 
 and prints throughput, broker CPU per record (/proc utime+stime over the timed phase:
 Skiff = sidecar and its children + redis-server, Kafka = the JVM) and stored bytes per
-record, each with the Skiff/Kafka ratio. Progress goes to stderr; the table to stdout
-(with --json: one JSON object on stdout, the table on stderr).
+record, each with the Skiff/Kafka ratio, and records per stored batch on each (Kafka:
+the .log batch headers; Skiff: stream entries), which decides the compression ratio.
+Progress goes to stderr; the table to stdout (with --json: one JSON object on stdout,
+the table on stderr).
 
   .venv/bin/python bench/vs_kafka.py [--records N] [--rows GLOB,...] [--json]
                                      [--format default|batch|record|both] [--redis-aof]
@@ -136,6 +138,8 @@ class Broker:
     cpu_pids: dict[str, int]  # part name -> pid whose tree's CPU counts
     alive: Callable[[], None]  # raises BenchError if a process died
     stored_bytes: Callable[[str, int], int]  # (topic, partitions) -> bytes at rest
+    # (topic, partitions) -> (stored batches, their bytes): the producer's batch shape
+    stored_batches: Callable[[str, int], tuple[int, int]]
     topic_config: dict[str, str] = field(default_factory=dict)
     tag: str = ""  # tells Skiff's formats apart (one server, distinct topics)
 
@@ -151,6 +155,44 @@ def redis_stored_bytes(client: redis.Redis, topic: str, partitions: int) -> int:
         for key in all_partition_keys(topic, p):
             total += int(client.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0") or 0)
     return total
+
+
+def redis_stored_batches(client: redis.Redis, topic: str, partitions: int) -> tuple[int, int]:
+    """Stream entries and the bytes of their values: on a `batch` topic one entry per
+    stored batch, field `b` its bytes; on a `record` topic one entry per record."""
+    entries = payload = 0
+    for p in range(partitions):
+        start = "-"
+        while True:
+            chunk = client.xrange(f"skiff:{{{topic}/{p}}}:log", start, "+", count=500)
+            for _id, fields in chunk:
+                entries += 1
+                payload += sum(len(v) for v in fields.values())
+            if len(chunk) < 500:
+                break
+            start = "(" + chunk[-1][0].decode()
+    return entries, payload
+
+
+def kafka_log_batches(data: bytes) -> tuple[int, int]:
+    """Batches in a .log segment and their bytes, from the batch headers (baseOffset
+    int64, batchLength int32 counting from the next byte); stops at a torn tail."""
+    batches = pos = 0
+    while pos + 12 <= len(data):
+        end = pos + 12 + int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if end > len(data) or end < pos + 12:
+            break
+        batches, pos = batches + 1, end
+    return batches, pos
+
+
+def kafka_stored_batches(log_dir: Path, topic: str, partitions: int) -> tuple[int, int]:
+    batches = size = 0
+    for p in range(partitions):
+        for f in (log_dir / f"{topic}-{p}").glob("*.log"):
+            b, n = kafka_log_batches(f.read_bytes())
+            batches, size = batches + b, size + n
+    return batches, size
 
 
 def kafka_stored_bytes(log_dir: Path, topic: str, partitions: int) -> int:
@@ -426,6 +468,12 @@ def measure(
         stored = broker.stored_bytes(topic, case.partitions)
         out["stored_bytes"] = stored
         out["stored_bytes_per_record"] = round(stored / records, 1)
+        # the batches as stored: their count decides the compression ratio, and the
+        # difference between stored bytes and their bytes is the store's own overhead
+        batches, batch_bytes = broker.stored_batches(topic, case.partitions)
+        out["stored_batches"] = batches
+        out["stored_batch_bytes"] = batch_bytes
+        out["records_per_stored_batch"] = round(records / batches, 1) if batches else None
     cpu_total = sum(phase.cpu.values())
     out |= {
         "topic": topic,
@@ -491,6 +539,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             {"sidecar": skiff_proc.pid, "redis": redis_proc.pid},
             skiff_alive,
             lambda topic, parts: redis_stored_bytes(client, topic, parts),
+            lambda topic, parts: redis_stored_batches(client, topic, parts),
         )
         skiffs: list[tuple[str, Broker]] = []
         unavailable: dict[str, str] = {}
@@ -528,6 +577,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 {"jvm": jvm.pid},
                 kafka_alive,
                 lambda topic, parts: kafka_stored_bytes(log_dir, topic, parts),
+                lambda topic, parts: kafka_stored_batches(log_dir, topic, parts),
             )
             progress(f"Kafka {KAFKA_VERSION} JVM pid {jvm.pid} on {kafka.bootstrap}")
             for broker in [kafka] + [b for _, b in skiffs]:
@@ -620,7 +670,7 @@ def table(r: dict[str, Any]) -> str:
         "",
         f"{'row':<24} {'fmt':<7} {'Skiff rec/s':>12} {'Kafka rec/s':>12} {'x':>5}  "
         f"{'Skiff us/rec (side+redis)':>26} {'Kafka':>6} {'x':>5}  "
-        f"{'B/rec Skiff':>11} {'Kafka':>6} {'x':>5}  load 1m",
+        f"{'B/rec Skiff':>11} {'Kafka':>6} {'x':>5}  {'rec/batch S':>11} {'K':>6}  load 1m",
     ]
     for row in r["rows"]:
         s, k = row["skiff"], row["kafka"]
@@ -634,6 +684,8 @@ def table(r: dict[str, Any]) -> str:
             f"{_num(s.get('stored_bytes_per_record'), '11.1f')} "
             f"{_num(k.get('stored_bytes_per_record'), '6.1f')} "
             f"{_num(row['ratio_stored_bytes'], '5.2f')}  "
+            f"{_num(s.get('records_per_stored_batch'), '11.1f')} "
+            f"{_num(k.get('records_per_stored_batch'), '6.1f')}  "
             f"{row['loadavg_1m']['before']:.2f}->{row['loadavg_1m']['after']:.2f}"
         )
     lines.append("x = Skiff / Kafka. Every row's records were read back or counted (no loss).")

@@ -12,6 +12,7 @@ from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
 from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
+from sidecar.quotas import QuotaManager
 from sidecar.security.authorizer import AllowAll, Authorizer
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
@@ -67,9 +68,12 @@ class Broker:
     # What a SASL mechanism shares between connections, by mechanism name (OAUTHBEARER:
     # a JWT validator and its JWKS per listener).
     sasl_state: dict[str, Any] = field(default_factory=dict)
+    # Client quotas this sidecar enforces (sidecar/quotas.py).
+    quotas: QuotaManager = field(default_factory=QuotaManager)
 
     def __post_init__(self) -> None:
         self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)
+        self.quotas.attach(self.store.redis)
 
     async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:
         """The topic, auto-created with num.partitions when the broker allows it, the

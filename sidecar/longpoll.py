@@ -11,6 +11,10 @@ its channel (lua/append.lua, lua/trim.lua), and deleting or creating a topic pub
 "gone". So while the subscription is known to be live, the last values seen for a
 partition (from those messages and from Fetch's reads) are its current ones:
 WatermarkCache lets a long poll at the end of the log wait without reading Redis.
+
+Every write of the topic registry publishes the topic's name on keys.TOPICS_CHANNEL
+(under the same pattern), so the store's registry cache stays valid while the
+subscription is live (RedisStore.topic_changed): idle long polls then read nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
@@ -27,6 +31,8 @@ from redis.asyncio.client import PubSub
 from sidecar.storage import keys
 
 log = logging.getLogger(__name__)
+
+TOPICS_CHANNEL = keys.TOPICS_CHANNEL.encode()
 
 PING = b"skiff-wakeups"  # the subscription's own PING payload (its PONG proves it live)
 LIVE_S = 3.0  # the cache answers only while a message or PONG came this recently
@@ -48,6 +54,7 @@ class WatermarkCache:
         self._reads: dict[bytes, list[int]] = {}
         self._live_at = float("-inf")
         self.enabled = True  # off on a Redis Cluster (see Wakeups)
+        self.epoch = 0  # one more per loss: what was kept before one is not current
 
     def live(self) -> bool:
         return self.enabled and time.monotonic() - self._live_at < LIVE_S
@@ -69,6 +76,7 @@ class WatermarkCache:
 
     def lost(self) -> None:
         self._live_at = float("-inf")
+        self.epoch += 1
         self.clear()
 
     def published(self, channel: bytes, data: bytes) -> None:
@@ -117,6 +125,8 @@ class Wakeups:
         # them while the subscription itself stays up: no cache there.
         self.watermarks.enabled = not hasattr(redis, "nodes_manager")
         self._waiters: dict[bytes, set[asyncio.Event]] = defaultdict(set)
+        # Called with a topic's name when its registry entry changed (keys.TOPICS_CHANNEL).
+        self.topic_listeners: list[Callable[[str], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         # Shutting down: long polls answer at once with what they have.
@@ -200,6 +210,11 @@ class Wakeups:
                         self.watermarks.alive()
                         continue
                     self.watermarks.alive()
+                    if message["channel"] == TOPICS_CHANNEL:
+                        name = message["data"].decode(errors="replace")
+                        for listener in self.topic_listeners:
+                            listener(name)
+                        continue
                     self.watermarks.published(message["channel"], message["data"])
                     for event in self._waiters.get(message["channel"], ()):
                         event.set()

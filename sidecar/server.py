@@ -59,7 +59,7 @@ _NO_DECODERS: dict[int, Callable[[bytes, int], Any]] = {}
 
 
 class Request:
-    __slots__ = ("header", "body", "flexible", "ticket", "security")
+    __slots__ = ("header", "body", "flexible", "ticket", "security", "size")
 
     def __init__(
         self,
@@ -75,6 +75,7 @@ class Request:
         self.ticket = ticket  # Produce only: its place in the connection's append order
         # The connection's listener, protocol and principal (sidecar/security/session.py).
         self.security = security if security is not None else ConnectionSecurity()
+        self.size = 0  # the request's size in bytes (client quotas count Produce's)
 
     @property
     def peer_host(self) -> str:
@@ -137,6 +138,7 @@ async def _handle(
     body, flexible = decode_body(handler, header, frame, pos)
     requests.decoded(body)
     request = Request(header, body, flexible, ticket, security)
+    request.size = len(frame)
     identity = broker.store.identity
     if identity.lost is not None and key not in unavailable.NEEDS_NO_REDIS:
         # Redis lost the data this sidecar served (storage/identity.py): retriable errors
@@ -270,6 +272,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self.peer_host = ""
         self.paused = False  # reading is paused (for any of the reasons below)
+        self.muted = False  # throttled by a client quota (connection_context.mute)
+        self.muted_until = [0.0]
         self.backlogged = False  # PAUSE_AT frames wait for the worker
         self.closing = False  # a bad frame was seen: read nothing more
         self.draining = False  # shutting down: answer what was read, then close
@@ -433,7 +437,9 @@ class KafkaConnection(asyncio.Protocol):
         """Pause or resume reading the socket as the connection's state asks."""
         if self.transport is None:
             return
-        pause = self.closing or self.draining or self.backlogged or bool(self.waiting_for)
+        pause = (
+            self.closing or self.draining or self.backlogged or self.muted or bool(self.waiting_for)
+        )
         if pause and not self.paused:
             self.paused = True
             self.transport.pause_reading()
@@ -509,6 +515,7 @@ class KafkaConnection(asyncio.Protocol):
         request waits until everything before it finished, as on a Kafka broker.
         Responses are written in request order by _write."""
         connection_context.CONNECTION.set(id(self))  # seen by the request tasks below
+        connection_context.MUTED_UNTIL.set(self.muted_until)
         responses: asyncio.Queue[asyncio.Task[bytes | None] | str] = asyncio.Queue()
         writer = _keep(asyncio.create_task(self._write(responses)))
         order = AppendOrder()
@@ -536,6 +543,7 @@ class KafkaConnection(asyncio.Protocol):
                 if is_produce and all(p for _, p in running):
                     if len(running) >= MAX_IN_FLIGHT:
                         await asyncio.wait([running[0][0]])
+                    await self._wait_muted()
                     task = asyncio.create_task(
                         dispatch(self.broker, frame, order.ticket(), self.security)
                     )
@@ -544,6 +552,7 @@ class KafkaConnection(asyncio.Protocol):
                         await asyncio.wait([t for t, _ in running])
                     is_produce = is_produce and not self.security.sasl_unframed
                     ticket = order.ticket() if is_produce else None
+                    await self._wait_muted()
                     task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.security))
                 if self.client_id is None and not self.security.sasl_unframed:
                     # Never from a bare SASL token: it holds a password, not a header.
@@ -563,6 +572,17 @@ class KafkaConnection(asyncio.Protocol):
                 task.cancel()
             # Wait for them, so none is left pending when the loop closes at shutdown.
             await asyncio.gather(writer, *(t for t, _ in running), return_exceptions=True)
+
+    async def _wait_muted(self) -> None:
+        """KIP-219: after a response carrying a quota's throttle time, read and start no
+        further request until the throttle time has passed (as Kafka mutes the channel)."""
+        while (left := self.muted_until[0] - time.monotonic()) > 0 and not self.draining:
+            self.muted = True
+            self._update_reading()
+            await asyncio.sleep(left)
+        if self.muted:
+            self.muted = False
+            self._update_reading()
 
     async def _write(self, responses: asyncio.Queue[asyncio.Task[bytes | None] | str]) -> None:
         while True:

@@ -19,6 +19,8 @@ import known_secrets
 import pytest
 import redis
 
+from sidecar.process.embedded_redis import STREAM_NODE_MAX_BYTES
+
 ROOT = Path(__file__).resolve().parents[1]
 # Sidecars that tests start by other means than start_skiff must not all claim the
 # default HTTP port 127.0.0.1:8080 (they would collide): no HTTP endpoint for them.
@@ -32,6 +34,12 @@ os.environ.setdefault("SKIFF_LOG_RETENTION_CHECK_INTERVAL_MS", str(10**12))
 # The session sidecar auto-creates a fresh topic for most tests, faster than the default
 # --auto-create-topics-per-minute allows; tests of that limit set it themselves.
 os.environ.setdefault("SKIFF_AUTO_CREATE_TOPICS_PER_MINUTE", "-1")
+
+
+# Test Redis servers run with the stream node size Skiff ships (embedded redis-server,
+# k8s redis.conf): retention, DeleteRecords and compaction are tested on the nodes
+# they meet in production.
+REDIS_NODE_ARGS = ("--stream-node-max-bytes", STREAM_NODE_MAX_BYTES)
 
 
 def free_port() -> int:
@@ -112,6 +120,7 @@ def start_redis(tmp: Path, port: int | None = None, aof: bool = False) -> RedisS
             str(tmp),
             "--daemonize",
             "no",
+            *REDIS_NODE_ARGS,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import free_port, stop_process, wait_for_port
+from conftest import REDIS_NODE_ARGS, free_port, stop_process, wait_for_port
 
 
 @dataclass
@@ -54,6 +54,7 @@ class PersistentRedis:
                 str(self.dir),
                 "--daemonize",
                 "no",
+                *REDIS_NODE_ARGS,
                 *self.extra,
             ],
             stdout=subprocess.DEVNULL,

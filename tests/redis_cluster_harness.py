@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
-from conftest import free_port, stop_process, wait_for_port
+from conftest import REDIS_NODE_ARGS, free_port, stop_process, wait_for_port
 
 
 @dataclass
@@ -159,6 +159,7 @@ def _start_node(binary: str, port: int, tmp: Path) -> subprocess.Popen[bytes]:
             "--appendonly", "no",
             "--dir", str(node_dir),
             "--daemonize", "no",
+            *REDIS_NODE_ARGS,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -349,7 +349,7 @@ def test_altered_config_is_enforced_on_every_sidecar(
         assert _result(admin.incremental_alter_configs([resource])[resource]) == ("NO_ERROR", "")
         # The sidecar that made the change applies it at once ...
         assert _produce_error(sidecars[0].port, topic, 2000) == MESSAGE_TOO_LARGE
-        # ... the other once its one-second topic cache expires.
+        # ... the other once the change's message (skiff:wake:topics) reaches it.
         deadline = time.monotonic() + 10
         while _produce_error(sidecars[1].port, topic, 2000) != MESSAGE_TOO_LARGE:
             assert time.monotonic() < deadline, "the other sidecar never applied the change"

@@ -250,6 +250,8 @@ EXPECTED: dict[int, Denied] = {
     47: Denied(GROUP_DENIED),
     # DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster
     48: Denied(CLUSTER_DENIED),
+    # AlterClientQuotas: ALTER_CONFIGS on the cluster
+    49: Denied(CLUSTER_DENIED),
     # DescribeUserScramCredentials, AlterUserScramCredentials: DESCRIBE / ALTER on the cluster
     50: Denied(CLUSTER_DENIED),
     51: Denied(CLUSTER_DENIED),

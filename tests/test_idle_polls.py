@@ -5,6 +5,8 @@ redis-server and sidecar, so INFO commandstats counts only what they do."""
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import time
 import urllib.request
@@ -273,4 +275,185 @@ def test_a_lost_subscription_drops_what_the_sidecar_knew(stack: Stack) -> None:
             fill(producer, topic, 1)
         p = kafka.recv(FETCH, 12, timeout=30).responses[0].partitions[0]
         assert (p.error_code, p.high_watermark) == (NONE, 3)
+    client.close()
+
+
+# -- the topic registry cache ------------------------------------------------------------------
+
+CREATE_PARTITIONS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 37, 33, 44
+MESSAGE_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION = 10, 3
+TOPIC_RESOURCE = 2
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[RedisServer, Skiff, Skiff]]:
+    """Two sidecars on one redis-server of their own."""
+    server = start_redis(tmp_path / "redis")
+    sidecars = [start_skiff(tmp_path / f"s{i}.log", "--redis-url", server.url) for i in (0, 1)]
+    yield server, sidecars[0], sidecars[1]
+    for s in sidecars:
+        stop_process(s.proc)
+    stop_process(server.proc)
+
+
+class RegistryReads:
+    """Reads of single registry entries (`HGET skiff:topics` / `skiff:topic_ids`) seen by
+    a MONITOR connection; window() counts those between two ECHO markers, so none sent
+    inside it is missed however late MONITOR delivers it. (INFO commandstats would count
+    the broker registration script's HGETs too.)"""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.client = server.client()
+        self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+        self.sock.sendall(b"MONITOR\r\n")
+        self.reads = 0
+        self.markers: dict[bytes, int] = {}  # marker -> reads counted when it came
+        self.seen = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        pending = b""
+        while True:
+            try:
+                chunk = self.sock.recv(65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            *lines, pending = (pending + chunk).split(b"\r\n")
+            with self.seen:
+                for line in lines:
+                    if b'"HGET" "skiff:topics"' in line or b'"HGET" "skiff:topic_ids"' in line:
+                        self.reads += 1
+                    elif b'"ECHO" "registry-reads-' in line:
+                        self.markers[line.rsplit(b'"', 2)[1]] = self.reads
+                self.seen.notify_all()
+
+    def mark(self) -> int:
+        marker = f"registry-reads-{uuid.uuid4().hex}".encode()
+        self.client.echo(marker)
+        with self.seen:
+            assert self.seen.wait_for(lambda: marker in self.markers, 30), "MONITOR is silent"
+            return self.markers[marker]
+
+    def close(self) -> None:
+        self.sock.close()
+        self.client.close()
+
+
+def polls_read_no_registry(reads: RegistryReads, kafka: RawKafka, topic: str, hw: int) -> bool:
+    """Long polls by topic id (Fetch v13) for longer than the 1 s expiry read no registry
+    entry (with the expiry alone they would read one each second)."""
+    tid = topic_id(kafka, topic)
+    before = reads.mark()
+    start = time.monotonic()
+    while time.monotonic() - start < 2.0:
+        _, p = fetch_frame(kafka, topic, hw, 250, 13, tid)
+        assert (p.error_code, p.high_watermark) == (NONE, hw)
+    return reads.mark() == before
+
+
+def produce_error(kafka: RawKafka, topic: str, size: int, partition: int = 0) -> int:
+    batch = build_batch([Rec(value=b"x" * size)])
+    return int(produce(kafka, topic, batch, partition).error_code)
+
+
+def set_topic_config(kafka: RawKafka, topic: str, name: str, value: str, legacy: bool) -> None:
+    if legacy:  # AlterConfigs: the whole set of overrides
+        body = {
+            "resources": [
+                {
+                    "resource_type": TOPIC_RESOURCE,
+                    "resource_name": topic,
+                    "configs": [{"name": name, "value": value}],
+                }
+            ],
+            "validate_only": False,
+        }
+        [result] = kafka.request(ALTER_CONFIGS, 2, body).responses
+    else:
+        body = {
+            "resources": [
+                {
+                    "resource_type": TOPIC_RESOURCE,
+                    "resource_name": topic,
+                    "configs": [{"name": name, "config_operation": 0, "value": value}],
+                }
+            ],
+            "validate_only": False,
+        }
+        [result] = kafka.request(INCREMENTAL_ALTER_CONFIGS, 1, body).responses
+    assert result.error_code == NONE, result
+
+
+def test_registry_changes_on_one_sidecar_reach_the_others_cache_at_once(
+    pair: tuple[RedisServer, Skiff, Skiff],
+) -> None:
+    """The registry cache outlives the 1 s expiry while the wake-up subscription is live,
+    so every writer publishes: each change made through one sidecar is answered by the
+    other (which would otherwise keep its entry) as soon as the message arrives."""
+    server, one, other = pair
+    reads = RegistryReads(server)
+    with (
+        RawKafka("127.0.0.1", one.port) as admin,
+        RawKafka("127.0.0.1", other.port) as kafka,
+    ):
+        topic = new_topic("registry")
+        create(admin, topic)
+        assert produce_error(kafka, topic, 2000) == NONE  # cached by the other sidecar
+        wait_for(lambda: polls_read_no_registry(reads, kafka, topic, 1), 30, "a lasting cache")
+
+        set_topic_config(admin, topic, "max.message.bytes", "500", legacy=False)
+        wait_for(lambda: produce_error(kafka, topic, 2000) == MESSAGE_TOO_LARGE, 10, "the alter")
+        set_topic_config(admin, topic, "max.message.bytes", "3000", legacy=True)
+        wait_for(lambda: produce_error(kafka, topic, 2000) == NONE, 10, "the legacy alter")
+
+        body = {
+            "topics": [{"name": topic, "count": 2, "assignments": None}],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        }
+        [result] = admin.request(CREATE_PARTITIONS, 3, body).results
+        assert result.error_code == NONE
+        wait_for(lambda: produce_error(kafka, topic, 10, 1) == NONE, 10, "the new partition")
+        wait_for(lambda: polls_read_no_registry(reads, kafka, topic, 2), 30, "cached again")
+
+        [deleted] = admin.request(
+            DELETE_TOPICS, 6, {"topics": [{"name": topic}], "timeout": 5000}
+        ).responses
+        assert deleted.error_code == NONE
+        # (Fetch, not Produce: a produce would create it again)
+        wait_for(
+            lambda: fetch_frame(kafka, topic, 0, 0)[1].error_code == UNKNOWN_TOPIC_OR_PARTITION,
+            10,
+            "the delete",
+        )
+        create(admin, topic)
+        # Made again: the other sidecar appends at offset 0 of the new topic.
+        batch = build_batch([Rec(value=b"again")])
+        wait_for(lambda: produce(kafka, topic, batch).error_code == NONE, 10, "the re-create")
+        assert fetch_frame(kafka, topic, 0, 0)[1].high_watermark == 1
+    reads.close()
+
+
+def test_a_lost_subscription_ends_the_lasting_registry_cache(stack: Stack) -> None:
+    """A registry write while the subscription is down is published to nobody: once the
+    loss is seen, entries last the 1 s expiry again and the next read finds the change."""
+    client = redis.Redis(port=stack.redis.port)
+    reads = RegistryReads(stack.redis)
+    with RawKafka("127.0.0.1", stack.skiff.port) as kafka:
+        topic = new_topic("registry")
+        create(kafka, topic)
+        assert produce_error(kafka, topic, 2000) == NONE
+        wait_for(lambda: polls_read_no_registry(reads, kafka, topic, 1), 30, "a lasting cache")
+        # A writer that publishes nothing (an entry changed behind the sidecars' backs):
+        # with the subscription live the sidecar keeps what it has ...
+        doc = json.loads(client.hget("skiff:topics", topic) or b"{}")
+        doc["configs"] = {"max.message.bytes": "500"}
+        client.hset("skiff:topics", topic, json.dumps(doc))
+        assert produce_error(kafka, topic, 2000) == NONE
+        # ... and reads it again once the subscription was lost.
+        assert client.client_kill_filter(_type="pubsub") == 1
+        wait_for(lambda: produce_error(kafka, topic, 2000) == MESSAGE_TOO_LARGE, 10, "a re-read")
+    reads.close()
     client.close()

@@ -92,6 +92,7 @@ ADVERTISED = {
     17: (0, 1),  # SaslHandshake
     36: (0, 2),  # SaslAuthenticate
     48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
     23: (2, 4),  # OffsetForLeaderEpoch

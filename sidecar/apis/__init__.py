@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from sidecar.apis import (
+    alter_client_quotas,
     alter_configs,
     alter_share_group_offsets,
     alter_user_scram_credentials,
@@ -102,6 +103,7 @@ HANDLERS: dict[int, ModuleType] = {
         describe_user_scram_credentials,
         alter_user_scram_credentials,
         describe_client_quotas,
+        alter_client_quotas,
         offset_for_leader_epoch,
         describe_topic_partitions,
         list_config_resources,

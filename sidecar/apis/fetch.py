@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar import connection_context
 from sidecar.broker import Broker
 from sidecar.config.topic import fetch_compression
 from sidecar.protocol import errors, message_set, stored_batch
@@ -35,6 +36,7 @@ from sidecar.protocol.primitives import (
     uvarint,
 )
 from sidecar.protocol.record_batch import encode_entries_sized
+from sidecar.quotas import CONSUMER_BYTE_RATE
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage import keys, resilience
@@ -234,6 +236,13 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
     body = request.body
     version = request.header.api_version
     topics = await _resolve(broker, request, version)
+    user, client_id = request.security.principal.name, request.header.client_id or ""
+    # Kafka: a consumer_byte_rate quota caps a fetch at what the quota's window holds.
+    max_bytes, min_bytes = body.max_bytes, body.min_bytes
+    window = broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, user, client_id)
+    if window is not None:
+        max_bytes = min(max_bytes, int(min(window, 2**31 - 1)))
+        min_bytes = min(min_bytes, max_bytes)
     max_wait = body.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     channels = [
@@ -253,11 +262,11 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
             if cached:
                 total = 0  # idle: no Redis round trip (see _at_end)
             else:
-                total = await _read_once(broker, topics, body.max_bytes, _magic(version))
+                total = await _read_once(broker, topics, max_bytes, _magic(version))
             remaining = deadline - time.monotonic()
             has_error = any(p.error for t in topics for p in t.partitions)
             if (
-                total >= max(body.min_bytes, 1)
+                total >= max(min_bytes, 1)
                 or has_error
                 or remaining <= 0
                 or event is None
@@ -269,7 +278,7 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
             except TimeoutError:
                 if cached and (event.is_set() or not _at_end(broker, topics)):
                     # Woken (or the cache dropped) as the wait ended: read after all.
-                    await _read_once(broker, topics, body.max_bytes, _magic(version))
+                    await _read_once(broker, topics, max_bytes, _magic(version))
                 break  # the last read stands: nothing was appended since
             cached = False  # woken: read as usual
             if broker.wakeups.closing:
@@ -279,23 +288,34 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
     finally:
         if event:
             broker.wakeups.unregister(event, channels)
+    read_committed = body.isolation_level == 1
+    answer = _encode(version, topics, read_committed)
+    # Kafka records the response's size against consumer_byte_rate; over the quota it
+    # takes it back and answers with no partitions, the throttle time set (KIP-219).
+    throttle_ms = broker.quotas.record(CONSUMER_BYTE_RATE, user, client_id, _size(answer))
+    if throttle_ms > 0:
+        broker.quotas.unrecord(CONSUMER_BYTE_RATE, user, client_id, _size(answer))
+        connection_context.mute(throttle_ms)
+        return _encode(version, [], read_committed, throttle_ms)
     for t in topics:
         for p in t.partitions:
             telemetry.fetched(t.name, p.index, p.count, _size(p.records), p.error)
-    return _encode(version, topics, read_committed=body.isolation_level == 1)
+    return answer
 
 
-def _size(records: bytes | list[Any]) -> int:
-    return len(records) if isinstance(records, bytes) else sum(map(len, records))
+def _size(parts: bytes | list[Any]) -> int:
+    return len(parts) if isinstance(parts, bytes) else sum(map(len, parts))
 
 
-def _encode(version: int, topics: list[TopicFetch], read_committed: bool) -> list[Any]:
+def _encode(
+    version: int, topics: list[TopicFetch], read_committed: bool, throttle_ms: int = 0
+) -> list[Any]:
     """The response body as parts (framing.response_frame joins them once): stored
     batches go from the Redis reply to the frame without an intermediate copy."""
     if version < 4:
-        return _encode_legacy(version, topics)
+        return _encode_legacy(version, topics, throttle_ms)
     flexible = version >= 12
-    parts = [pack_i32(0)]  # throttle_time_ms
+    parts = [pack_i32(throttle_ms)]
     if version >= 7:
         parts.append(pack_i16(errors.NONE) + pack_i32(0))  # error_code, session_id
     parts.append(array_len(len(topics), flexible))
@@ -386,8 +406,8 @@ def _decoder(version: int) -> Callable[[bytes, int], LegacyFetchRequest]:
 DECODERS = {v: _decoder(v) for v in range(4)}
 
 
-def _encode_legacy(version: int, topics: list[TopicFetch]) -> list[Any]:
-    parts = [pack_i32(0)] if version >= 1 else []  # throttle_time_ms from v1
+def _encode_legacy(version: int, topics: list[TopicFetch], throttle_ms: int = 0) -> list[Any]:
+    parts = [pack_i32(throttle_ms)] if version >= 1 else []  # throttle_time_ms from v1
     parts.append(array_len(len(topics), False))
     for t in topics:
         parts.append(string(t.name, False))

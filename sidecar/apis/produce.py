@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar import connection_context
 from sidecar.append_order import AppendOrder, Ticket
 from sidecar.broker import Broker
 from sidecar.config.topic import effective_config
@@ -30,6 +31,7 @@ from sidecar.protocol.primitives import (
     string,
 )
 from sidecar.protocol.record_batch import InvalidBatch, decode_batch, single_batch
+from sidecar.quotas import PRODUCER_BYTE_RATE
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage import resilience
@@ -238,6 +240,15 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     if any(r.record_errors for r in results):
         await _record_error_log_starts(broker, work, results)
     telemetry.partition_errors(r.error for r in results)
+    # Kafka counts the whole request against producer_byte_rate, acks=0 too (KIP-219:
+    # the answer carries the throttle time and the connection is muted for it).
+    throttle_ms = broker.quotas.record(
+        PRODUCER_BYTE_RATE,
+        request.security.principal.name,
+        request.header.client_id or "",
+        request.size,
+    )
+    connection_context.mute(throttle_ms)
     if acks == 0:
         failed = [r for r in results if r.error]
         if failed:
@@ -247,7 +258,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
                 f"acks=0 produce failed with error {failed[0].error}: {failed[0].message or ''}"
             )
         return None
-    return _encode(version, [(name, len(items)) for name, items in work], results)
+    return _encode(version, [(name, len(items)) for name, items in work], results, throttle_ms)
 
 
 def _transactional(body: Any) -> bool:
@@ -339,7 +350,12 @@ async def _done(result: PartitionResult) -> PartitionResult:
     return result
 
 
-def _encode(version: int, work: list[tuple[str, int]], results: list[PartitionResult]) -> bytes:
+def _encode(
+    version: int,
+    work: list[tuple[str, int]],
+    results: list[PartitionResult],
+    throttle_ms: int = 0,
+) -> bytes:
     flexible = version >= 9
     parts = [array_len(len(work), flexible)]
     it = iter(results)
@@ -365,7 +381,7 @@ def _encode(version: int, work: list[tuple[str, int]], results: list[PartitionRe
         if flexible:
             parts.append(EMPTY_TAGS)
     if version >= 1:
-        parts.append(pack_i32(0))  # throttle_time_ms
+        parts.append(pack_i32(throttle_ms))
     if flexible:
         parts.append(EMPTY_TAGS)
     return b"".join(parts)

@@ -99,6 +99,9 @@ async def serve(
         store.storage_format_default = settings.storage_format
         wakeups = Wakeups(store.redis)
         store.identity.on_reset(lambda _cluster_id: wakeups.watermarks.clear())
+        # The registry cache lasts while the subscription is live (store.py).
+        store.subscription = wakeups.watermarks
+        wakeups.topic_listeners.append(store.topic_changed)
         await wakeups.start()
         started.push_async_callback(wakeups.stop)
         if embedded is not None and settings.node_id < 0:

@@ -19,6 +19,8 @@ from sidecar.process.data_dir_lock import DataDirLock
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
+# redis-server's stream-node-max-bytes for Skiff (docs/operations-redis.md, "Stream node size")
+STREAM_NODE_MAX_BYTES = "262144"
 try:
     # Looked up here, not in the forked child: a restart forks from a process with
     # threads, where the child should not go through the dynamic loader.
@@ -106,6 +108,11 @@ class EmbeddedRedis:
             # docs/durability.md), but acks mean "on disk" with no replica to lean on.
             "appendfsync": "always",
             "save": "",
+            # A `batch` topic's entry is a whole batch, larger than the 4 KB default, so
+            # each would be a stream node of its own, rounded up to an allocator size
+            # class (~25% more memory for zstd batches); 256 KB nodes hold many
+            # (docs/operations-redis.md, "Stream node size").
+            "stream-node-max-bytes": STREAM_NODE_MAX_BYTES,
             "daemonize": "no",
             "pidfile": str(self.pidfile),
             "logfile": str(self.data_dir / "redis.log"),

@@ -99,6 +99,11 @@ def wake_channel(topic: str, partition: int) -> str:
 
 
 WAKE_PATTERN = "skiff:wake:*"
+# Every write of a topic's registry entry (create, delete, AlterConfigs,
+# CreatePartitions) publishes the topic's name here once done: sidecars expire what they
+# cache of it (RedisStore.topic_changed). Under WAKE_PATTERN; no partition's channel
+# (those end in /<partition>).
+TOPICS_CHANNEL = "skiff:wake:topics"
 
 BROKERS = "skiff:brokers"  # hash: node id -> JSON {host, port, inc, exp} (lua/brokers.lua)
 GROUPS = "skiff:groups"  # set: every group id with state or offsets (ListGroups, sweeps)

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -32,6 +32,20 @@ MIN_REDIS = (7, 0)
 REPLICA_CACHE_SECONDS = 0.5
 TOPIC_CACHE_SECONDS = 1.0
 STALE_FALLBACK_S = 0.5  # how long a cached lookup waits for an unavailable Redis
+
+
+class Subscription(Protocol):
+    """The wake-up subscription's state (longpoll.WatermarkCache): live() while proven
+    in place; epoch changes whenever it was lost, so nothing seen before counts."""
+
+    epoch: int
+
+    def live(self) -> bool: ...
+
+
+# A registry cache entry: (read at, value, the subscription epoch it is valid in, or None
+# for the TOPIC_CACHE_SECONDS expiry only).
+Cached = tuple[float, T, int | None]
 
 
 class StoreError(Exception):
@@ -94,11 +108,16 @@ class RedisStore(PartitionLogOps):
     def __init__(self, redis: Redis, description: str) -> None:
         self.redis = redis
         self.description = description
-        # Short-lived caches (TOPIC_CACHE_SECONDS) of the topic registry, so the hot
-        # paths do not read it on every request; the append script re-checks that a
-        # partition exists.
-        self._topics: dict[str, tuple[float, TopicInfo | None]] = {}
-        self._topic_names: dict[uuid.UUID, tuple[float, str | None]] = {}
+        # Caches of the topic registry, so the hot paths do not read it on every request
+        # (the append script re-checks that a partition exists). An entry read while the
+        # wake-up subscription was live stays valid as long as it stays live: every
+        # registry write publishes the topic's name on keys.TOPICS_CHANNEL afterwards,
+        # and topic_changed() expires it. Otherwise (no subscription, a Redis Cluster,
+        # a loss since) an entry lasts TOPIC_CACHE_SECONDS.
+        self._topics: dict[str, Cached[TopicInfo | None]] = {}
+        self._topic_names: dict[uuid.UUID, Cached[str | None]] = {}
+        self.subscription: Subscription | None = None  # set when the wake-ups start
+        self._registry_changes = 0  # topic_changed() calls: a read spanning one is not kept
         # Server defaults of topic configs (topic_config.server_defaults(settings)).
         self.topic_defaults: dict[str, Any] = dict(topic_config.KAFKA_DEFAULTS)
         self.storage_format_default = storage_format.DEFAULT  # --storage-format
@@ -112,9 +131,42 @@ class RedisStore(PartitionLogOps):
 
     def forget_topics(self) -> None:
         """Drop what is remembered of the topic registry (an operator reset the storage)."""
+        self._registry_changes += 1
         self._topics.clear()
         self._topic_names.clear()
         self._all_topics = None
+
+    def topic_changed(self, name: str) -> None:
+        """A registry write for `name` was published (keys.TOPICS_CHANNEL): what is cached
+        of it expires, but stays as the answer while Redis is unavailable."""
+        self._registry_changes += 1
+        cached = self._topics.get(name)
+        if cached is not None:
+            self._topics[name] = (float("-inf"), cached[1], None)
+        for topic_id, (_, known, _) in list(self._topic_names.items()):
+            if known == name:
+                self._topic_names[topic_id] = (float("-inf"), known, None)
+
+    def _valid(self, cached: Cached[Any], now: float) -> bool:
+        if now - cached[0] < TOPIC_CACHE_SECONDS:
+            return True
+        sub = self.subscription
+        return cached[2] is not None and sub is not None and sub.epoch == cached[2] and sub.live()
+
+    def _watch_mark(self) -> tuple[int, int] | None:
+        """Before a registry read: what _kept_epoch() needs to tell whether it may be kept
+        for as long as the subscription stays live."""
+        sub = self.subscription
+        return (sub.epoch, self._registry_changes) if sub is not None and sub.live() else None
+
+    def _kept_epoch(self, mark: tuple[int, int] | None) -> int | None:
+        """After the read: its subscription epoch if the subscription was live throughout
+        and no registry change came meanwhile (the read may predate the change), else
+        None (TOPIC_CACHE_SECONDS only)."""
+        sub = self.subscription
+        if mark is None or sub is None or not sub.live():
+            return None
+        return mark[0] if (sub.epoch, self._registry_changes) == mark else None
 
     @classmethod
     async def connect(cls, url: str, description: str | None = None) -> RedisStore:
@@ -160,7 +212,7 @@ class RedisStore(PartitionLogOps):
     async def get_topic(self, name: str, fresh: bool = False) -> TopicInfo | None:
         now = time.monotonic()
         cached = self._topics.get(name)
-        if cached and not fresh and now - cached[0] < TOPIC_CACHE_SECONDS:
+        if cached and not fresh and self._valid(cached, now):
             return cached[1]
         if fresh:
             return await self._lookup_topic(name, cached, now)
@@ -169,8 +221,9 @@ class RedisStore(PartitionLogOps):
         return await _shared(self._lookups, name, lambda: self._lookup_topic(name, cached, now))
 
     async def _lookup_topic(
-        self, name: str, cached: tuple[float, TopicInfo | None] | None, now: float
+        self, name: str, cached: Cached[TopicInfo | None] | None, now: float
     ) -> TopicInfo | None:
+        mark = self._watch_mark()
         try:
             with _stale_ok(cached is not None and cached[1] is not None):
                 raw = await self.redis.hget(keys.TOPICS, name)
@@ -179,7 +232,7 @@ class RedisStore(PartitionLogOps):
                 return cached[1]  # Redis is down: a known topic stays known
             raise
         info = self._topic_from_json(name, raw) if raw else None
-        self._topics[name] = (now, info)
+        self._topics[name] = (now, info, self._kept_epoch(mark))
         return info
 
     def _topic_info(
@@ -234,7 +287,7 @@ class RedisStore(PartitionLogOps):
         # Fetch v13+ names topics by id on every request: cache like get_topic.
         now = time.monotonic()
         cached = self._topic_names.get(topic_id)
-        if cached and now - cached[0] < TOPIC_CACHE_SECONDS:
+        if cached and self._valid(cached, now):
             name = cached[1]
         else:
             name = await _shared(self._lookups, topic_id, lambda: self._lookup_id(topic_id, now))
@@ -245,6 +298,7 @@ class RedisStore(PartitionLogOps):
 
     async def _lookup_id(self, topic_id: uuid.UUID, now: float) -> str | None:
         cached = self._topic_names.get(topic_id)
+        mark = self._watch_mark()
         try:
             with _stale_ok(cached is not None and cached[1] is not None):
                 raw = await self.redis.hget(keys.TOPIC_IDS, topic_id.hex)
@@ -253,7 +307,9 @@ class RedisStore(PartitionLogOps):
                 raise
             raw = cached[1].encode()
         name = raw.decode() if raw else None
-        self._topic_names[topic_id] = (now, name)
+        # An unknown id stays unknown for TOPIC_CACHE_SECONDS only: a registry change
+        # names a topic, not the ids looked up in vain.
+        self._topic_names[topic_id] = (now, name, self._kept_epoch(mark) if name else None)
         return name
 
     async def create_topic(
@@ -300,8 +356,10 @@ class RedisStore(PartitionLogOps):
             if await self.redis.hget(keys.TOPICS, name) != doc.encode():
                 return None
         await self.redis.hset(keys.TOPIC_IDS, info.topic_id.hex, name)
+        if gone:  # after the registry entry: what other sidecars read next is it
+            await self.redis.publish(keys.TOPICS_CHANNEL, name)
         await self.identity.verify()
-        self._topics[name] = (time.monotonic(), info)
+        self._topics[name] = (time.monotonic(), info, None)
         log.info(
             "created topic %s with %d partition(s), id %s, %s format",
             name,
@@ -331,6 +389,8 @@ class RedisStore(PartitionLogOps):
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
             pipe.hdel(keys.TOPIC_FETCHED, name)  # the console's count (console/traffic.py)
             pipe.hdel(keys.TOPICS, name)
+            if self._publish_gone:  # after the registry entry (the pipeline keeps order)
+                pipe.publish(keys.TOPICS_CHANNEL, name)
             await pipe.execute()
         self._topics.pop(name, None)
         log.info("deleted topic %s", name)
@@ -350,8 +410,9 @@ class RedisStore(PartitionLogOps):
     @property
     def _publish_gone(self) -> bool:
         """Creating or deleting a topic publishes "gone" on its partitions' channels, so
-        sidecars drop the watermarks they keep (longpoll.py). Not on a Redis Cluster:
-        its pipelines refuse PUBLISH, and sidecars keep no watermarks there."""
+        sidecars drop the watermarks they keep (longpoll.py), and its name on
+        keys.TOPICS_CHANNEL (registry caches). Not on a Redis Cluster: its pipelines
+        refuse PUBLISH, and sidecars keep neither there (the subscription is not live)."""
         return not cluster_client.is_cluster(self.redis)
 
     @property

@@ -5,8 +5,9 @@ Every change is a compare-and-set (lua/topic_cas.lua) of the topic's JSON in
 `skiff:topics`: read the entry, compute the new one, replace it only if nobody changed
 it meanwhile, else read again and re-apply. So two sidecars altering one topic at once
 never lose an update, and fields this module does not know are kept. The sidecar that
-made the change updates its own topic cache at once; the others see it within their
-TOPIC_CACHE_SECONDS (1 s) cache."""
+made the change updates its own topic cache at once; the script publishes the topic's
+name on keys.TOPICS_CHANNEL, so the others drop theirs as soon as the message reaches
+them (on a Redis Cluster: within their TOPIC_CACHE_SECONDS, 1 s, cache)."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ async def _read(store: RedisStore, name: str) -> tuple[bytes, dict[str, Any]]:
 
 async def _swap(store: RedisStore, name: str, old: bytes, doc: dict[str, Any]) -> TopicInfo | None:
     new = json.dumps(doc)
-    if not await scripts.TOPIC_CAS(store.redis, [keys.TOPICS], [name, old, new]):
+    channel = keys.TOPICS_CHANNEL if store._publish_gone else ""
+    if not await scripts.TOPIC_CAS(store.redis, [keys.TOPICS], [name, old, new, channel]):
         return None
     info = store._topic_from_json(name, new.encode())
-    store._topics[name] = (time.monotonic(), info)
+    store._topics[name] = (time.monotonic(), info, None)
     return info
 
 
