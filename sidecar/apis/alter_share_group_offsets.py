@@ -10,13 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.broker import Broker
-from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol import errors
-from sidecar.protocol.kio_codec import encode_response
 from sidecar.queues.core import QueueError
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
-from sidecar.share import state
+from sidecar.share import offsets_admin
 from sidecar.share.records import queues
 
 API_KEY = 91
@@ -25,30 +23,18 @@ MAX_VERSION = 0
 
 
 def _answer(version: int, code: str, message: str | None, responses: list[Any]) -> bytes:
-    return encode_response(
-        API_KEY,
-        version,
-        {
-            "throttle_time": 0,
-            "error_code": errors.code(code),
-            "error_message": message,
-            "responses": responses,
-        },
-    )
+    return offsets_admin.answer(API_KEY, version, code, message, responses)
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     version = request.header.api_version
     group_id = body.group_id
-    if not checks.group_allowed(broker, request, Operation.READ, group_id):
-        return _answer(version, "GROUP_AUTHORIZATION_FAILED", "Group authorization failed.", [])
-    if not group_id:
-        return _answer(version, "INVALID_GROUP_ID", "The group id is empty.", [])
-    try:
-        group = await state(broker).coordinator.coordinate(group_id, create=True)
-    except CoordinatorError as exc:
-        return _answer(version, exc.code, None, [])
+    group, refusal = await offsets_admin.coordinated_group(
+        broker, request, API_KEY, Operation.READ, create=True
+    )
+    if refusal is not None:
+        return refusal
     if group is not None and group.members:
         return _answer(version, "NON_EMPTY_GROUP", "The group is not empty.", [])
     core = queues(broker)

@@ -11,12 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.broker import Broker
-from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol import errors
-from sidecar.protocol.kio_codec import encode_response
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
-from sidecar.share import state
+from sidecar.share import offsets_admin
 from sidecar.share.records import queues
 
 API_KEY = 92
@@ -25,30 +23,18 @@ MAX_VERSION = 0
 
 
 def _answer(version: int, code: str, message: str | None, responses: list[Any]) -> bytes:
-    return encode_response(
-        API_KEY,
-        version,
-        {
-            "throttle_time": 0,
-            "error_code": errors.code(code),
-            "error_message": message,
-            "responses": responses,
-        },
-    )
+    return offsets_admin.answer(API_KEY, version, code, message, responses)
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     version = request.header.api_version
     group_id = body.group_id
-    if not checks.group_allowed(broker, request, Operation.DELETE, group_id):
-        return _answer(version, "GROUP_AUTHORIZATION_FAILED", "Group authorization failed.", [])
-    if not group_id:
-        return _answer(version, "INVALID_GROUP_ID", "The group id is empty.", [])
-    try:
-        group = await state(broker).coordinator.coordinate(group_id, create=False)
-    except CoordinatorError as exc:
-        return _answer(version, exc.code, None, [])
+    group, refusal = await offsets_admin.coordinated_group(
+        broker, request, API_KEY, Operation.DELETE, create=False
+    )
+    if refusal is not None:
+        return refusal
     core = queues(broker)
     if group is None and not await core.exists(group_id):
         return _answer(version, "GROUP_ID_NOT_FOUND", f"Group {group_id} not found.", [])

@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.broker import Broker
+from sidecar.groups import describe_access
 from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
-from sidecar.security import checks
-from sidecar.security.authorizer import Operation
 from sidecar.share import state
 
 API_KEY = 77
@@ -71,28 +70,11 @@ async def describe_one(broker: Broker, group_id: str) -> dict[str, Any]:
     }
 
 
-async def _authorized(broker: Broker, request: Any, group_id: str) -> dict[str, Any]:
-    """Kafka: DESCRIBE on the group, and on every topic its members subscribe to or are
-    assigned (else TOPIC_AUTHORIZATION_FAILED for the group); the group's authorized
-    operations when asked for."""
-    if not checks.group_allowed(broker, request, Operation.DESCRIBE, group_id):
-        return _failed(group_id, "GROUP_AUTHORIZATION_FAILED", None)
-    entry = await describe_one(broker, group_id)
-    topics = {t for m in entry["members"] for t in m["subscribed_topic_names"]} | {
-        tp["topic_name"] for m in entry["members"] for tp in m["assignment"]["topic_partitions"]
-    }
-    if topics - checks.allowed_topics(broker, request, Operation.DESCRIBE, topics):
-        message = "The described group uses topics that the client is not authorized to describe."
-        return _failed(group_id, "TOPIC_AUTHORIZATION_FAILED", message)
-    if request.body.include_authorized_operations:
-        entry["authorized_operations"] = checks.authorized_operations(
-            broker, request, checks.GROUP, group_id
-        )
-    return entry
-
-
 async def handle(broker: Broker, request: Any) -> bytes:
-    groups = [await _authorized(broker, request, g) for g in request.body.group_ids]
+    groups = [
+        await describe_access.authorized_entry(broker, request, g, describe_one, _failed)
+        for g in request.body.group_ids
+    ]
     return encode_response(
         API_KEY, request.header.api_version, {"throttle_time": 0, "groups": groups}
     )
