@@ -475,6 +475,20 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
                 lambda r: (r.error_code, r.member_epoch) == (COORD_NA, 0),
             ),
             (69, 1, {"group_ids": [g]}, lambda r: r.groups[0].error_code == COORD_NA),
+            (
+                49,
+                1,
+                {
+                    "entries": [
+                        {
+                            "entity": [{"entity_type": "client-id", "entity_name": "c"}],
+                            "ops": [{"key": "producer_byte_rate", "value": 1e6, "remove": False}],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+                lambda r: r.entries[0].error_code == REQUEST_TIMED_OUT,
+            ),
         ]
         with RawKafka("127.0.0.1", server.port) as kafka:
             for api_key, version, body, check in cases:

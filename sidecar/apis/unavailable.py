@@ -20,6 +20,7 @@ clients back off and retry by themselves instead of failing or hanging.
 - DescribeLogDirs: the log dir with KAFKA_STORAGE_ERROR and no topics (Kafka's answer
   for an offline log dir).
 - Group APIs, FindCoordinator, InitProducerId: COORDINATOR_NOT_AVAILABLE.
+- AlterClientQuotas: REQUEST_TIMED_OUT per entity (nothing stored).
 - CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
   from memory).
 
@@ -457,20 +458,23 @@ def _consumer_group_heartbeat(broker: Broker, request: Any) -> bytes:
     return encode_response(68, request.header.api_version, data)
 
 
-def _consumer_group_describe(broker: Broker, request: Any) -> bytes:
-    groups = [
+def _alter_client_quotas(broker: Broker, request: Any) -> bytes:
+    """REQUEST_TIMED_OUT per entity: nothing was stored."""
+    entries = [
         {
-            "error_code": COORDINATOR_NOT_AVAILABLE,
-            "group_id": g,
-            "group_state": "",
-            "group_epoch": 0,
-            "assignment_epoch": 0,
-            "assignor_name": "",
-            "members": [],
+            "error_code": REQUEST_TIMED_OUT,
+            "error_message": UNAVAILABLE,
+            "entity": [
+                {"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity
+            ],
         }
-        for g in request.body.group_ids
+        for entry in request.body.entries
     ]
-    return encode_response(69, request.header.api_version, {"throttle_time": 0, "groups": groups})
+    return encode_response(49, request.header.api_version, {"throttle_time": 0, "entries": entries})
+
+
+def _consumer_group_describe(broker: Broker, request: Any) -> bytes:
+    return share_unavailable.describe(broker, request, api_key=69)
 
 
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
@@ -506,6 +510,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
     75: _describe_topic_partitions,
+    49: _alter_client_quotas,
     68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
     **share_unavailable.BUILDERS,  # 76-79, 90-92: sidecar/share/unavailable.py

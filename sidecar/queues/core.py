@@ -410,37 +410,32 @@ class QueueStore:
     async def delete(self, group: str) -> None:
         """Forget the group: its consumer groups on every partition and its config."""
         for topic, partition in await self._partitions(group):
-            log_key = keys.partition_keys(topic, partition)[0]
-            try:
-                await self.redis.xgroup_destroy(log_key, consumer_group(group))
-            except ResponseError:
-                pass
-            await self.redis.delete(
-                due_key(group, topic, partition),
-                lease_key(group, topic, partition),
-                records_key(group, topic, partition),
-            )
+            await self._drop_partition(group, topic, partition)
         await self.redis.delete(config_key(group), topics_key(group))
         await self.redis.srem(QUEUES, group)
         self._configs.pop(group, None)
         self._ready = {r for r in self._ready if r[0] != group}
         self._topics_seen = {t for t in self._topics_seen if t[0] != group}
 
+    async def _drop_partition(self, group: str, topic: str, partition: int) -> None:
+        """The group's consumer group, leases, records and due hint on one partition."""
+        log_key = keys.partition_keys(topic, partition)[0]
+        try:
+            await self.redis.xgroup_destroy(log_key, consumer_group(group))
+        except ResponseError:
+            pass
+        await self.redis.delete(
+            due_key(group, topic, partition),
+            lease_key(group, topic, partition),
+            records_key(group, topic, partition),
+        )
+
     async def forget_topic(self, group: str, topic: str) -> None:
         """Drop the group's state on every partition of `topic` (DeleteShareGroupOffsets):
         consuming it again starts at auto_offset_reset."""
         info = await self.store.get_topic(topic)
         for partition in range(info.partitions if info else 0):
-            log_key = keys.partition_keys(topic, partition)[0]
-            try:
-                await self.redis.xgroup_destroy(log_key, consumer_group(group))
-            except ResponseError:
-                pass
-            await self.redis.delete(
-                due_key(group, topic, partition),
-                lease_key(group, topic, partition),
-                records_key(group, topic, partition),
-            )
+            await self._drop_partition(group, topic, partition)
             self._ready.discard((group, topic, partition))
         await self.redis.srem(topics_key(group), topic)
         self._topics_seen.discard((group, topic))

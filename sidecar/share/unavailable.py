@@ -32,7 +32,8 @@ def heartbeat(broker: Any, request: Any) -> bytes:
     )
 
 
-def describe(broker: Any, request: Any) -> bytes:
+def describe(broker: Any, request: Any, api_key: int = 77) -> bytes:
+    """ShareGroupDescribe's (77) answer, or ConsumerGroupDescribe's (69): same shape."""
     groups = [
         {
             "error_code": COORDINATOR_NOT_AVAILABLE,
@@ -46,7 +47,9 @@ def describe(broker: Any, request: Any) -> bytes:
         }
         for g in request.body.group_ids
     ]
-    return encode_response(77, request.header.api_version, {"throttle_time": 0, "groups": groups})
+    return encode_response(
+        api_key, request.header.api_version, {"throttle_time": 0, "groups": groups}
+    )
 
 
 def _partitions(api_key: int, request: Any) -> bytes:
