@@ -427,7 +427,19 @@ def _kafka_topics4(bootstrap: str, args: list[str]) -> tuple[int, list[str]]:
     done = subprocess.run(
         cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
     )
-    return done.returncode, _normalised(done.stdout)
+    return done.returncode, _by_topic(_normalised(done.stdout))
+
+
+def _by_topic(lines: list[str]) -> list[str]:
+    """Topic blocks (a topic's line and its partitions' lines) sorted by name: neither
+    broker promises an order for topics matched by a regular expression."""
+    blocks: list[list[str]] = []
+    for line in lines:
+        if line.startswith("Topic: ") or not blocks:
+            blocks.append([line])
+        else:
+            blocks[-1].append(line)
+    return [line for block in sorted(blocks, key=lambda b: b[0]) for line in block]
 
 
 def _normalised(stdout: str) -> list[str]:
