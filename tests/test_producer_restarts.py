@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -52,10 +52,12 @@ def crash_twice_while(
     tmp: Path,
     port: int,
     ready: Callable[[int], bool],
+    killed: Sequence[threading.Event] = (),
 ) -> tuple[dict[int, list[bytes]], int]:
     """Run produce() in a thread; SIGKILL and restart the sidecar twice meanwhile, each
-    time once ready(crash number) says the producer got far enough. Returns produce()'s
-    acknowledged values per partition and the restarts done."""
+    time once ready(crash number) says the producer got far enough, then set
+    killed[crash number - 1] (a producer that could finish first waits for it). Returns
+    produce()'s acknowledged values per partition and the restarts done."""
     result: dict[str, dict[int, list[bytes]]] = {}
     thread = threading.Thread(target=lambda: result.update(acked=produce()), daemon=True)
     server = start_skiff(tmp / "s0.log", "--redis-url", redis_server.url, port=port, env=ENV)
@@ -68,6 +70,8 @@ def crash_twice_while(
             if not thread.is_alive():
                 break
             stop_process(server.proc, signal.SIGKILL)
+            if killed:
+                killed[i - 1].set()
             time.sleep(0.5)
             server = start_skiff(
                 tmp / f"s{i}.log", "--redis-url", redis_server.url, port=port, env=ENV
@@ -139,6 +143,12 @@ def test_confluent_idempotent_producer_survives_sidecar_crashes(
             }
         )
         for i in range(RECORDS):
+            if i in holds:
+                # A fast machine could acknowledge everything before the kill: go no
+                # further than 10% past its threshold until it happened (polling, so
+                # acknowledgements keep arriving).
+                while not holds[i].is_set() and time.monotonic() < give_up:
+                    producer.poll(0.05)
             while True:
                 try:
                     producer.produce(
@@ -153,8 +163,11 @@ def test_confluent_idempotent_producer_survives_sidecar_crashes(
         return acked
 
     thresholds = {1: RECORDS // 4, 2: RECORDS * 6 // 10}
+    killed = [threading.Event(), threading.Event()]
+    holds = {thresholds[i] + RECORDS // 10: killed[i - 1] for i in (1, 2)}
+    give_up = time.monotonic() + 240
     acked, restarts = crash_twice_while(
-        produce, own_redis, tmp_path, port, lambda i: done[0] >= thresholds[i]
+        produce, own_redis, tmp_path, port, lambda i: done[0] >= thresholds[i], killed
     )
     assert restarts == 2
     check_log(own_redis, topic, acked)
