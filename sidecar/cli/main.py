@@ -1142,7 +1142,7 @@ def _run(argv: list[str]) -> int:
     from sidecar.process.app import serve
 
     try:
-        event_loop.run(serve(settings))
+        event_loop.run(serve(settings), settings)
     except RuntimeError as exc:
         logging.getLogger("skiff").error("%s", exc)
         return 1

@@ -1,7 +1,10 @@
 """The sidecar's event loop: uvloop where installed, asyncio's own loop otherwise.
 
-uvloop's C loop costs about a quarter less CPU per produced batch than asyncio's Python
-loop (docs/performance.md); it is a dependency on Linux and macOS, not on Windows.
+uvloop is a dependency on Linux and macOS, not on Windows. Sidecars with an SSL or
+SASL_SSL listener keep asyncio's loop: security/tls.py pauses a new connection in
+connection_made until start_tls takes over, and uvloop starts reading after
+connection_made whatever the protocol asked, so a ClientHello could reach the plain
+protocol and the handshake would stall.
 """
 
 from __future__ import annotations
@@ -10,19 +13,27 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from sidecar.config import listeners as listener_config
+from sidecar.config.settings import Settings
+
 T = TypeVar("T")
 
 
-def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop constructor, or None (asyncio's default) where uvloop is missing."""
+def loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop constructor, or None (asyncio's default loop)."""
     try:
         import uvloop
     except ImportError:
         return None
+    try:
+        if any(listener.tls for listener in listener_config.resolve(settings)):
+            return None
+    except listener_config.ListenerError:
+        return None  # serve reports it
     return uvloop.new_event_loop
 
 
-def run(main: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run on the fastest loop available."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+def run(main: Coroutine[Any, Any, T], settings: Settings) -> T:
+    """asyncio.run on the loop loop_factory picks."""
+    with asyncio.Runner(loop_factory=loop_factory(settings)) as runner:
         return runner.run(main)

@@ -95,7 +95,9 @@ def _worker_main(
     from sidecar.process.app import serve
 
     try:
-        event_loop.run(serve(settings, private_redis=private, redis_problem=_reader(problem)))
+        event_loop.run(
+            serve(settings, private_redis=private, redis_problem=_reader(problem)), settings
+        )
     except RuntimeError as exc:
         logging.getLogger("skiff").error("%s", exc)
         raise SystemExit(1) from None
