@@ -1,4 +1,5 @@
-"""The sidecar's event loop: uvloop, except with a TLS listener (sidecar/process/event_loop.py)."""
+"""The sidecar's event loop: uvloop, except with a TLS listener or UDP ingest
+(sidecar/process/event_loop.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import uvloop
 
 from sidecar.config.listeners import parse_endpoints, parse_protocol_map
-from sidecar.config.settings import Settings
+from sidecar.config.settings import HostPort, Settings
 from sidecar.process import event_loop
 
 
@@ -43,3 +44,8 @@ def test_a_tls_listener_keeps_asyncios_loop() -> None:
             return type(asyncio.get_running_loop())
 
         assert event_loop.run(loop_type(), settings) is not uvloop.Loop, protocol
+
+
+def test_udp_ingest_keeps_asyncios_loop() -> None:
+    settings = Settings(udp_listen=HostPort("127.0.0.1", 9999), udp_topic="t")
+    assert event_loop.loop_factory(settings) is None

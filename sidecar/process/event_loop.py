@@ -4,7 +4,9 @@ uvloop is a dependency on Linux and macOS, not on Windows. Sidecars with an SSL 
 SASL_SSL listener keep asyncio's loop: security/tls.py pauses a new connection in
 connection_made until start_tls takes over, and uvloop starts reading after
 connection_made whatever the protocol asked, so a ClientHello could reach the plain
-protocol and the handshake would stall.
+protocol and the handshake would stall. Sidecars with UDP ingest keep it too: its reader
+drains the socket itself while uvloop's transport reads the same socket, and datagrams
+came out of order (tests/test_udp_ingest.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ def loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] 
     try:
         import uvloop
     except ImportError:
+        return None
+    if settings.udp_listen is not None:
         return None
     try:
         if any(listener.tls for listener in listener_config.resolve(settings)):
