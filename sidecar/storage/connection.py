@@ -28,8 +28,6 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import hiredis
-from redis._parsers import _AsyncHiredisParser
-from redis._parsers.base import SERVER_CLOSED_CONNECTION_ERROR
 from redis.asyncio.connection import (
     BlockingConnectionPool,
     Connection,
@@ -54,7 +52,14 @@ SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 HEALTH_CHECK_INTERVAL_S = 30
 
 
-class _WholeBufferParser(_AsyncHiredisParser):
+try:  # redis-py's private parser module: without it, its own parser is used
+    from redis._parsers import _AsyncHiredisParser
+    from redis._parsers.base import SERVER_CLOSED_CONNECTION_ERROR
+except ImportError:  # pragma: no cover - a redis-py that moved them
+    _AsyncHiredisParser = None  # type: ignore[assignment,misc]
+
+
+class _WholeBufferParser(_AsyncHiredisParser or object):  # type: ignore[misc]
     """Feeds hiredis everything the connection's StreamReader holds, straight from its
     buffer: StreamReader.read copies 64 KB at a time out of it first, which for a
     Fetch's megabyte of stored batches was an extra copy and ~16 loop turns (asyncio
@@ -79,7 +84,8 @@ class _WholeBufferParser(_AsyncHiredisParser):
 
 class _HiredisPack:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("parser_class", _WholeBufferParser)
+        if _AsyncHiredisParser is not None:
+            kwargs.setdefault("parser_class", _WholeBufferParser)
         super().__init__(*args, **kwargs)
 
     def pack_command(self, *args: Any) -> list[bytes]:
