@@ -11,7 +11,9 @@ Enforcement is per sidecar, as each Kafka broker enforces its quotas on the traf
 sees: a Rate over quota.window.num samples of quota.window.size.seconds each (Kafka's
 SampledStat and Rate, same arithmetic), per quota "metric tags" (user, client id) as
 Kafka's DefaultQuotaCallback picks them, and throttle_time_ms = (rate - bound) / bound *
-window, as QuotaUtils.throttleTime. The sidecar reads the hash again every
+window, as QuotaUtils.throttleTime. Rates idle a whole window are
+dropped and at most MAX_RATES kept (Kafka expires its quota sensors after an hour idle;
+that alone would not bound a client cycling client ids). The sidecar reads the hash again every
 REFRESH_S seconds (and at once after its own AlterClientQuotas)."""
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ USER_CLIENT_KEYS = {
 }
 IP_KEYS = {"connection_creation_rate": "INT"}
 REFRESH_S = 1.0
+# Rates this sidecar keeps at most: a client cycling client ids must not grow memory
+# without bound. Past it the least recently used rate goes (its client starts afresh).
+MAX_RATES = 10_000
 JAVA_LONG_MAX = 2.0**63 - 1
 JAVA_INT_MAX = 2**31 - 1
 
@@ -160,6 +165,7 @@ class Rate:
     window_ms: int
     samples: list[_Sample] = field(default_factory=list)
     current: int = 0
+    used_ms: int = 0  # the last record(): QuotaManager drops rates idle a whole window
 
     def _current(self, now: int) -> _Sample:
         if not self.samples:
@@ -167,6 +173,7 @@ class Rate:
         return self.samples[self.current]
 
     def record(self, value: float, now: int) -> None:
+        self.used_ms = now
         sample = self._current(now)
         if now - sample.start_ms >= self.window_ms:
             # one extra sample for the one overlapping the window's start (Kafka's)
@@ -231,9 +238,10 @@ def _lookup(
 
 class QuotaManager:
     """This sidecar's quota enforcement: the quotas last read from Redis, and one Rate
-    per (quota key, metric tags)."""
+    per (quota key, metric tags), least recently used first."""
 
-    def __init__(self, samples: int = 11, window_s: int = 1) -> None:
+    def __init__(self, samples: int = 11, window_s: int = 1, max_rates: int = MAX_RATES) -> None:
+        self.max_rates = max_rates
         self.samples = samples
         self.window_ms = window_s * 1000
         self.quotas: dict[Entity, dict[str, float]] = {}
@@ -279,15 +287,27 @@ class QuotaManager:
         if found is None:
             return 0
         bound, tags = found
-        rate = self.rates.get((key, *tags))
-        if rate is None:
-            rate = self.rates[(key, *tags)] = Rate(self.samples, self.window_ms)
         now = int(time.time() * 1000)
+        rate = self.rates.pop((key, *tags), None)
+        if rate is None:
+            rate = Rate(self.samples, self.window_ms)
+        self.rates[(key, *tags)] = rate  # to the end: the most recently used
+        self._expire(now)
         rate.record(value, now)
         observed = rate.measure(now)
         if observed <= bound:
             return 0
         return int(min(round((observed - bound) / bound * rate.window_size(now)), JAVA_INT_MAX))
+
+    def _expire(self, now: int) -> None:
+        """Drop rates idle for a whole quota window (all their samples would be purged:
+        a fresh Rate measures the same) and, past max_rates, the least recently used."""
+        idle = self.samples * self.window_ms
+        while len(self.rates) > 1:
+            oldest = next(iter(self.rates))
+            if len(self.rates) <= self.max_rates and now - self.rates[oldest].used_ms < idle:
+                break
+            del self.rates[oldest]
 
     def unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
         """Take back a recorded value (a throttled Fetch answers with no records)."""

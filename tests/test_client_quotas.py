@@ -22,6 +22,8 @@ from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from kafka_tools import ADMIN_KAFKA_VERSION, AdminKafka, run_batch
 from rawkafka import RawKafka
 
+from sidecar.quotas import CLIENT_ID, PRODUCER_BYTE_RATE, QuotaManager, entity_of
+
 DESCRIBE, ALTER = 48, 49
 
 
@@ -469,3 +471,25 @@ def test_consumer_byte_rate_holds_a_consumer_near_its_quota(skiff_own: Skiff, to
     print(f"consumer {rate / QUOTA:.2f} MB/s")
     assert 0.5 * QUOTA <= rate <= 1.6 * QUOTA, rate / QUOTA
     assert throttle_max > 0
+
+
+def test_rate_trackers_are_bounded_and_expire() -> None:
+    """A client cycling client ids under a default quota leaves at most max_rates
+    trackers; a tracker idle for the whole quota window is dropped."""
+    manager = QuotaManager(samples=2, window_s=1, max_rates=100)
+    manager.set_quotas({entity_of([(CLIENT_ID, None)]): {PRODUCER_BYTE_RATE: 1e9}})
+    for n in range(5_000):
+        assert manager.record(PRODUCER_BYTE_RATE, "", f"hostile-{n}", 10.0) == 0
+    assert len(manager.rates) == 100
+    assert (PRODUCER_BYTE_RATE, "", "hostile-4999") in manager.rates
+    assert (PRODUCER_BYTE_RATE, "", "hostile-4899") not in manager.rates
+    # A tracker in use keeps its history (over the quota: throttled).
+    manager.set_quotas({entity_of([(CLIENT_ID, None)]): {PRODUCER_BYTE_RATE: 100.0}})
+    assert manager.record(PRODUCER_BYTE_RATE, "", "busy", 10_000.0) > 0
+    # Idle for the 2 s window: every tracker goes but the one just used.
+    deadline = time.monotonic() + 30
+    while len(manager.rates) > 1:
+        assert time.monotonic() < deadline, len(manager.rates)
+        manager.record(PRODUCER_BYTE_RATE, "", "busy", 0.0)
+        time.sleep(0.05)
+    assert list(manager.rates) == [(PRODUCER_BYTE_RATE, "", "busy")]
