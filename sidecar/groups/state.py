@@ -118,6 +118,9 @@ class Group:
     # A KIP-848 consumer group (group.protocol=consumer): its members live here, not in
     # `members`; `state` is then Empty or Stable, for offset expiry.
     consumer: ConsumerGroupState | None = None
+    # After a downgrade (groups/mixed.py): each member's epoch in the consumer group,
+    # accepted as its generation until the next generation completes.
+    legacy_epochs: dict[str, int] = field(default_factory=dict)
 
     # -- membership -----------------------------------------------------------
 
