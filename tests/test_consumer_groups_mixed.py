@@ -2,7 +2,8 @@
 protocol and back while its members consume and commit, with Kafka 4.x's Java
 `VerifiableConsumer` (group.protocol classic and consumer in one group; it commits
 synchronously after each poll, so every record must be processed exactly once across
-the switches). ListGroups v5 shows the group's type at each step."""
+the switches). ListGroups v5 shows the group's type at each step. The raw-protocol
+tests check each step's answers: epochs, generations, assignment bytes, error codes."""
 
 from __future__ import annotations
 
@@ -22,8 +23,19 @@ from test_consumer_groups_java import (
     _exactly_once,
     _produce_round,
 )
+from test_consumer_groups_kip848 import Member as CgMember
+from test_groups_protocol import (
+    Broker,
+    Member,
+    assignment,
+    create_topic,
+    new_group,
+    start_broker,
+    wait_coordinator,
+)
 
 LIST_GROUPS = 16
+NONE, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, GROUP_ID_NOT_FOUND = 0, 22, 27, 69
 SESSION_MS = 6000
 HEARTBEAT_MS = 500
 CLASSIC_ARGS = ("--session-timeout", "10000")
@@ -112,3 +124,105 @@ def test_classic_group_upgraded_and_downgraded_while_consuming(
         finally:
             for c in everyone:
                 c.stop()
+
+
+def _raw_group_type(b: Broker, group: str) -> tuple[str, str] | None:
+    with b.connect() as kafka:
+        return _group_type(kafka, group)
+
+
+@pytest.fixture
+def raw_broker(own_redis: RedisServer, tmp_path: Path) -> Iterator[Broker]:
+    b, server = start_broker(own_redis, tmp_path / "skiff.log")
+    wait_coordinator(b)
+    yield b
+    stop_process(server.proc)
+
+
+def test_classic_member_through_upgrade_and_downgrade(raw_broker: Broker) -> None:
+    b = raw_broker
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", new_group()
+    create_topic(b, topic, 2)
+    a = Member(b, group, topic)
+    with b.connect() as kafka:
+        try:
+            resp = a.join_new()
+            assert (resp.generation_id, resp.leader) == (1, a.member_id)
+            assert a.sync(assignments={a.member_id: assignment(topic, [0, 1])}).error_code == NONE
+            assert _raw_group_type(b, group) == ("classic", "consumer")
+            # A consumer-protocol member converts the group: group epoch = generation + 1;
+            # A still holds both partitions, so B gets none yet.
+            k = CgMember(kafka, group, [topic])
+            resp = k.heartbeat()
+            assert (resp.error_code, resp.member_epoch, k.partitions()) == (NONE, 2, [])
+            assert _raw_group_type(b, group) == ("consumer", "consumer")
+            # A is told to rejoin; until then it commits at its generation (epoch 1).
+            assert a.heartbeat() == REBALANCE_IN_PROGRESS
+            assert a.commit({topic: {0: 5}}) == {(topic, 0): NONE}
+            resp = a.join()
+            assert (resp.error_code, resp.generation_id, resp.leader, resp.members) == (
+                NONE,
+                2,
+                "",
+                (),
+            )
+            assert (resp.protocol_type, resp.protocol_name) == ("consumer", "range")
+            resp = a.sync()
+            assert (resp.error_code, resp.assignment) == (NONE, assignment(topic, [0]))
+            assert a.heartbeat() == NONE
+            assert a.commit({topic: {0: 6}}, generation_id_or_member_epoch=1) == {
+                (topic, 0): ILLEGAL_GENERATION
+            }
+            assert a.commit({topic: {0: 6}}, version=8) == {(topic, 0): NONE}  # any version
+            # A released partition 1: B takes it.
+            resp = k.heartbeat()
+            assert (resp.error_code, resp.member_epoch, k.partitions()) == (NONE, 2, [1])
+            # The last consumer-protocol member leaves: classic again, at generation =
+            # group epoch (3), rebalancing; A's epoch stays valid until it rejoins.
+            assert k.heartbeat(epoch=-1).error_code == NONE
+            assert _raw_group_type(b, group) == ("classic", "consumer")
+            assert a.heartbeat() == REBALANCE_IN_PROGRESS
+            resp = a.join()
+            assert (resp.error_code, resp.generation_id, resp.leader) == (NONE, 4, a.member_id)
+            assert [m.member_id for m in resp.members] == [a.member_id]
+            resp = a.sync(assignments={a.member_id: assignment(topic, [0, 1])})
+            assert (resp.error_code, resp.assignment) == (NONE, assignment(topic, [0, 1]))
+            assert a.heartbeat() == NONE
+        finally:
+            a.close()
+
+
+def test_groups_that_cannot_be_upgraded(own_redis: RedisServer, tmp_path: Path) -> None:
+    b, server = start_broker(
+        own_redis, tmp_path / "skiff.log", SKIFF_GROUP_CONSUMER_MIGRATION_POLICY="downgrade"
+    )
+    try:
+        wait_coordinator(b)
+        topic = f"t-{uuid.uuid4().hex[:8]}"
+        create_topic(b, topic, 1)
+        connect, classic = new_group(), new_group()
+        c = Member(b, connect, topic, protocol_type="connect", protocols=[("default", b"x")])
+        m = Member(b, classic, topic)
+        with b.connect() as kafka:
+            try:
+                c.join_new()
+                assert c.sync(assignments={c.member_id: b"y"}).error_code == NONE
+                resp = CgMember(kafka, connect, [topic]).heartbeat()
+                assert (resp.error_code, resp.error_message) == (
+                    GROUP_ID_NOT_FOUND,
+                    f"Group {connect} is not a consumer group.",
+                )
+                m.join_new()
+                assert m.sync(assignments={m.member_id: assignment(topic, [0])}).error_code == NONE
+                resp = CgMember(kafka, classic, [topic]).heartbeat()
+                assert (resp.error_code, resp.error_message) == (
+                    GROUP_ID_NOT_FOUND,
+                    f"Cannot upgrade classic group {classic} to consumer group"
+                    " because the online upgrade is disabled.",
+                )
+                assert m.heartbeat() == NONE  # the classic group carries on
+            finally:
+                c.close()
+                m.close()
+    finally:
+        stop_process(server.proc)

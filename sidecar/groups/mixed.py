@@ -50,16 +50,16 @@ def _assignment(pairs: set[tuple[str, int]]) -> dict[str, list[int]]:
 
 def upgrade_refusal(group: Group, policy: str) -> str | None:
     """Why a non-empty classic group cannot become a consumer group (None: it can)."""
+    if group.protocol_type != CONSUMER or group.protocol is None:
+        return f"Group {group.group_id} is not a consumer group."
+    for m in group.members.values():
+        if parse_subscription(m.metadata(group.protocol)) is None:
+            return f"Group {group.group_id} is not a consumer group."
     if not allowed(policy, UPGRADE):
         return (
             f"Cannot upgrade classic group {group.group_id} to consumer group"
             " because the online upgrade is disabled."
         )
-    if group.protocol_type != CONSUMER or group.protocol is None or group.pending:
-        return f"Group {group.group_id} is not a consumer group."
-    for m in group.members.values():
-        if parse_subscription(m.metadata(group.protocol)) is None:
-            return f"Group {group.group_id} is not a consumer group."
     return None
 
 
@@ -92,6 +92,7 @@ def upgrade(group: Group, now: float) -> None:
         m.answer_sync(SyncResult("REBALANCE_IN_PROGRESS"))
     group.members.clear()
     group.static.clear()
+    group.pending.clear()  # their JoinGroup gets UNKNOWN_MEMBER_ID and starts afresh
     group.pending_sync.clear()
     group.consumer = cg
     group.protocol_type, group.protocol, group.leader = CONSUMER, None, None
