@@ -34,7 +34,7 @@ from test_groups_protocol import (
     wait_coordinator,
 )
 
-LIST_GROUPS = 16
+LIST_GROUPS, CG_DESCRIBE = 16, 69
 NONE, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, GROUP_ID_NOT_FOUND = 0, 22, 27, 69
 SESSION_MS = 6000
 HEARTBEAT_MS = 500
@@ -75,14 +75,17 @@ def _partitioned(live: list[Consumer]) -> bool:
     )
 
 
+@pytest.mark.parametrize("assignor", ["RangeAssignor", "CooperativeStickyAssignor"])
 def test_classic_group_upgraded_and_downgraded_while_consuming(
-    cluster: Skiff, tmp_path: Path
+    cluster: Skiff, tmp_path: Path, assignor: str
 ) -> None:
+    """Classic members with an eager (range) or a cooperative client-side assignor."""
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     everyone: list[Consumer] = []
+    strategy = ("--assignment-strategy", f"org.apache.kafka.clients.consumer.{assignor}")
 
     def start(name: str, protocol: str) -> Consumer:
-        extra = CLASSIC_ARGS if protocol == "classic" else ()
+        extra = (*CLASSIC_ARGS, *strategy) if protocol == "classic" else ()
         c = Consumer(cluster.bootstrap, topic, group, tmp_path / f"{name}.log", protocol, extra)
         everyone.append(c)
         return c
@@ -170,6 +173,12 @@ def test_classic_member_through_upgrade_and_downgrade(raw_broker: Broker) -> Non
             resp = a.sync()
             assert (resp.error_code, resp.assignment) == (NONE, assignment(topic, [0]))
             assert a.heartbeat() == NONE
+            body = {"group_ids": [group], "include_authorized_operations": False}
+            [d] = kafka.request(CG_DESCRIBE, 1, body).groups
+            assert {m.member_id: (m.member_type, m.member_epoch) for m in d.members} == {
+                a.member_id: (0, 2),  # classic
+                k.member_id: (1, 2),
+            }
             assert a.commit({topic: {0: 6}}, generation_id_or_member_epoch=1) == {
                 (topic, 0): ILLEGAL_GENERATION
             }
