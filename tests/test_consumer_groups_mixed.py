@@ -235,3 +235,42 @@ def test_groups_that_cannot_be_upgraded(own_redis: RedisServer, tmp_path: Path) 
                 m.close()
     finally:
         stop_process(server.proc)
+
+
+def test_a_mixed_group_survives_a_coordinator_move(own_redis: RedisServer, tmp_path: Path) -> None:
+    b, server = start_broker(own_redis, tmp_path / "one.log")
+    try:
+        wait_coordinator(b)
+        topic, group = f"t-{uuid.uuid4().hex[:8]}", new_group()
+        create_topic(b, topic, 2)
+        a = Member(b, group, topic)
+        with b.connect() as kafka:
+            try:
+                a.join_new()
+                assert a.sync(assignments={a.member_id: assignment(topic, [0, 1])}).error_code == 0
+                k = CgMember(kafka, group, [topic])
+                assert k.heartbeat().member_epoch == 2
+                assert a.heartbeat() == REBALANCE_IN_PROGRESS
+                assert (a.join().generation_id, a.sync().assignment) == (
+                    2,
+                    assignment(topic, [0]),
+                )
+            finally:
+                a.close()
+    finally:
+        stop_process(server.proc)  # SIGTERM: its leases are released
+    b2, server = start_broker(own_redis, tmp_path / "two.log")
+    try:
+        wait_coordinator(b2)
+        moved = Member(b2, group, topic)
+        moved.member_id, moved.generation = a.member_id, 2
+        try:
+            # The classic member carries on at its epoch on the new coordinator.
+            assert moved.heartbeat() == NONE
+            resp = moved.sync()
+            assert (resp.error_code, resp.assignment) == (NONE, assignment(topic, [0]))
+            assert _raw_group_type(b2, group) == ("consumer", "consumer")
+        finally:
+            moved.close()
+    finally:
+        stop_process(server.proc)

@@ -295,6 +295,9 @@ class Group:
             group.consumer = ConsumerGroupState.from_doc(
                 doc["consumer"], now + session_timeout_ms / 1000
             )
+            for cm in group.consumer.members.values():
+                if cm.classic is not None:  # a mixed group's classic member: its own session
+                    cm.deadline = now + cm.classic.session_timeout_ms / 1000
             if group.consumer.members:
                 group.state = State.STABLE
         group.leader = doc.get("leader") if doc.get("leader") in group.members else None
