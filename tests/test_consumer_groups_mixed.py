@@ -7,9 +7,12 @@ tests check each step's answers: epochs, generations, assignment bytes, error co
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import RedisServer, Skiff, start_skiff, stop_process
@@ -274,3 +277,82 @@ def test_a_mixed_group_survives_a_coordinator_move(own_redis: RedisServer, tmp_p
             moved.close()
     finally:
         stop_process(server.proc)
+
+
+def test_librdkafka_classic_and_consumer_members_in_one_group(cluster: Skiff) -> None:
+    """confluent-kafka (librdkafka): the same upgrade and downgrade, committing each
+    record synchronously; every record consumed exactly once."""
+    from confluent_kafka import Consumer as RdConsumer
+
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    seen: list[tuple[int, int]] = []
+    live: list[Any] = []
+
+    def member(protocol: str) -> Any:
+        conf: dict[str, Any] = {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+        if protocol == "classic":
+            conf["session.timeout.ms"] = 10_000
+        c = RdConsumer(conf)
+        c.subscribe([topic])
+        live.append(c)
+        return c
+
+    def leave(c: Any) -> None:
+        live.remove(c)
+        c.close()
+
+    def until(check: Any, what: str) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            for c in list(live):
+                msg = c.poll(0.05)
+                if msg is not None and msg.error() is None:
+                    seen.append((msg.partition(), msg.offset()))
+                    c.commit(message=msg, asynchronous=False)
+
+    def shared() -> bool:
+        held = [{tp.partition for tp in c.assignment()} for c in live]
+        return all(held) and sorted(p for h in held for p in h) == list(range(PARTITIONS))
+
+    rounds = 0
+
+    def consume_round(what: str) -> None:
+        nonlocal rounds
+        until(shared, f"{what}: partitions shared")
+        rounds += 1
+        with RawKafka("127.0.0.1", cluster.port) as kafka:
+            _produce_round(kafka, topic, 20, f"r{rounds}")
+        until(lambda: len(seen) >= 20 * rounds * PARTITIONS, f"{what}: records")
+
+    with RawKafka("127.0.0.1", cluster.port) as kafka:
+        create(kafka, topic, partitions=PARTITIONS)
+    try:
+        c1, c2 = member("classic"), member("classic")
+        consume_round("two classic members")
+        k1 = member("consumer")
+        consume_round("classic + consumer")
+        leave(c1)
+        k2 = member("consumer")
+        leave(c2)
+        consume_round("all consumer protocol")
+        member("classic")
+        leave(k1)
+        consume_round("k1 replaced")
+        member("classic")
+        leave(k2)
+        consume_round("downgraded")
+        with RawKafka("127.0.0.1", cluster.port) as kafka:
+            assert _group_type(kafka, group) == ("classic", "consumer")
+        counts = Counter(seen)
+        assert not [r for r, n in counts.items() if n > 1]
+        assert set(counts) == {(p, o) for p in range(PARTITIONS) for o in range(20 * rounds)}
+    finally:
+        for c in live:
+            c.close()
