@@ -88,8 +88,9 @@ async def dispatch(
     frame: bytes,
     ticket: Ticket | None = None,
     security: ConnectionSecurity | None = None,
-) -> bytes | None:
-    """Handle one request frame; returns the response frame, or None (acks=0)."""
+) -> bytes | list[Any] | None:
+    """Handle one request frame; returns the response frame (Fetch: its parts, see
+    framing.response_frame), or None (acks=0)."""
     if security is not None and security.sasl_unframed:
         if ticket is not None:
             ticket.release()
@@ -133,7 +134,7 @@ async def _handle(
     pos: int,
     ticket: Ticket | None,
     security: ConnectionSecurity,
-) -> bytes | None:
+) -> bytes | list[Any] | None:
     key, version = header.api_key, header.api_version
     body, flexible = decode_body(handler, header, frame, pos)
     requests.decoded(body)
@@ -516,10 +517,10 @@ class KafkaConnection(asyncio.Protocol):
         Responses are written in request order by _write."""
         connection_context.CONNECTION.set(id(self))  # seen by the request tasks below
         connection_context.MUTED_UNTIL.set(self.muted_until)
-        responses: asyncio.Queue[asyncio.Task[bytes | None] | str] = asyncio.Queue()
+        responses: asyncio.Queue[asyncio.Task[bytes | list[Any] | None] | str] = asyncio.Queue()
         writer = _keep(asyncio.create_task(self._write(responses)))
         order = AppendOrder()
-        running: list[tuple[asyncio.Task[bytes | None], bool]] = []
+        running: list[tuple[asyncio.Task[bytes | list[Any] | None], bool]] = []
         try:
             while True:
                 if not self.frames:
@@ -584,7 +585,9 @@ class KafkaConnection(asyncio.Protocol):
             self.muted = False
             self._update_reading()
 
-    async def _write(self, responses: asyncio.Queue[asyncio.Task[bytes | None] | str]) -> None:
+    async def _write(
+        self, responses: asyncio.Queue[asyncio.Task[bytes | list[Any] | None] | str]
+    ) -> None:
         while True:
             item = await responses.get()
             if isinstance(item, str):
@@ -609,7 +612,11 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if response is not None and self.transport and not self.transport.is_closing():
                 self.last_active = time.monotonic()
-                self.transport.write(response)
+                if isinstance(response, list):  # a Fetch frame's parts (framing.py)
+                    for part in response:
+                        self.transport.write(part)
+                else:
+                    self.transport.write(response)
 
 
 def _client_id(frame: bytes) -> str | None:

@@ -23,6 +23,7 @@ OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_GROUPS, JOIN_GROUP = 8, 9, 16
 NONE, UNKNOWN_MEMBER_ID, INCONSISTENT_GROUP_PROTOCOL, UNSUPPORTED_VERSION = 0, 25, 23, 35
 INVALID_REQUEST, GROUP_ID_NOT_FOUND, FENCED_MEMBER_EPOCH = 42, 69, 110
 UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, STALE_MEMBER_EPOCH = 111, 112, 113
+INVALID_REGULAR_EXPRESSION = 128
 HEARTBEAT_MS = 500
 
 
@@ -191,6 +192,20 @@ def test_join_share_reconcile_and_leave(kafka: RawKafka, topic: str) -> None:
     assert (resp.error_code, resp.member_epoch, a.partitions()) == (NONE, 3, [0, 1, 2, 3])
     resp = b.heartbeat(epoch=2)
     assert resp.error_code == UNKNOWN_MEMBER_ID
+
+
+def test_invalid_subscribed_topic_regex(kafka: RawKafka) -> None:
+    # RE2 syntax as Kafka's RE2/J: an unclosed group and a look-ahead are both invalid.
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    for regex, problem in (("(", "missing ): ("), ("^a(?=b)", "invalid perl operator: (?=")):
+        resp = Member(kafka, group, []).heartbeat(
+            subscribed_topic_names=None, subscribed_topic_regex=regex
+        )
+        assert (resp.error_code, resp.error_message, resp.member_epoch) == (
+            INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {problem}.",
+            0,
+        )
 
 
 def test_epoch_checks_and_invalid_requests(kafka: RawKafka, topic: str) -> None:

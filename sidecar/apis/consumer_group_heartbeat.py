@@ -16,6 +16,7 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.groups.consumer_group import ASSIGNORS, LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from sidecar.groups.coordinator import CgHeartbeat, CgResult, CoordinatorError
+from sidecar.groups.topic_regex import regex_error
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response, ms
 from sidecar.queues.core import queue_store
@@ -68,6 +69,13 @@ def _invalid(body: Any, version: int) -> CgResult | None:
     elif epoch < STATIC_LEAVE_EPOCH:
         return bad(f"MemberEpoch is {epoch}, but must be greater than or equal to -2.")
     if regex:
+        problem = regex_error(regex)
+        if problem is not None:
+            return CgResult(
+                "INVALID_REGULAR_EXPRESSION",
+                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {problem}.",
+            )
+        # Valid, but resolving it to topics (and re-resolving) is not built yet.
         return bad("SubscribedTopicRegex is not supported by this broker yet.")
     if body.server_assignor is not None and body.server_assignor not in ASSIGNORS:
         return CgResult(

@@ -5,7 +5,7 @@ except ApiVersions, whose response header is always v0."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from sidecar.protocol.primitives import pack_i32, read_uvarint, unpack_i16, unpack_i32
 
@@ -64,10 +64,36 @@ def skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
-def response_frame(correlation_id: int, flexible_header: bool, body: bytes | list[Any]) -> bytes:
-    """The response frame: size, header, body; a body given as parts (Fetch) is joined
-    here, once."""
+# Parts of a response body smaller than this are joined with their neighbours; larger
+# ones (stored batches, as memoryviews into Redis replies) are written as they are.
+COALESCE_BELOW = 16384
+
+
+@overload
+def response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes: ...
+@overload
+def response_frame(correlation_id: int, flexible_header: bool, body: list[Any]) -> list[Any]: ...
+def response_frame(
+    correlation_id: int, flexible_header: bool, body: bytes | list[Any]
+) -> bytes | list[Any]:
+    """The response frame: size, header, body. A body given as parts (Fetch) stays
+    parts, its small ones joined: the connection writes each, so a stored batch is
+    copied at most once, into the transport's buffer when the socket is full (a joined
+    frame was copied three times: the join, and asyncio's slice and buffer of what a
+    send left)."""
     header = pack_i32(correlation_id) + (b"\x00" if flexible_header else b"")
     if isinstance(body, list):
-        return b"".join([pack_i32(len(header) + sum(map(len, body))), header, *body])
+        out: list[Any] = []
+        small = [pack_i32(len(header) + sum(map(len, body))), header]
+        for part in body:
+            if len(part) < COALESCE_BELOW:
+                small.append(part)
+                continue
+            if small:
+                out.append(b"".join(small))
+                small = []
+            out.append(part)
+        if small:
+            out.append(b"".join(small))
+        return out
     return pack_i32(len(header) + len(body)) + header + body

@@ -751,10 +751,12 @@ class QueueStore:
         metrics.count(group, "delivered", len(acquired) - again)
         return acquired, out
 
-    async def _batch_entries(self, log_key: str, offsets: list[int]) -> list[tuple[bytes, bytes]]:
-        """The stored batches holding any of `offsets` (sorted), in offset order, as
-        (entry id, batch): per run of consecutive offsets the batches ending inside it
-        and the one holding its last offset, in one pipeline."""
+    async def _batch_runs(
+        self, log_key: str, offsets: list[int]
+    ) -> tuple[list[tuple[int, int]], list[Any]]:
+        """Runs of consecutive offsets in `offsets` (sorted) and, in one pipeline, two
+        XRANGE replies per run: the batches ending inside it, then the one holding its
+        last offset (a batch's entry id is 0-<its last offset + 1>)."""
         runs: list[tuple[int, int]] = []
         for offset in offsets:
             if runs and runs[-1][1] == offset - 1:
@@ -766,6 +768,13 @@ class QueueStore:
                 pipe.xrange(log_key, f"0-{first + 1}", f"0-{last + 1}")
                 pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
             replies = await pipe.execute()
+        return runs, replies
+
+    async def _batch_entries(self, log_key: str, offsets: list[int]) -> list[tuple[bytes, bytes]]:
+        """The stored batches holding any of `offsets` (sorted), in offset order, as
+        (entry id, batch): per run of consecutive offsets the batches ending inside it
+        and the one holding its last offset, in one pipeline."""
+        _, replies = await self._batch_runs(log_key, offsets)
         seen: dict[bytes, bytes] = {}
         for reply in replies:
             for entry_id, fields in reply:
@@ -784,17 +793,7 @@ class QueueStore:
         pipeline (a batch's entry id is 0-<its last offset + 1>). `following` gets the
         offset of the first record read after the last offset asked for, if any."""
         log_key = keys.partition_keys(topic, partition)[0]
-        runs: list[tuple[int, int]] = []
-        for offset in sorted(set(offsets)):
-            if runs and runs[-1][1] == offset - 1:
-                runs[-1] = (runs[-1][0], offset)
-            else:
-                runs.append((offset, offset))
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for first, last in runs:
-                pipe.xrange(log_key, f"0-{first + 1}", f"0-{last + 1}")
-                pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
-            replies = await pipe.execute()
+        runs, replies = await self._batch_runs(log_key, sorted(set(offsets)))
         wanted = set(offsets)
         top = runs[-1][1] if runs else -1
         after: int | None = None

@@ -92,8 +92,8 @@ def error_name(code: int) -> str:
 
 
 async def observe(
-    handler: ModuleType, header: Any, peer: str, work: Awaitable[bytes | None]
-) -> bytes | None:
+    handler: ModuleType, header: Any, peer: str, work: Awaitable[bytes | list[Any] | None]
+) -> bytes | list[Any] | None:
     """Await `work` (the request's decoding and handling) inside a RequestScope."""
     api = api_name(handler)
     version = header.api_version
