@@ -776,6 +776,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "group-consumer-migration-policy",
+        "bidirectional",
+        "group.consumer.migration.policy: classic <-> consumer group conversions allowed "
+        "(bidirectional, upgrade, downgrade, disabled)",
+        choices=["bidirectional", "upgrade", "downgrade", "disabled"],
+    )
+    _flag(
+        serve,
         "authorizer-class-name",
         "",
         "authorizer.class.name: empty for none (every request allowed), or "
@@ -1082,6 +1090,7 @@ def _run(argv: list[str]) -> int:
         group_share_delivery_count_limit=args.group_share_delivery_count_limit,
         group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
         group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
+        group_consumer_migration_policy=args.group_consumer_migration_policy,
         authorizer_class_name=args.authorizer_class_name,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,

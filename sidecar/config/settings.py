@@ -166,6 +166,9 @@ class Settings:
     # group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms.
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    # group.consumer.migration.policy (sidecar/groups/mixed.py): which online
+    # conversions between classic and consumer groups are allowed.
+    group_consumer_migration_policy: str = "bidirectional"
     # Kafka listener bounds (sidecar/server_limits.py), with Kafka's names and defaults:
     # max.connections, max.connections.per.ip (+ .overrides as (host, limit) pairs),
     # connections.max.idle.ms. queued.max.request.bytes is unbounded (-1) in Kafka; Skiff
