@@ -6,10 +6,10 @@ cd "$(dirname "$0")"
 scripts/setup.sh --test
 echo "[test] ruff check" >&2
 .venv/bin/ruff check sidecar tests bench tools pipeline loadtest
-# Tests mostly wait on processes (redis-server, JVMs), so workers overlap the waits.
-# --dist loadfile keeps a file's tests (and its module fixtures) on one worker.
-# SKIFF_TEST_WORKERS=1 runs them in this process, one after another.
-workers="${SKIFF_TEST_WORKERS:-4}"
+# SKIFF_TEST_WORKERS=N runs the tests in N pytest-xdist workers (--dist loadfile keeps a
+# file's tests and module fixtures on one worker). Serial by default: a parallel run on
+# this 2-core machine kind has not yet passed the whole suite (docs/architecture.md).
+workers="${SKIFF_TEST_WORKERS:-1}"
 parallel=()
 if [ "$workers" != 1 ]; then
   parallel=(-n "$workers" --dist loadfile)
