@@ -197,6 +197,7 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
     "group.share.record.lock.duration.ms": FlagMapping("group-share-record-lock-duration-ms"),
     "group.share.delivery.count.limit": FlagMapping("group-share-delivery-count-limit"),
+    "group.share.partition.max.record.locks": FlagMapping("group-share-partition-max-record-locks"),
     "group.consumer.session.timeout.ms": FlagMapping("group-consumer-session-timeout-ms"),
     "group.consumer.heartbeat.interval.ms": FlagMapping("group-consumer-heartbeat-interval-ms"),
     "group.consumer.migration.policy": FlagMapping("group-consumer-migration-policy"),

@@ -162,6 +162,9 @@ class Settings:
     # and group.share.delivery.count.limit.
     group_share_record_lock_duration_ms: int = 30_000
     group_share_delivery_count_limit: int = 5
+    # Kafka's group.share.partition.max.record.locks: records of a partition a group
+    # holds in flight at most (QueueStore.max_record_locks).
+    group_share_partition_max_record_locks: int = 2000
     # KIP-848 consumer groups (sidecar/groups/consumer_group.py): Kafka's
     # group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms.
     group_consumer_session_timeout_ms: int = 45_000
