@@ -491,3 +491,20 @@ def test_regex_subscription_resolves_and_follows_new_topics(kafka: RawKafka) -> 
     _wait(lambda: m.heartbeat(owned=True).error_code == NONE and not m.owned, 30, "no partitions")
     desc = _describe(kafka, group).members[0]
     assert (desc.subscribed_topic_regex, list(desc.assignment.topic_partitions)) == (None, [])
+
+
+def test_regex_member_survives_its_saved_document() -> None:
+    # The group document in Redis keeps the regex apart from the named topics, and the
+    # assignor's input is both.
+    from sidecar.groups.consumer_group import CgMember, ConsumerGroupState
+
+    member = CgMember("m1", topics=["named"], regex="rx.*", matched=["rx-a", "named"])
+    back = CgMember.from_doc(member.doc())
+    assert (back.topics, back.regex, back.matched) == (["named"], "rx.*", ["rx-a", "named"])
+    cg = ConsumerGroupState(partitions={"named": 1, "rx-a": 2})
+    cg.add(back)
+    cg.compute_target()
+    assert (cg.subscribed(), cg.target) == (
+        {"named", "rx-a"},
+        {"m1": {"named": [0], "rx-a": [0, 1]}},
+    )
