@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from sidecar import apis, connection_context
 from sidecar.apis import api_versions, sasl_authenticate, unavailable
@@ -299,7 +299,8 @@ class KafkaConnection(asyncio.Protocol):
         self.close_reason = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # A stream transport; uvloop's are not asyncio.Transport subclasses.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.metadata
 import logging
 import os
@@ -1139,10 +1138,11 @@ def _run(argv: list[str]) -> int:
         from sidecar.process.workers import run
 
         return run(settings, args.workers, str(args.log_level), args.log_format)
+    from sidecar.process import event_loop
     from sidecar.process.app import serve
 
     try:
-        asyncio.run(serve(settings))
+        event_loop.run(serve(settings), settings)
     except RuntimeError as exc:
         logging.getLogger("skiff").error("%s", exc)
         return 1

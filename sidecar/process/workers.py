@@ -15,7 +15,6 @@ would retry on the same wrong connection)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import multiprocessing
@@ -92,10 +91,13 @@ def _worker_main(
         handler.setFormatter(
             logs.TextFormatter("%(asctime)s %(levelname)s [w%(worker)d] %(name)s: %(message)s")
         )
+    from sidecar.process import event_loop
     from sidecar.process.app import serve
 
     try:
-        asyncio.run(serve(settings, private_redis=private, redis_problem=_reader(problem)))
+        event_loop.run(
+            serve(settings, private_redis=private, redis_problem=_reader(problem)), settings
+        )
     except RuntimeError as exc:
         logging.getLogger("skiff").error("%s", exc)
         raise SystemExit(1) from None

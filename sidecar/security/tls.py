@@ -15,7 +15,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from sidecar.config.listeners import Listener, setting_for
 from sidecar.config.settings import Settings
@@ -290,7 +290,8 @@ class TlsAcceptor(asyncio.Protocol):
         self.peer = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # A stream transport; uvloop's are not asyncio.Transport subclasses.
+        transport = cast(asyncio.Transport, transport)
         # Nothing is read until start_tls takes over (it resumes reading itself).
         transport.pause_reading()
         peer = transport.get_extra_info("peername")
