@@ -22,11 +22,15 @@
 -- op 'reclaim': ARGV[3] holder ARGV[4] lock ms ARGV[5] delivery limit ARGV[6] max records
 --               ARGV[7] dead-letter holder
 --               reply {now, offset, count, kind, ...} as lua/queue_acquire.lua
--- op 'claim':   ARGV[3] holder ARGV[4] max records [ARGV[5] skip to ARGV[6] seen cursor]
---               reply {now, lso, first, end}: offsets first..end-1 leased to holder.
---               With ARGV[5]: the caller read the log and found no record from ARGV[6]
---               (the cursor then) to ARGV[5] (compacted away); while the cursor is still
---               ARGV[6] the claim starts at ARGV[5], as XREADGROUP passes deleted entries
+-- op 'claim':   ARGV[3] holder ARGV[4] max records ARGV[5] cap on records in flight
+--               [ARGV[6] skip to ARGV[7] seen cursor]
+--               reply {now, lso, first, end}: offsets first..end-1 leased to holder,
+--               no more than leave the records in the lease zset at most ARGV[5]
+--               (group.share.partition.max.record.locks; lua/queue_reserve.lua on
+--               `record` topics).
+--               With ARGV[6]: the caller read the log and found no record from ARGV[7]
+--               (the cursor then) to ARGV[6] (compacted away); while the cursor is still
+--               ARGV[7] the claim starts at ARGV[6], as XREADGROUP passes deleted entries
 -- op 'settle':  ARGV[3] holder ARGV[4] lock ms ARGV[5] action ARGV[6] dead-letter holder
 --               ARGV[7] wake-up channel ARGV[8..] offsets; reply as lua/queue_settle.lua
 -- op 'state':   ARGV[3] lock ms ARGV[4] records to look at; reply as lua/queue_state.lua
@@ -142,11 +146,12 @@ if op == 'claim' then
   end
   local m = redis.call('HMGET', meta, 'hw', 'lso')
   local hw, lso = tonumber(m[1] or '0'), tonumber(m[2] or '0')
-  if ARGV[5] and pos == tonumber(ARGV[6]) then
-    pos = math.min(math.max(pos, tonumber(ARGV[5])), hw)
+  if ARGV[6] and pos == tonumber(ARGV[7]) then
+    pos = math.min(math.max(pos, tonumber(ARGV[6])), hw)
   end
   pos = math.max(pos, lso)
-  local last = math.min(hw, pos + tonumber(ARGV[4]))
+  local room = tonumber(ARGV[5]) - redis.call('ZCARD', lease)
+  local last = math.min(hw, pos + math.max(0, math.min(tonumber(ARGV[4]), room)))
   if last > pos then
     redis.call('XGROUP', 'SETID', log, grp, '0-' .. last)
     local value = '1:' .. ARGV[3]

@@ -11,6 +11,7 @@ those on the classpath is how version clashes start.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import sys
@@ -71,8 +72,14 @@ def connector_jars(version: str | None = None) -> list[Path]:
     lib = root / "lib"
     done = lib / ".complete"
     if not done.exists():
-        _fetch(version, root, lib)
-        done.write_text("ok\n")
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / ".lock", "w") as lock:
+            # Parallel test workers (pytest-xdist) may fetch at once: one fetches, the
+            # others wait and find .complete.
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                _fetch(version, root, lib)
+                done.write_text("ok\n")
     jars = sorted(lib.glob("*.jar"))
     missing = [a for a in ARTIFACTS if not any(j.name.startswith(a + "-") for j in jars)]
     if missing:

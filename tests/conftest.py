@@ -103,7 +103,20 @@ def start_redis(tmp: Path, port: int | None = None, aof: bool = False) -> RedisS
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed: run ./test.sh, or apt-get install redis-server")
-    port = port or free_port()
+    if port is not None:
+        return _start_redis(binary, tmp, port, aof)
+    # A port free just now may be taken before redis-server binds it (parallel test
+    # workers, clients' ephemeral ports): redis-server then exits, and a new port is tried.
+    for attempt in range(3):
+        try:
+            return _start_redis(binary, tmp, free_port(), aof)
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_redis(binary: str, tmp: Path, port: int, aof: bool) -> RedisServer:
     tmp.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
         [
@@ -125,7 +138,11 @@ def start_redis(tmp: Path, port: int | None = None, aof: bool = False) -> RedisS
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for_port(port, proc)
+    try:
+        wait_for_port(port, proc)
+    except RuntimeError:
+        stop_process(proc)
+        raise
     return RedisServer(port, proc, tmp)
 
 

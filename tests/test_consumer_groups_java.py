@@ -42,7 +42,15 @@ DEADLINE_S = 90.0  # JVM start-up and group moves on a loaded 2-core machine
 class Consumer:
     """One VerifiableConsumer JVM; its JSON events collected by a reader thread."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, log: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        log: Path,
+        protocol: str = "consumer",
+        extra: tuple[str, ...] = (),
+    ) -> None:
         main_class = kafka_cli.tool_class("kafka-verifiable-consumer", KAFKA)
         args = [
             "--bootstrap-server",
@@ -52,10 +60,11 @@ class Consumer:
             "--group-id",
             group,
             "--group-protocol",
-            "consumer",
+            protocol,
             "--reset-policy",
             "earliest",
             "--verbose",
+            *extra,
         ]
         try:
             cmd = kafka_cli.command(main_class, args, "ERROR", KAFKA)

@@ -15,6 +15,7 @@ from conftest import RedisServer
 from sidecar.maintenance.compactor import Compactor
 from sidecar.protocol.record_batch import decode_headers
 from sidecar.queues import Action, QueueError, QueueStore, RecordError
+from sidecar.storage import keys
 from sidecar.storage.store import RedisStore
 
 
@@ -456,6 +457,61 @@ def test_reading_past_batches_compaction_left_out(redis_server: RedisServer, fmt
         assert calls <= 10, calls
         (part,) = (await q.describe(group)).partitions
         assert (part.committed, part.next_offset, part.pending) == (2000, 2005, 5)
+        await store.close()
+
+    run(go())
+
+
+def test_max_record_locks_holds_under_concurrent_fetches_of_two_sidecars(
+    redis_server: RedisServer, fmt: str
+) -> None:
+    """group.share.partition.max.record.locks (here 25) with two QueueStores on their
+    own connections, as two sidecars: 20 fetches at once acquire exactly the first 25
+    records between them, none twice; finishing 10 makes room for exactly 10 more."""
+
+    async def go() -> None:
+        store, _, topic = await _setup(redis_server.url, 100, fmt)
+        other = await RedisStore.connect(redis_server.url)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        qs = [QueueStore(store, max_record_locks=25), QueueStore(other, max_record_locks=25)]
+        await qs[0].configure(group, lock_ms=60_000, auto_offset_reset="earliest")
+        got = await asyncio.gather(
+            *(qs[i % 2].acquire(group, f"w{i}", topic, 0, 7) for i in range(20))
+        )
+        offsets = sorted(r.offset for rs in got for r in rs)
+        assert offsets == list(range(25))
+        assert all(r.delivery_count == 1 for rs in got for r in rs)
+        holders = {r.offset: f"w{i}" for i, rs in enumerate(got) for r in rs}
+        for o in range(10):
+            assert await qs[1].settle(group, holders[o], topic, 0, [o], Action.ACCEPT) == {o: None}
+        got = await asyncio.gather(*(qs[i % 2].acquire(group, "x", topic, 0, 7) for i in range(6)))
+        assert sorted(r.offset for rs in got for r in rs) == list(range(25, 35))
+        assert await qs[0].acquire(group, "y", topic, 0, 7) == []
+        await other.close()
+        await store.close()
+
+    run(go())
+
+
+def test_a_reservation_left_behind_frees_its_room_on_expiry(redis_server: RedisServer) -> None:
+    """`record` topics: a sidecar that died between reserving room under the cap
+    (lua/queue_reserve.lua) and reading leaves its reservation; it holds its room only
+    until it expires."""
+
+    async def go() -> None:
+        store, _, topic = await _setup(redis_server.url, 40, "record")
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        q = QueueStore(store, max_record_locks=25)
+        await q.configure(group, lock_ms=60_000, auto_offset_reset="earliest")
+        secs, micros = await store.redis.time()
+        expiry = secs * 1000 + micros // 1000 + 1500
+        resv = keys.queue_partition_keys(group, topic, 0)[3]
+        await store.redis.zadd(resv, {"dead:10": expiry})  # as the dead sidecar left it
+        assert [r.offset for r in await q.acquire(group, "w", topic, 0, 100)] == list(range(15))
+        assert await q.acquire(group, "w", topic, 0, 100) == []
+        await _until_redis_time(store, expiry)
+        assert [r.offset for r in await q.acquire(group, "w", topic, 0, 100)] == list(range(15, 25))
+        assert await store.redis.exists(resv) == 0
         await store.close()
 
     run(go())

@@ -1170,6 +1170,62 @@ def test_share_fetch_on_a_batch_topic_returns_the_stored_batches(skiff: Skiff) -
         m.close()
 
 
+@pytest.mark.parametrize("fmt", ["record", "batch"])
+def test_share_partition_max_record_locks_caps_records_in_flight(
+    own_redis: RedisServer, tmp_path: Path, fmt: str
+) -> None:
+    """group.share.partition.max.record.locks (here 15): a fetch acquires new records
+    only while fewer are in flight (acquired, or released and not yet acquired again);
+    re-acquiring released ones is not held back. On a `batch` topic the cap cuts a
+    stored batch: it is sent whole with only the offsets under the cap acquired."""
+    server = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--group-share-partition-max-record-locks",
+        "15",
+    )
+    try:
+        topic, group = f"share-t-{uuid.uuid4().hex[:10]}", _group()
+        _create(server.bootstrap, topic, fmt=fmt)
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            for b in range(3):  # batches 0-9, 10-19, 20-29
+                batch = build_batch([Rec(value=b"v%d" % (10 * b + i)) for i in range(10)])
+                resp = kafka.request(0, 9, produce_request(topic, {0: batch}))
+                assert resp.responses[0].partition_responses[0].base_offset == 10 * b
+        _earliest(server, group, lock_ms=60_000)
+        tid = _topic_id(server, topic)
+        a = ShareMember("127.0.0.1", server.port, group)
+        b = ShareMember("127.0.0.1", server.port, group)
+        try:
+            a.join([topic])
+            b.join([topic])
+            got = acquired_offsets(a.fetch({tid: [0]}, max_records=100))
+            assert got == {(tid, 0): [(o, 1) for o in range(15)]}
+            assert acquired_offsets(b.fetch({tid: [0]}, max_records=100)) == {}
+            # 0-4 finished, 5-9 released: 10 in flight, room for 5 new ones.
+            resp = a.acknowledge({(tid, 0): [(0, 4, [ACCEPT]), (5, 9, [RELEASE])]})
+            assert resp.error_code == 0 and perrors(resp) == {(tid, 0): (0, 0)}
+            got = acquired_offsets(b.fetch({tid: [0]}, max_records=100))
+            assert got == {
+                (tid, 0): [(o, 2) for o in range(5, 10)] + [(o, 1) for o in range(15, 20)]
+            }
+            assert acquired_offsets(a.fetch({tid: [0]}, max_records=100)) == {}
+            assert _raw_offsets(server, group, topic) == (5, 25)
+            # Everything in flight finished: the rest, 20-29, fits.
+            resp = b.acknowledge({(tid, 0): [(5, 9, [ACCEPT]), (15, 19, [ACCEPT])]})
+            assert resp.error_code == 0 and perrors(resp) == {(tid, 0): (0, 0)}
+            resp = a.acknowledge({(tid, 0): [(10, 14, [ACCEPT])]})
+            assert resp.error_code == 0 and perrors(resp) == {(tid, 0): (0, 0)}
+            got = acquired_offsets(a.fetch({tid: [0]}, max_records=100))
+            assert got == {(tid, 0): [(o, 1) for o in range(20, 30)]}
+        finally:
+            a.close()
+            b.close()
+    finally:
+        stop_process(server.proc)
+
+
 @BOTH
 def test_share_fetch_with_max_bytes_zero_returns_no_records(skiff: Skiff, topic: str) -> None:
     tid = _topic_id(skiff, topic)

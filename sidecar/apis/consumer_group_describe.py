@@ -19,7 +19,7 @@ from sidecar.protocol.kio_codec import encode_response
 API_KEY = 69
 MIN_VERSION = 0
 MAX_VERSION = 1
-CONSUMER_MEMBER = 1  # MemberType (v1): 0 classic, 1 consumer
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # MemberType (v1); classic: a mixed group's
 
 
 def _failed(group_id: str, code: str, message: str | None) -> dict[str, Any]:
@@ -69,7 +69,7 @@ async def describe_one(broker: Broker, group_id: str) -> dict[str, Any]:
                 "subscribed_topic_regex": m.regex,
                 "assignment": await _assignment(broker, m.assigned),
                 "target_assignment": await _assignment(broker, cg.target.get(m.member_id, {})),
-                "member_type": CONSUMER_MEMBER,
+                "member_type": CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,
             }
         )
     return {

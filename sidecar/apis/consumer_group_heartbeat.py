@@ -10,6 +10,7 @@ TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sidecar.broker import Broker
@@ -29,6 +30,20 @@ MAX_VERSION = 1
 
 # Kafka's internal topics, which a regex never matches (Skiff keeps none as topics today).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def partition_counter(broker: Broker) -> Callable[[set[str]], Awaitable[dict[str, int]]]:
+    """The partition counts of those of some topics that exist (for the assignor)."""
+
+    async def counts(names: set[str]) -> dict[str, int]:
+        out = {}
+        for name in sorted(names):
+            info = await broker.store.get_topic(name)
+            if info is not None:
+                out[name] = info.partitions
+        return out
+
+    return counts
 
 
 def _invalid(body: Any, version: int) -> CgResult | None:
@@ -104,14 +119,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
         # A queue (share) group of that id: not a consumer group, as Kafka answers.
         result = CgResult("GROUP_ID_NOT_FOUND", f"Group {body.group_id} is not a consumer group.")
     if result is None:
-
-        async def counts(names: set[str]) -> dict[str, int]:
-            out = {}
-            for name in sorted(names):
-                info = await broker.store.get_topic(name)
-                if info is not None:
-                    out[name] = info.partitions
-            return out
+        counts = partition_counter(broker)
 
         async def resolve(pattern: str) -> list[str]:
             names = [n for n in await topic_names(broker.store) if n not in INTERNAL_TOPICS]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.apis.consumer_group_heartbeat import partition_counter
 from sidecar.broker import Broker
 from sidecar.groups.coordinator import CoordinatorError, JoinRequest
 from sidecar.groups.state import JoinResult
@@ -48,6 +49,7 @@ async def _join(broker: Broker, request: Any) -> JoinResult:
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
+        partition_counts=partition_counter(broker),
     )
     try:
         return await broker.groups.join(body.group_id, join)

@@ -762,6 +762,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "group-share-partition-max-record-locks",
+        "2000",
+        "group.share.partition.max.record.locks: records of one partition a share or "
+        "queue group holds in flight (acquired, or released and not yet acquired again) "
+        "at most; a fetch acquires no new ones past it",
+        type=at_least(1, 100_000),
+    )
+    _flag(
+        serve,
         "group-consumer-session-timeout-ms",
         "45000",
         "group.consumer.session.timeout.ms",
@@ -773,6 +782,14 @@ def build_parser() -> argparse.ArgumentParser:
         "5000",
         "group.consumer.heartbeat.interval.ms",
         type=at_least(1),
+    )
+    _flag(
+        serve,
+        "group-consumer-migration-policy",
+        "bidirectional",
+        "group.consumer.migration.policy: classic <-> consumer group conversions allowed "
+        "(bidirectional, upgrade, downgrade, disabled)",
+        choices=["bidirectional", "upgrade", "downgrade", "disabled"],
     )
     _flag(
         serve,
@@ -1080,8 +1097,10 @@ def _run(argv: list[str]) -> int:
         group_share_heartbeat_interval_ms=args.group_share_heartbeat_interval_ms,
         group_share_record_lock_duration_ms=args.group_share_record_lock_duration_ms,
         group_share_delivery_count_limit=args.group_share_delivery_count_limit,
+        group_share_partition_max_record_locks=args.group_share_partition_max_record_locks,
         group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
         group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
+        group_consumer_migration_policy=args.group_consumer_migration_policy,
         authorizer_class_name=args.authorizer_class_name,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,

@@ -162,10 +162,16 @@ class Settings:
     # and group.share.delivery.count.limit.
     group_share_record_lock_duration_ms: int = 30_000
     group_share_delivery_count_limit: int = 5
+    # Kafka's group.share.partition.max.record.locks: records of a partition a group
+    # holds in flight at most (QueueStore.max_record_locks).
+    group_share_partition_max_record_locks: int = 2000
     # KIP-848 consumer groups (sidecar/groups/consumer_group.py): Kafka's
     # group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms.
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    # group.consumer.migration.policy (sidecar/groups/mixed.py): which online
+    # conversions between classic and consumer groups are allowed.
+    group_consumer_migration_policy: str = "bidirectional"
     # Kafka listener bounds (sidecar/server_limits.py), with Kafka's names and defaults:
     # max.connections, max.connections.per.ip (+ .overrides as (host, limit) pairs),
     # connections.max.idle.ms. queued.max.request.bytes is unbounded (-1) in Kafka; Skiff

@@ -13,6 +13,7 @@ and persists the result with the classic group's JSON."""
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,22 @@ STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_partitions", "unreleased_pa
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
 Assignment = dict[str, list[int]]  # topic name -> sorted partitions
+
+
+@dataclass(slots=True)
+class ClassicMeta:
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "session": self.session_timeout_ms,
+            "protocols": [[n, base64.b64encode(m).decode()] for n, m in self.protocols],
+        }
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> ClassicMeta:
+        return cls(int(doc["session"]), [(n, base64.b64decode(m)) for n, m in doc["protocols"]])
 
 
 @dataclass(slots=True)
@@ -44,6 +61,9 @@ class CgMember:
     revoking: Assignment = field(default_factory=dict)
     deadline: float = 0.0  # loop time: the session ends without a heartbeat
     revoke_deadline: float = 0.0  # loop time: fenced if it still holds revoked partitions
+    # A classic member (JoinGroup/SyncGroup/Heartbeat) of a mixed group: its session
+    # timeout and protocols [(name, metadata)] (Kafka's ClassicMemberMetadata).
+    classic: ClassicMeta | None = None
     resolved_at: float = float("-inf")  # loop time `regex` was last resolved
 
     def subscription(self) -> list[str]:
@@ -67,6 +87,7 @@ class CgMember:
             "state": self.state,
             "assigned": self.assigned,
             "revoking": self.revoking,
+            **({"classic": self.classic.doc()} if self.classic is not None else {}),
         }
 
     @classmethod
@@ -87,6 +108,7 @@ class CgMember:
             state=doc.get("state", STABLE),
             assigned={t: list(ps) for t, ps in doc.get("assigned", {}).items()},
             revoking={t: list(ps) for t, ps in doc.get("revoking", {}).items()},
+            classic=ClassicMeta.from_doc(doc["classic"]) if "classic" in doc else None,
         )
 
 

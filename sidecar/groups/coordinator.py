@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
+from sidecar.groups import mixed
 from sidecar.groups.consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -60,6 +61,8 @@ class JoinRequest:
     protocols: list[tuple[str, bytes]]
     require_known_member_id: bool
     supports_skip_assignment: bool
+    # Partition counts of existing topics, for a classic member of a consumer group.
+    partition_counts: Callable[[set[str]], Awaitable[dict[str, int]]] | None = None
 
 
 @dataclass(slots=True)
@@ -224,8 +227,7 @@ class GroupCoordinator:
             return JoinResult("COORDINATOR_NOT_AVAILABLE", req.member_id)
         if group.consumer is not None:
             if group.consumer.members:
-                # Kafka would migrate the group (KIP-848's mixed groups); not yet here.
-                return JoinResult("INCONSISTENT_GROUP_PROTOCOL", req.member_id)
+                return await mixed.join(self, group, req)
             group.consumer = None  # an empty consumer group becomes a classic one
             group.protocol_type = None
         if not group.supports(req.protocol_type, req.protocols, req.member_id):
@@ -421,6 +423,7 @@ class GroupCoordinator:
             return
         group.generation += 1
         group.pending_sync.clear()
+        group.legacy_epochs.clear()
         if not group.members:
             group.protocol = None
             group.state = State.EMPTY
@@ -481,6 +484,8 @@ class GroupCoordinator:
             return SyncResult("UNKNOWN_MEMBER_ID")
         if group.state == State.DEAD:
             return SyncResult("COORDINATOR_NOT_AVAILABLE")
+        if group.consumer is not None and group.consumer.members:
+            return await mixed.sync(self, group, member_id, generation, protocol_type, protocol)
         if group.fenced(instance_id, member_id):
             return SyncResult("FENCED_INSTANCE_ID")
         if member_id not in group.members:
@@ -529,12 +534,14 @@ class GroupCoordinator:
             return "UNKNOWN_MEMBER_ID"
         if group.state == State.DEAD:
             return "COORDINATOR_NOT_AVAILABLE"
+        if group.consumer is not None and group.consumer.members:
+            return mixed.heartbeat(self, group, member_id, generation)
         error = group.validate_member(member_id, instance_id)
         if error:
             return error
         if group.state == State.EMPTY:
             return "UNKNOWN_MEMBER_ID"
-        if generation != group.generation:
+        if generation != group.generation and group.legacy_epochs.get(member_id) != generation:
             return "ILLEGAL_GENERATION"
         member = group.members[member_id]
         member.deadline = self.loop_time + member.session_timeout_ms / 1000
@@ -549,6 +556,8 @@ class GroupCoordinator:
             return "NONE", ["UNKNOWN_MEMBER_ID"] * len(leaving)
         if group.state == State.DEAD:
             return "COORDINATOR_NOT_AVAILABLE", []
+        if group.consumer is not None:
+            return await self._classic_leave_consumer_group(group, group.consumer, leaving)
         errors = []
         for member_id, instance_id in leaving:
             if member_id == "":
@@ -574,6 +583,24 @@ class GroupCoordinator:
             errors.append("NONE")
         return "NONE", errors
 
+    async def _classic_leave_consumer_group(
+        self, group: Group, cg: ConsumerGroupState, leaving: list[tuple[str, str | None]]
+    ) -> tuple[str, list[str]]:
+        """LeaveGroup of classic members of a consumer group (mixed groups)."""
+        errors = []
+        for member_id, instance_id in leaving:
+            if member_id == "" and instance_id is not None:
+                member_id = cg.static.get(instance_id, "")
+            member = cg.members.get(member_id)
+            if member is None or member.classic is None:
+                errors.append("UNKNOWN_MEMBER_ID")
+                continue
+            self._consumer_remove(group, cg, member_id, "left")
+            errors.append("NONE")
+        if "NONE" in errors and not await self._persist(group):
+            return "NOT_COORDINATOR", []
+        return "NONE", errors
+
     # -- ConsumerGroupHeartbeat (KIP-848) --------------------------------------------------
 
     async def consumer_heartbeat(
@@ -589,9 +616,10 @@ class GroupCoordinator:
         group = await self.coordinate(group_id, create=req.epoch == 0)
         wanted = set(req.topics or ())
         known = None
-        if group is not None and group.consumer is not None:
-            wanted |= group.consumer.subscribed()
-            known = group.consumer.members.get(req.member_id)
+        if group is not None:
+            wanted |= group.subscribed_topics() or set()
+            if group.consumer is not None:
+                known = group.consumer.members.get(req.member_id)
         # A regex is resolved when it is new and then at most once a second, so topics
         # created or deleted later reach the assignment within a heartbeat or two.
         regex = req.regex if req.regex is not None else (known.regex if known else None)
@@ -610,9 +638,16 @@ class GroupCoordinator:
             return CgResult("COORDINATOR_NOT_AVAILABLE")
         if group.consumer is None:
             if group.members or group.pending:
-                return CgResult("GROUP_ID_NOT_FOUND", f"Group {group_id} is not a consumer group.")
-            group.consumer = ConsumerGroupState()
-            group.protocol_type, group.protocol, group.leader = "consumer", None, None
+                refusal = mixed.upgrade_refusal(
+                    group, self.settings.group_consumer_migration_policy
+                )
+                if refusal is not None:
+                    return CgResult("GROUP_ID_NOT_FOUND", refusal)
+                log.info("group %r: upgraded from classic to consumer", group_id)
+                mixed.upgrade(group, self.loop_time)
+            else:
+                group.consumer = ConsumerGroupState()
+                group.protocol_type, group.protocol, group.leader = "consumer", None, None
         cg = group.consumer
         now = self.loop_time
         session_s = self.settings.group_consumer_session_timeout_ms / 1000
@@ -729,7 +764,7 @@ class GroupCoordinator:
     ) -> None:
         """A member gone (left, session expired, never revoked): a new target for the rest;
         its partitions become free for their new owners' next heartbeats."""
-        cg.remove(member_id)
+        gone = cg.remove(member_id)
         cg.epoch += 1
         log.info("consumer group %r: member %s %s", group.group_id, member_id, why)
         cg.partitions = {t: n for t, n in cg.partitions.items() if t in cg.subscribed()}
@@ -737,10 +772,21 @@ class GroupCoordinator:
         if not cg.members:
             group.state = State.EMPTY
             group.state_ms = _now_ms()
+        elif (
+            gone is not None
+            and gone.classic is None
+            and mixed.maybe_downgrade(
+                group, self.settings.group_consumer_migration_policy, self.loop_time
+            )
+        ):
+            log.info("group %r: downgraded from consumer to classic", group.group_id)
+            self._prepare_rebalance(group, "downgraded to a classic group")
 
     def _tick_consumer(self, group: Group, cg: ConsumerGroupState, now: float) -> None:
         gone = False
         for member in list(cg.members.values()):
+            if group.consumer is not cg:
+                break  # downgraded to a classic group
             if member.deadline <= now:
                 self._consumer_remove(group, cg, member.member_id, "session expired")
                 gone = True
@@ -776,7 +822,11 @@ class GroupCoordinator:
             cg_member = cg.members.get(member_id)
             if cg_member is None:
                 return "UNKNOWN_MEMBER_ID"
-            if version < 9:
+            if cg_member.classic is not None:
+                # A classic member commits at its generation, any version (Kafka).
+                if generation != cg_member.epoch:
+                    return "ILLEGAL_GENERATION"
+            elif version < 9:
                 return "UNSUPPORTED_VERSION"
             if generation != cg_member.epoch:
                 return "STALE_MEMBER_EPOCH"
@@ -786,7 +836,7 @@ class GroupCoordinator:
             error = group.validate_member(member_id, instance_id)
             if error:
                 return error
-            if generation != group.generation:
+            if generation != group.generation and group.legacy_epochs.get(member_id) != generation:
                 return "ILLEGAL_GENERATION"
             if group.state == State.COMPLETING:
                 return "REBALANCE_IN_PROGRESS"

@@ -118,6 +118,9 @@ class Group:
     # A KIP-848 consumer group (group.protocol=consumer): its members live here, not in
     # `members`; `state` is then Empty or Stable, for offset expiry.
     consumer: ConsumerGroupState | None = None
+    # After a downgrade (groups/mixed.py): each member's epoch in the consumer group,
+    # accepted as its generation until the next generation completes.
+    legacy_epochs: dict[str, int] = field(default_factory=dict)
 
     # -- membership -----------------------------------------------------------
 
@@ -292,6 +295,9 @@ class Group:
             group.consumer = ConsumerGroupState.from_doc(
                 doc["consumer"], now + session_timeout_ms / 1000
             )
+            for cm in group.consumer.members.values():
+                if cm.classic is not None:  # a mixed group's classic member: its own session
+                    cm.deadline = now + cm.classic.session_timeout_ms / 1000
             if group.consumer.members:
                 group.state = State.STABLE
         group.leader = doc.get("leader") if doc.get("leader") in group.members else None

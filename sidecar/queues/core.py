@@ -79,6 +79,10 @@ QUEUES = keys.QUEUES  # set: every queue group id
 CONFIG_CACHE_S = 1.0
 DEFAULT_LOCK_MS = 30_000  # Kafka's share.record.lock.duration.ms
 DEFAULT_DELIVERY_LIMIT = 5  # Kafka's share.delivery.count.limit
+DEFAULT_MAX_RECORD_LOCKS = 2000  # Kafka's group.share.partition.max.record.locks
+# A reservation's lifetime: from lua/queue_reserve.lua to the XREADGROUP that uses it (one
+# round trip); it only matters when a sidecar dies in between.
+RESERVATION_MS = 10_000
 MAX_LOCK_MS = 3_600_000
 MAX_DELIVERY_LIMIT = 1_000
 DESCRIBE_SCAN = 10_000  # pending entries looked at per partition by describe()
@@ -234,6 +238,11 @@ def due_key(group: str, topic: str, partition: int) -> str:
     return keys.queue_partition_keys(group, topic, partition)[0]
 
 
+def reservation_key(group: str, topic: str, partition: int) -> str:
+    """`record` topics: room reserved under the cap on records in flight (lua/queue_reserve.lua)."""
+    return keys.queue_partition_keys(group, topic, partition)[3]
+
+
 def lease_key(group: str, topic: str, partition: int) -> str:
     """`batch` topics: the group's lease starts per in-flight offset (lua/queue_inflight.lua)."""
     return keys.queue_partition_keys(group, topic, partition)[1]
@@ -331,12 +340,16 @@ class QueueStore:
         dead_letter_partitions: int = 1,
         lock_ms: int = DEFAULT_LOCK_MS,
         delivery_limit: int = DEFAULT_DELIVERY_LIMIT,
+        max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS,
     ) -> None:
         self.store = store
         # Server defaults (group.share.record.lock.duration.ms, ...delivery.count.limit)
         # of groups that do not set their own.
         self.default_lock_ms = lock_ms
         self.default_delivery_limit = delivery_limit
+        # group.share.partition.max.record.locks: the most records of one partition a
+        # group has handed out and not finished; new ones wait for room.
+        self.max_record_locks = max_record_locks
         self.redis = store.redis
         self.dead_letter_partitions = dead_letter_partitions  # a new dead-letter topic's
         self.dead_holder = f"~dead:{secrets.token_hex(6)}"
@@ -604,14 +617,31 @@ class QueueStore:
             return out
         if batches:
             return out + await self._claim(cfg, holder, topic, partition, left)
+        # Room under group.share.partition.max.record.locks, reserved in Redis
+        # (lua/queue_reserve.lua) so fetches from any sidecar cannot overshoot it; the
+        # records themselves are read outside Lua. NOGROUP: acquire() creates the
+        # consumer group and retries.
+        resv = reservation_key(cfg.group, topic, partition)
+        token = secrets.token_hex(8)
+        room = int(
+            await scripts.QUEUE_RESERVE(
+                self.redis,
+                [log_key, resv],
+                [grp, token, left, self.max_record_locks, RESERVATION_MS],
+            )
+        )
+        if room <= 0:
+            return out
         delivered = scripts.QUEUE_DELIVERED
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hget(meta, "lso")
-            pipe.xreadgroup(grp, holder, {log_key: ">"}, count=left)
+            pipe.xreadgroup(grp, holder, {log_key: ">"}, count=room)
             pipe.time()
             # The new leases' due hint, in the same transaction (lua/queue_delivered.lua).
             pipe.evalsha(delivered.sha, 1, due, ttl)
-            lso_raw, streams, (secs, micros), hinted = await pipe.execute(raise_on_error=False)
+            # What was read is pending now: the reservation has served.
+            pipe.zrem(resv, f"{token}:{room}")
+            lso_raw, streams, (secs, micros), hinted, _ = await pipe.execute(raise_on_error=False)
         if isinstance(lso_raw, Exception):
             raise lso_raw
         if isinstance(streams, Exception):
@@ -648,7 +678,9 @@ class QueueStore:
         skip: list[int] = []  # [the next record's offset, the cursor when it was seen]
         while left > 0:
             reply = await scripts.QUEUE_INFLIGHT(
-                self.redis, skeys, ["claim", consumer_group(cfg.group), holder, left, *skip]
+                self.redis,
+                skeys,
+                ["claim", consumer_group(cfg.group), holder, left, self.max_record_locks, *skip],
             )
             now, _, first, end = (int(v) for v in reply)
             if end <= first:
@@ -703,9 +735,11 @@ class QueueStore:
         log_key = keys.partition_keys(topic, partition)[0]
         left = max_records - len(got)
         claim_args = ["claim", consumer_group(group), holder]
+        cap = self.max_record_locks
         if left > 0:
             _, _, first, end = (
-                int(v) for v in await scripts.QUEUE_INFLIGHT(self.redis, skeys, [*claim_args, left])
+                int(v)
+                for v in await scripts.QUEUE_INFLIGHT(self.redis, skeys, [*claim_args, left, cap])
             )
             if end > first:
                 got.update((o, 1) for o in range(first, end))
@@ -717,7 +751,7 @@ class QueueStore:
                     _, _, f2, e2 = (
                         int(v)
                         for v in await scripts.QUEUE_INFLIGHT(
-                            self.redis, skeys, [*claim_args, last + 1 - end]
+                            self.redis, skeys, [*claim_args, last + 1 - end, cap]
                         )
                     )
                     got.update((o, 1) for o in range(f2, e2))
@@ -1223,6 +1257,11 @@ def queue_store(broker: Any) -> QueueStore:
             partitions,
             int(getattr(settings, "group_share_record_lock_duration_ms", DEFAULT_LOCK_MS)),
             int(getattr(settings, "group_share_delivery_count_limit", DEFAULT_DELIVERY_LIMIT)),
+            int(
+                getattr(
+                    settings, "group_share_partition_max_record_locks", DEFAULT_MAX_RECORD_LOCKS
+                )
+            ),
         )
     return queues
 

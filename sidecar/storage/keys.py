@@ -88,10 +88,11 @@ def queue_topics_key(group: str) -> str:
 
 def queue_partition_keys(group: str, topic: str, partition: int) -> list[str]:
     """A queue group's own keys on one partition: the due hint (`record` topics), the
-    lease starts and the delivery counts and holders (`batch` topics). Deleting the
+    lease starts and the delivery counts and holders (`batch` topics), the reservations
+    under the cap on records in flight (`record` topics). Deleting the
     topic removes them with the partition (docs/architecture.md, "Queue groups")."""
     tag = f"{partition_tag(topic, partition)}:q:{group}"
-    return [f"{tag}:due", f"{tag}:lease", f"{tag}:rec"]
+    return [f"{tag}:due", f"{tag}:lease", f"{tag}:rec", f"{tag}:resv"]
 
 
 def wake_channel(topic: str, partition: int) -> str:

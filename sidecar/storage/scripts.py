@@ -177,8 +177,17 @@ QUEUE_ACQUIRE = Script("queue_acquire")
 QUEUE_SETTLE = Script("queue_settle")
 QUEUE_STATE = Script("queue_state")
 QUEUE_DELIVERED = Script("queue_delivered")
+QUEUE_RESERVE = Script("queue_reserve")  # room under the cap on records in flight
 QUEUE_INFLIGHT = Script("queue_inflight")  # the same on `batch` topics
-ALL += (QUEUE_INIT, QUEUE_ACQUIRE, QUEUE_SETTLE, QUEUE_STATE, QUEUE_DELIVERED, QUEUE_INFLIGHT)
+ALL += (
+    QUEUE_INIT,
+    QUEUE_ACQUIRE,
+    QUEUE_SETTLE,
+    QUEUE_STATE,
+    QUEUE_DELIVERED,
+    QUEUE_RESERVE,
+    QUEUE_INFLIGHT,
+)
 
 # ACLs (storage/acl_store.py).
 ACLS = Script("acls")
