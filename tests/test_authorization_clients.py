@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
+from rawkafka import RawKafka
 
 ACL_AUTHORIZER = ("--authorizer-class-name", "standard")
 DEADLINE = 30.0
@@ -192,3 +193,48 @@ def test_idempotent_producer_needs_idempotent_write_or_write(
         return
     # InitProducerId failed with CLUSTER_AUTHORIZATION_FAILED: a fatal error.
     assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in errors), errors
+
+
+def test_regex_subscription_leaves_out_topics_the_member_may_not_describe(
+    cluster: Cluster,
+) -> None:
+    # KIP-848: the broker resolves the regex; a matching topic without DESCRIBE is not
+    # subscribed (as Kafka), so only the readable topic is assigned and read.
+    prefix = f"rx{uuid.uuid4().hex[:8]}"
+    readable, secret, group = f"{prefix}-open", f"{prefix}-secret", f"g-{uuid.uuid4().hex[:8]}"
+    cluster.prepare(
+        [readable, secret],
+        [
+            allow(ResourceType.GROUP, group, AclOperation.READ),
+            allow(ResourceType.TOPIC, readable, AclOperation.READ),
+        ],
+    )
+    side = cluster.start()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": side.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([f"^{prefix}-.*"])
+        values, error = _poll_until_error_or_records(consumer, 2)
+        assert error is None and values == [b"one", b"two"]
+        assert [(tp.topic, tp.partition) for tp in consumer.assignment()] == [(readable, 0)]
+        # librdkafka drops topics it cannot see from its assignment itself: ask the
+        # broker what it assigned (READ on the group implies DESCRIBE).
+        with RawKafka("127.0.0.1", side.port) as kafka:
+            described = kafka.request(
+                69, 1, {"group_ids": [group], "include_authorized_operations": False}
+            ).groups[0]
+        assert described.error_code == 0
+        assert [
+            [(t.topic_name, list(t.partitions)) for t in m.assignment.topic_partitions]
+            for m in described.members
+        ] == [[(readable, [0])]]
+    finally:
+        consumer.close()
+    assert "Traceback" not in side.log()

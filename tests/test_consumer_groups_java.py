@@ -325,3 +325,63 @@ def test_librdkafka_members_share_and_hand_over(cluster: Skiff) -> None:
         first.close()
         if second is not None:
             second.close()
+
+
+def test_librdkafka_regex_subscription_gets_a_later_topic(cluster: Skiff) -> None:
+    """confluent-kafka subscribing to "^prefix.*" with group.protocol=consumer sends
+    the regex to the broker (KIP-848), which resolves it: a topic created after the
+    member joined is assigned, and every record arrives exactly once."""
+    from confluent_kafka import Consumer as RdConsumer
+
+    prefix = f"rx{uuid.uuid4().hex[:8]}"
+    first, later, group = f"{prefix}-a", f"{prefix}-b", f"g-{uuid.uuid4().hex[:8]}"
+    with RawKafka("127.0.0.1", cluster.port) as kafka:
+        create(kafka, first, partitions=2)
+        create(kafka, f"x{prefix}", partitions=1)  # not matched: the regex is anchored
+        for p in range(2):
+            batch = build_batch([f"{first}-{p}-{i}".encode() for i in range(5)])
+            assert produce(kafka, first, batch, partition=p).error_code == 0
+    c = RdConsumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    seen: list[tuple[str, int, int, bytes]] = []
+
+    def until(check: Any, what: str) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None:
+                seen.append((msg.topic(), msg.partition(), msg.offset(), msg.value()))
+
+    try:
+        c.subscribe([f"^{prefix}.*"])
+        until(lambda: len(seen) >= 10, f"the records of {first}")
+        with RawKafka("127.0.0.1", cluster.port) as kafka:
+            desc = kafka.request(
+                69, 1, {"group_ids": [group], "include_authorized_operations": False}
+            ).groups[0]
+        # The broker, not the client, resolved it (librdkafka sends its regexes
+        # each in parentheses, joined by "|").
+        assert [m.subscribed_topic_regex for m in desc.members] == [f"(^{prefix}.*)"]
+        with RawKafka("127.0.0.1", cluster.port) as kafka:
+            create(kafka, later, partitions=3)
+            for p in range(3):
+                batch = build_batch([f"{later}-{p}-{i}".encode() for i in range(4)])
+                assert produce(kafka, later, batch, partition=p).error_code == 0
+        until(lambda: len(seen) >= 22, f"the records of {later}")
+        want = [
+            (t, p, i, f"{t}-{p}-{i}".encode())
+            for t, parts, n in ((first, 2, 5), (later, 3, 4))
+            for p in range(parts)
+            for i in range(n)
+        ]
+        assert sorted(seen) == want
+    finally:
+        c.close()

@@ -456,3 +456,55 @@ def test_uniform_assignor_balances_and_sticks() -> None:
     # Heterogeneous: the member that can only read "a" gets both of its partitions.
     got = uniform_assign({"m1": ["a"], "m2": ["a", "b"]}, {"a": 2, "b": 2}, {})
     assert got == {"m1": {"a": [0, 1]}, "m2": {"b": [0, 1]}}
+
+
+def test_regex_subscription_resolves_and_follows_new_topics(kafka: RawKafka) -> None:
+    # The broker resolves SubscribedTopicRegex (a whole-name match, as RE2/J's
+    # matches()), re-resolves it so a topic created later is assigned, and "" drops it.
+    prefix = f"rx{uuid.uuid4().hex[:8]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    first, later, other = f"{prefix}-a", f"{prefix}-b", f"x{prefix}-c"
+    create(kafka, first, partitions=2)
+    create(kafka, other, partitions=1)
+    regex = f"{prefix}.*"
+    m = Member(kafka, group, [], subscribed_topic_names=None, subscribed_topic_regex=regex)
+    resp = m.heartbeat()
+    assert (resp.error_code, resp.member_epoch) == (NONE, 1)
+    assert m.owned == {_topic_id(kafka, first): [0, 1]}
+    desc = _describe(kafka, group).members[0]
+    assert (desc.subscribed_topic_regex, list(desc.subscribed_topic_names)) == (regex, [])
+    assert [(t.topic_name, list(t.partitions)) for t in desc.assignment.topic_partitions] == [
+        (first, [0, 1])
+    ]
+    create(kafka, later, partitions=3)
+    later_id = _topic_id(kafka, later)
+
+    def has_later() -> bool:
+        assert m.heartbeat(owned=True).error_code == NONE
+        return later_id in m.owned
+
+    _wait(has_later, 30, f"{later} in the assignment")
+    assert m.owned == {_topic_id(kafka, first): [0, 1], later_id: [0, 1, 2]}
+    # "" clears the regex: nothing is subscribed any more.
+    resp = m.heartbeat(owned=True, subscribed_topic_regex="")
+    assert resp.error_code == NONE
+    _wait(lambda: m.heartbeat(owned=True).error_code == NONE and not m.owned, 30, "no partitions")
+    desc = _describe(kafka, group).members[0]
+    assert (desc.subscribed_topic_regex, list(desc.assignment.topic_partitions)) == (None, [])
+
+
+def test_regex_member_survives_its_saved_document() -> None:
+    # The group document in Redis keeps the regex apart from the named topics, and the
+    # assignor's input is both.
+    from sidecar.groups.consumer_group import CgMember, ConsumerGroupState
+
+    member = CgMember("m1", topics=["named"], regex="rx.*", matched=["rx-a", "named"])
+    back = CgMember.from_doc(member.doc())
+    assert (back.topics, back.regex, back.matched) == (["named"], "rx.*", ["rx-a", "named"])
+    cg = ConsumerGroupState(partitions={"named": 1, "rx-a": 2})
+    cg.add(back)
+    cg.compute_target()
+    assert (cg.subscribed(), cg.target) == (
+        {"named", "rx-a"},
+        {"m1": {"named": [0], "rx-a": [0, 1]}},
+    )

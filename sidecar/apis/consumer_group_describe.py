@@ -66,7 +66,7 @@ async def describe_one(broker: Broker, group_id: str) -> dict[str, Any]:
                 "client_id": m.client_id,
                 "client_host": m.client_host,
                 "subscribed_topic_names": sorted(m.topics),
-                "subscribed_topic_regex": None,
+                "subscribed_topic_regex": m.regex,
                 "assignment": await _assignment(broker, m.assigned),
                 "target_assignment": await _assignment(broker, cg.target.get(m.member_id, {})),
                 "member_type": CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,

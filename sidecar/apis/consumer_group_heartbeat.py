@@ -16,16 +16,20 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.groups.consumer_group import ASSIGNORS, LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from sidecar.groups.coordinator import CgHeartbeat, CgResult, CoordinatorError
-from sidecar.groups.topic_regex import regex_error
+from sidecar.groups.topic_regex import regex_error, regex_matches
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response, ms
 from sidecar.queues.core import queue_store
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
+from sidecar.storage.topic_admin import topic_names
 
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
+
+# Kafka's internal topics, which a regex never matches (Skiff keeps none as topics today).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def partition_counter(broker: Broker) -> Callable[[set[str]], Awaitable[dict[str, int]]]:
@@ -75,8 +79,6 @@ def _invalid(body: Any, version: int) -> CgResult | None:
                 "INVALID_REGULAR_EXPRESSION",
                 f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {problem}.",
             )
-        # Valid, but resolving it to topics (and re-resolving) is not built yet.
-        return bad("SubscribedTopicRegex is not supported by this broker yet.")
     if body.server_assignor is not None and body.server_assignor not in ASSIGNORS:
         return CgResult(
             "UNSUPPORTED_ASSIGNOR",
@@ -118,6 +120,13 @@ async def handle(broker: Broker, request: Any) -> bytes:
         result = CgResult("GROUP_ID_NOT_FOUND", f"Group {body.group_id} is not a consumer group.")
     if result is None:
         counts = partition_counter(broker)
+
+        async def resolve(pattern: str) -> list[str]:
+            names = [n for n in await topic_names(broker.store) if n not in INTERNAL_TOPICS]
+            matching = [n for n in names if regex_matches(pattern, n)]
+            # Topics the principal may not DESCRIBE are left out, as Kafka does.
+            return sorted(checks.allowed_topics(broker, request, Operation.DESCRIBE, matching))
+
         member_id = body.member_id
         if not member_id and body.member_epoch == 0:
             member_id = str(uuid.uuid4())  # v0: the coordinator names the member
@@ -129,12 +138,13 @@ async def handle(broker: Broker, request: Any) -> bytes:
             rebalance_timeout_ms=ms(body.rebalance_timeout),
             topics=list(topics) if topics is not None else None,
             assignor=body.server_assignor,
+            regex=getattr(body, "subscribed_topic_regex", None),
             owned=await _owned(broker, body),
             client_id=request.header.client_id or "",
             client_host=f"/{request.peer_host}",
         )
         try:
-            result = await broker.groups.consumer_heartbeat(body.group_id, req, counts)
+            result = await broker.groups.consumer_heartbeat(body.group_id, req, counts, resolve)
         except CoordinatorError as exc:
             result = CgResult(exc.code)
     data: dict[str, Any] = {

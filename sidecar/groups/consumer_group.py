@@ -49,7 +49,9 @@ class CgMember:
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
-    topics: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)  # named explicitly
+    regex: str | None = None  # SubscribedTopicRegex
+    matched: list[str] = field(default_factory=list)  # the topics `regex` resolved to
     assignor: str | None = None
     rebalance_timeout_ms: int = 300_000
     epoch: int = 0
@@ -62,6 +64,11 @@ class CgMember:
     # A classic member (JoinGroup/SyncGroup/Heartbeat) of a mixed group: its session
     # timeout and protocols [(name, metadata)] (Kafka's ClassicMemberMetadata).
     classic: ClassicMeta | None = None
+    resolved_at: float = float("-inf")  # loop time `regex` was last resolved
+
+    def subscription(self) -> list[str]:
+        """The assignor's input: the named topics and those the regex matched."""
+        return sorted(set(self.topics) | set(self.matched))
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -71,6 +78,8 @@ class CgMember:
             "client": self.client_id,
             "host": self.client_host,
             "topics": self.topics,
+            "regex": self.regex,
+            "matched": self.matched,
             "assignor": self.assignor,
             "rebalance": self.rebalance_timeout_ms,
             "epoch": self.epoch,
@@ -90,6 +99,8 @@ class CgMember:
             client_id=doc.get("client", ""),
             client_host=doc.get("host", ""),
             topics=list(doc.get("topics", [])),
+            regex=doc.get("regex"),
+            matched=list(doc.get("matched", [])),
             assignor=doc.get("assignor"),
             rebalance_timeout_ms=int(doc.get("rebalance", 300_000)),
             epoch=int(doc["epoch"]),
@@ -124,7 +135,7 @@ class ConsumerGroupState:
         return "Stable"
 
     def subscribed(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.topics}
+        return {t for m in self.members.values() for t in m.subscription()}
 
     def assignor(self) -> str:
         """The assignor most members ask for (Kafka's preferred server assignor), else
@@ -152,7 +163,7 @@ class ConsumerGroupState:
 
     def compute_target(self) -> None:
         """A new target assignment at the group epoch."""
-        subs = {m.member_id: m.topics for m in self.members.values()}
+        subs = {m.member_id: m.subscription() for m in self.members.values()}
         if self.assignor() == RANGE:
             self.target = range_assign(subs, self.partitions)
         else:

@@ -79,6 +79,7 @@ class CgHeartbeat:
     owned: set[tuple[str, int]] | None
     client_id: str
     client_host: str
+    regex: str | None = None  # "" drops the member's regex
 
 
 @dataclass(slots=True)
@@ -607,13 +608,26 @@ class GroupCoordinator:
         group_id: str,
         req: CgHeartbeat,
         partition_counts: Callable[[set[str]], Awaitable[dict[str, int]]],
+        resolve: Callable[[str], Awaitable[list[str]]] | None = None,
     ) -> CgResult:
         """One ConsumerGroupHeartbeat (GroupMetadataManager.consumerGroupHeartbeat), the
-        request already validated. `partition_counts(topics)`: the existing ones' counts."""
+        request already validated. `partition_counts(topics)`: the existing ones' counts;
+        `resolve(regex)`: the topic names a SubscribedTopicRegex matches, sorted."""
         group = await self.coordinate(group_id, create=req.epoch == 0)
         wanted = set(req.topics or ())
+        known = None
         if group is not None:
             wanted |= group.subscribed_topics() or set()
+            if group.consumer is not None:
+                known = group.consumer.members.get(req.member_id)
+        # A regex is resolved when it is new and then at most once a second, so topics
+        # created or deleted later reach the assignment within a heartbeat or two.
+        regex = req.regex if req.regex is not None else (known.regex if known else None)
+        matched: list[str] | None = None
+        if regex and resolve is not None:
+            if known is None or known.regex != regex or self.loop_time - known.resolved_at >= 1.0:
+                matched = await resolve(regex)
+                wanted |= set(matched)
         # Read before any change: the group must not move between its steps.
         topic_partitions = await partition_counts(wanted)
         if group is None or (group.consumer is None and req.epoch != 0):
@@ -693,6 +707,15 @@ class GroupCoordinator:
         if req.topics is not None and sorted(req.topics) != sorted(member.topics):
             member.topics = sorted(set(req.topics))
             bump = True
+        if req.regex is not None and (req.regex or None) != member.regex:
+            member.regex = req.regex or None
+            member.matched = []
+            bump = True
+        if member.regex is not None and matched is not None:
+            member.resolved_at = now
+            if matched != member.matched:
+                member.matched = matched
+                bump = True
         metadata = {t: n for t, n in topic_partitions.items() if t in cg.subscribed()}
         if metadata != cg.partitions:
             cg.partitions = metadata
