@@ -42,24 +42,47 @@ os.environ.setdefault("SKIFF_AUTO_CREATE_TOPICS_PER_MINUTE", "-1")
 REDIS_NODE_ARGS = ("--stream-node-max-bytes", STREAM_NODE_MAX_BYTES)
 
 
-def free_port() -> int:
+# Ports handed out lately, not handed out again: the kernel's bind to port 0 may return a
+# port it returned a moment ago while whoever got it has not bound it yet, e.g. a
+# sidecar's Kafka and HTTP ports. Its HTTP listener then answered on the Kafka port
+# ("HTTP" read as a frame size). Bounded: the oldest go first.
+_HANDED_OUT: dict[int, None] = {}
+_HANDED_OUT_MAX = 4096
+
+
+def _hand_out(ports: range) -> bool:
+    if any(p in _HANDED_OUT for p in ports):
+        return False
+    for p in ports:
+        _HANDED_OUT[p] = None
+    while len(_HANDED_OUT) > _HANDED_OUT_MAX:
+        del _HANDED_OUT[next(iter(_HANDED_OUT))]
+    return True
+
+
+def _kernel_free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
+def free_port() -> int:
+    return free_port_block(1)
+
+
 def free_port_block(count: int) -> int:
-    """A port P with P .. P + count - 1 free just now (`serve --workers N` listens on
-    P + i, and refuses to start when one is taken)."""
+    """A port P with P .. P + count - 1 free just now and not handed out by this process
+    lately (`serve --workers N` listens on P + i, and refuses to start when one is taken)."""
     while True:
-        base = free_port()
+        base = _kernel_free_port()
         try:
             for offset in range(1, count):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", base + offset))
         except OSError:
             continue
-        return base
+        if _hand_out(range(base, base + count)):
+            return base
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
