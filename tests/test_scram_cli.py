@@ -213,6 +213,25 @@ ALTERS: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = [
 ]
 
 
+BARRIER = "zz-barrier"
+
+
+def _barrier(kafka: RawKafka) -> None:
+    """Kafka answers an alteration once its controller committed it; the broker that
+    describes applies it from the metadata log a moment later (under load, after the
+    describe that followed: a deleted credential was still described). Changes apply in
+    log order, so once one more alteration is visible all before it are. Skiff's are at
+    once; it takes the same step so both answers list the same users."""
+    kafka.request(ALTER_SCRAM, 0, {"deletions": [], "upsertions": [_upsert(BARRIER, 1)]})
+    deadline = time.monotonic() + 60
+    while True:
+        described = kafka.request(DESCRIBE_SCRAM, 0, {"users": [{"name": BARRIER}]})
+        if described.results and described.results[0].error_code == 0:
+            return
+        assert time.monotonic() < deadline, "the barrier credential never became visible"
+        time.sleep(0.1)
+
+
 def _raw_alters(bootstrap: str) -> list[Any]:
     host, port = bootstrap.rsplit(":", 1)
     answers: list[Any] = []
@@ -222,6 +241,7 @@ def _raw_alters(bootstrap: str) -> list[Any]:
             answer = kafka.request(ALTER_SCRAM, 0, body)
             # in Kafka's order (its HashMaps' order, sidecar/protocol/java_order.py)
             answers.append([(r.user, r.error_code, r.error_message) for r in answer.results])
+        _barrier(kafka)
         names = [{"name": n} for n in ("kept", "other", "no-salt", "two-mechs", "other")]
         for users in (names, names[:4], None):
             described = kafka.request(DESCRIBE_SCRAM, 0, {"users": users})
