@@ -47,13 +47,18 @@ def _create(bootstrap: str, topic: str, partitions: int = 1, fmt: str = "record"
 
 
 def _produce(
-    bootstrap: str, topic: str, n: int, partition: int | None = None, one_per_batch: bool = False
+    bootstrap: str,
+    topic: str,
+    n: int,
+    partition: int | None = None,
+    one_per_batch: bool = False,
+    first: int = 0,
 ) -> None:
     """n records; `one_per_batch` sends each in a batch of its own, so that a share
     fetch on a `batch` topic (which acquires whole stored batches, as Kafka) acquires
     record by record as on a `record` topic."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(n):
+    for i in range(first, first + n):
         kwargs: dict[str, Any] = {"value": f"v-{i}".encode(), "key": f"k-{i}".encode()}
         if partition is not None:
             kwargs["partition"] = partition
@@ -1050,14 +1055,16 @@ def test_the_simple_assignor_spreads_partitions_over_members(skiff: Skiff) -> No
 def test_two_java_members_over_four_partitions_both_receive(skiff: Skiff, fmt: str) -> None:
     """Two KafkaShareConsumers over a 4-partition topic: each is assigned two
     partitions, both receive records, and every record is accepted exactly once.
-    The members poll only once both were given their two partitions: a ShareFetch a
-    member sent under its earlier assignment (all four) may acquire from any of them,
-    with Kafka as with Skiff (the share-partition leader does not check assignments)."""
+    The members poll once both were given their two partitions. A member may still
+    fetch under its earlier assignment (all four) for a moment: it applies a new one in
+    its background thread, and a ShareFetch may acquire from any partition, with Kafka
+    as with Skiff (the share-partition leader does not check assignments). So records
+    go in rounds until a round reaches both members, each from its own partitions."""
     name = f"share-t-{uuid.uuid4().hex[:10]}"
     _create(skiff.bootstrap, name, partitions=4, fmt=fmt)
     group = _group()
     _earliest(skiff, group, lock_ms=30_000)
-    total = 400
+    per_round = 100
     seen: dict[str, list[tuple[int, int]]] = {"c0": [], "c1": []}
     lock = threading.Lock()
     joined = threading.Barrier(3)
@@ -1071,7 +1078,7 @@ def test_two_java_members_over_four_partitions_both_receive(skiff: Skiff, fmt: s
                 c.poll(100)  # joins the group
                 joined.wait(120)
                 assert spread.wait(120)
-                end = time.monotonic() + 120
+                end = time.monotonic() + 180
                 while not done.is_set() and time.monotonic() < end:
                     recs = c.poll(500)
                     if not recs:
@@ -1080,8 +1087,6 @@ def test_two_java_members_over_four_partitions_both_receive(skiff: Skiff, fmt: s
                     assert not {k: v for k, v in c.commit().items() if v}
                     with lock:
                         seen[client].extend((r["partition"], r["offset"]) for r in recs)
-                        if sum(len(v) for v in seen.values()) >= total:
-                            done.set()
         except BaseException as exc:  # reported by the main thread
             failures.append(exc)
             done.set()
@@ -1100,15 +1105,39 @@ def test_two_java_members_over_four_partitions_both_receive(skiff: Skiff, fmt: s
             break
         assert time.monotonic() < end, d
     spread.set()
-    _produce(skiff.bootstrap, name, total)
-    for t in threads:
-        t.join(180)
+    produced = 0
+    last_round: dict[str, set[int]] = {}
+    try:
+        deadline = time.monotonic() + 150
+        while True:
+            with lock:
+                before = {k: len(v) for k, v in seen.items()}
+            _produce(skiff.bootstrap, name, per_round, first=produced)
+            produced += per_round
+            while True:
+                with lock:
+                    got = sum(len(v) for v in seen.values())
+                assert not failures, failures
+                assert got <= produced, seen
+                if got == produced:
+                    break
+                assert time.monotonic() < deadline, (produced, seen)
+                time.sleep(0.05)
+            with lock:
+                last_round = {k: {p for p, _ in v[before[k] :]} for k, v in seen.items()}
+            # Settled: both received in this round, each from its own partitions.
+            if all(last_round.values()) and not last_round["c0"] & last_round["c1"]:
+                break
+            assert time.monotonic() < deadline, seen
+    finally:
+        done.set()
+        for t in threads:
+            t.join(180)
     assert not failures, failures
     everything = seen["c0"] + seen["c1"]
-    assert len(everything) == total and len(set(everything)) == total
-    assert seen["c0"] and seen["c1"]
-    # Each member read its own partitions only.
-    assert not {p for p, _ in seen["c0"]} & {p for p, _ in seen["c1"]}
+    assert len(everything) == produced and len(set(everything)) == produced
+    assert last_round["c0"] and last_round["c1"]
+    assert not last_round["c0"] & last_round["c1"], last_round
 
 
 def _split_batches(data: bytes) -> list[bytes]:
