@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for phase in phases:
                 topic = f"bench-{phase}-{uuid.uuid4().hex[:6]}"
                 fmt = "record" if phase == "raw" else args.format
-                create_topic(bootstrap, topic, storage_format=fmt)
+                create_topic(bootstrap, topic, fmt=fmt)
                 produce(bootstrap, topic, args.records, args.record_bytes)
                 progress(f"{phase}: reading and acknowledging {args.records} records")
                 if phase == "raw":
