@@ -95,6 +95,10 @@ ADVERTISED = {
     49: (0, 1),  # AlterClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    38: (1, 3),  # CreateDelegationToken
+    39: (1, 2),  # RenewDelegationToken
+    40: (1, 2),  # ExpireDelegationToken
+    41: (1, 3),  # DescribeDelegationToken
     23: (2, 4),  # OffsetForLeaderEpoch
     74: (0, 1),  # ListConfigResources
     75: (0, 0),  # DescribeTopicPartitions
