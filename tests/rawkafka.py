@@ -19,7 +19,6 @@ import select
 import socket
 import struct
 import time
-import types
 import uuid
 import zlib
 from collections.abc import Iterable, Sequence
@@ -41,6 +40,15 @@ from sidecar.protocol.primitives import read_uvarint, uvarint
 API_VERSIONS = 18
 # Create/Renew/ExpireDelegationToken: their refusals carry -1 timestamps.
 NEGATIVE_TIMESTAMPS = frozenset({38, 39, 40})
+
+
+@dataclass(frozen=True)
+class RefusedAnswer:
+    """Such a refusal, read as far as its error code."""
+
+    error_code: int
+
+
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -291,7 +299,7 @@ class RawKafka:
                 # CreateDelegationToken's expiry), which kio's reader refuses: the error
                 # code, the answer's first field, is what such an answer carries.
                 (error_code,) = struct.unpack_from(">h", frame, pos)
-                return types.SimpleNamespace(error_code=error_code)
+                return RefusedAnswer(error_code)
             raise ProtocolError(
                 f"cannot decode {entity_type.__name__} v{version}: {exc!r} in {frame!r}"
             ) from exc

@@ -116,6 +116,7 @@ def only(codes: int | None = None) -> frozenset[int]:
 TOPIC_DENIED = only(TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = only(GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = only(CLUSTER_AUTHORIZATION_FAILED)
+DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64
 
 
 def _metadata_prepare(data: dict[str, Any], setup: Setup, version: int) -> None:
@@ -283,6 +284,13 @@ EXPECTED: dict[int, Denied] = {
     72: Denied(None),
     # DeleteShareGroupOffsets: DELETE on the group, READ on each topic
     92: Denied(GROUP_DENIED),
+    # Create/Renew/Expire/DescribeDelegationToken: a SASL session first (KafkaApis
+    # allowTokenRequests); on this PLAINTEXT listener DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    # before any ACL (CREATE_TOKENS, DESCRIBE_TOKENS: tests/test_delegation_tokens.py)
+    38: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
+    39: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
+    40: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
+    41: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
 }
 
 
