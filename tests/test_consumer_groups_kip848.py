@@ -508,3 +508,97 @@ def test_regex_member_survives_its_saved_document() -> None:
         {"named", "rx-a"},
         {"m1": {"named": [0], "rx-a": [0, 1]}},
     )
+
+
+def _alter_group(kafka: RawKafka, group: str, *configs: tuple[str, int, str | None]) -> Any:
+    """IncrementalAlterConfigs of one GROUP resource: (name, operation, value)..."""
+    body = {
+        "resources": [
+            {
+                "resource_type": 32,
+                "resource_name": group,
+                "configs": [
+                    {"name": n, "config_operation": op, "value": v} for n, op, v in configs
+                ],
+            }
+        ],
+        "validate_only": False,
+    }
+    [answer] = kafka.request(44, 1, body).responses
+    return answer.error_code, answer.error_message
+
+
+def _consumer_configs(kafka: RawKafka, group: str) -> list[tuple[str, str, int]]:
+    body = {
+        "resources": [{"resource_type": 32, "resource_name": group, "configuration_keys": None}],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
+    [r] = kafka.request(32, 4, body).results
+    assert r.error_code == 0
+    return sorted(
+        (c.name, c.value, c.config_source) for c in r.configs if c.name.startswith("consumer.")
+    )
+
+
+def test_group_configs_set_the_heartbeat_interval_and_are_checked(
+    kafka: RawKafka, topic: str
+) -> None:
+    """consumer.heartbeat.interval.ms and consumer.session.timeout.ms through
+    IncrementalAlterConfigs, as Kafka 4.x's GroupConfig: bounds with Kafka's messages,
+    described as GROUP_CONFIG (8) where set, DEFAULT_CONFIG (5) otherwise, and the
+    heartbeat interval a member is told follows the group's."""
+    create(kafka, topic, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    hb, session = "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms"
+    assert _consumer_configs(kafka, group) == [(hb, "5000", 5), (session, "45000", 5)]
+    for name, value, message in (
+        (
+            hb,
+            "4999",
+            f"{hb} must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            hb,
+            "15001",
+            f"{hb} must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            session,
+            "44999",
+            f"{session} must be greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        (
+            session,
+            "60001",
+            f"{session} must be less than or equal to group.consumer.max.session.timeout.ms",
+        ),
+        (hb, "often", f"Invalid value often for configuration {hb}: Not a number of type INT"),
+    ):
+        assert _alter_group(kafka, group, (name, 0, value)) == (40, message)
+    assert _alter_group(kafka, group, (hb, 0, "7000"), (session, 0, "50000")) == (0, None)
+    assert _consumer_configs(kafka, group) == [(hb, "7000", 8), (session, "50000", 8)]
+    member = Member(kafka, group, [topic])
+    assert member.heartbeat().heartbeat_interval.total_seconds() * 1000 == 7000
+    assert _alter_group(kafka, group, (hb, 1, None)) == (0, None)  # DELETE: the default
+    assert _consumer_configs(kafka, group) == [(hb, "5000", 5), (session, "50000", 8)]
+    assert member.heartbeat().heartbeat_interval.total_seconds() * 1000 == 5000
+
+
+def test_a_group_session_timeout_outlasts_the_server_default(own_skiff: Skiff, topic: str) -> None:
+    """The server's session timeout is 1.5 s here; a group that sets 45 s keeps a silent
+    member well past 1.5 s."""
+    with RawKafka("127.0.0.1", own_skiff.port) as kafka:
+        create(kafka, topic, partitions=2)
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        assert _alter_group(kafka, group, ("consumer.session.timeout.ms", 0, "45000")) == (0, None)
+        a, b = Member(kafka, group, [topic]), Member(kafka, group, [topic])
+        a.heartbeat()
+        b.heartbeat()
+        silent_since = time.monotonic()
+        while time.monotonic() - silent_since < 4.0:  # only A heartbeats, for 4 s
+            a.heartbeat(owned=True)
+            time.sleep(HEARTBEAT_MS / 1000)
+        members = {m.member_id for m in _describe(kafka, group).members}
+        assert members == {a.member_id, b.member_id}
+        assert b.heartbeat().error_code == NONE

@@ -231,7 +231,28 @@ def test_list_config_resources(kafka: RawKafka) -> None:
         ]
         return int(resp.error_code), kinds
 
-    assert ask(1, [4, 8, 32]) == (NONE, [(node, 8), (node, 4)])
+    # a group with a config of its own is listed after the brokers
+    group = f"lcr-g-{uuid.uuid4().hex[:10]}"
+    alter = {
+        "resources": [
+            {
+                "resource_type": 32,
+                "resource_name": group,
+                "configs": [
+                    {
+                        "name": "consumer.heartbeat.interval.ms",
+                        "config_operation": 0,
+                        "value": "6000",
+                    }
+                ],
+            }
+        ],
+        "validate_only": False,
+    }
+    assert [r.error_code for r in kafka.request(44, 1, alter).responses] == [NONE]
+    code, listed = ask(1, [4, 8, 32])
+    assert code == NONE and listed[:2] == [(node, 8), (node, 4)] and (group, 32) in listed
+    assert {k for _, k in listed[2:]} == {32}
     assert ask(1, [16]) == (NONE, [])
     assert ask(1, [99]) == (UNSUPPORTED_VERSION, [])
     code, listed = ask(1, [2])

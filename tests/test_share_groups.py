@@ -808,6 +808,8 @@ def test_group_configs_are_described_and_checked(skiff: Skiff) -> None:
         [r] = resp.results
         assert r.error_code == 0
         assert sorted((c.name, c.value, c.config_source) for c in r.configs) == [
+            ("consumer.heartbeat.interval.ms", "5000", 5),
+            ("consumer.session.timeout.ms", "45000", 5),
             ("errors.deadletterqueue.topic.name", "dl", 8),
             ("share.auto.offset.reset", "latest", 5),
             ("share.delivery.count.limit", "5", 5),
@@ -1344,6 +1346,8 @@ def test_broker_group_share_configs_are_the_group_config_defaults(
         group = _group()
         _configure(server, group, **{"share.delivery.count.limit": "7"})
         assert _group_configs(server.port, group) == [
+            ("consumer.heartbeat.interval.ms", "5000", 5),
+            ("consumer.session.timeout.ms", "45000", 5),
             ("errors.deadletterqueue.topic.name", None, 5),
             ("share.auto.offset.reset", "latest", 5),
             ("share.delivery.count.limit", "7", 8),

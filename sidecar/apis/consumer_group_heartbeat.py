@@ -16,6 +16,7 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.groups.consumer_group import ASSIGNORS, LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from sidecar.groups.coordinator import CgHeartbeat, CgResult, CoordinatorError
+from sidecar.groups.group_configs import HEARTBEAT
 from sidecar.groups.topic_regex import regex_error, regex_matches
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response, ms
@@ -158,7 +159,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     }
     if result.error == "NONE":
         if result.epoch not in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            data["heartbeat_interval"] = broker.settings.group_consumer_heartbeat_interval_ms
+            data["heartbeat_interval"] = broker.groups.configs.get(body.group_id, HEARTBEAT)
         if result.assignment is not None:
             parts = []
             for name, partitions in sorted(result.assignment.items()):

@@ -2,10 +2,11 @@
 DescribeConfigs can be asked about, as Kafka 4.4 lists them (checked against a Kafka 4.4.0
 broker): v1 lists, for the requested types (none: all), the broker loggers and brokers
 (every live sidecar's id) and the topics, in that order; an unknown type fails the
-request with UNSUPPORTED_VERSION. Client-metrics resources (v0's only type) and groups
-with configs of their own do not exist in Skiff (--client-metrics is one unnamed
-subscription), so they list nothing; v0 answers an empty list whatever it asks for, as
-Kafka does. Needs DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
+request with UNSUPPORTED_VERSION. Consumer groups with configs of their own
+(consumer.*, sidecar/groups/group_configs.py) come last. Client-metrics resources (v0's
+only type) do not exist in Skiff (--client-metrics is one unnamed subscription), so they
+list nothing; v0 answers an empty list whatever it asks for, as Kafka does. Needs
+DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -46,5 +47,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     if TOPIC in types:
         topics = sorted(t.name for t in await broker.store.list_topics())
         resources += [{"resource_name": n, "resource_type": TOPIC} for n in topics]
+    if GROUP in types:  # consumer groups with configs of their own (groups/group_configs.py)
+        await broker.groups.configs.refresh()
+        groups = sorted(broker.groups.configs.values)
+        resources += [{"resource_name": g, "resource_type": GROUP} for g in groups]
     out["config_resources"] = resources
     return encode_response(API_KEY, version, out)

@@ -23,6 +23,8 @@ clients back off and retry by themselves instead of failing or hanging.
 - AlterClientQuotas: REQUEST_TIMED_OUT per entity (nothing stored).
 - CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
   from memory).
+- Create/Renew/Expire/DescribeDelegationToken: REQUEST_TIMED_OUT, after the checks that
+  need no Redis (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, DELEGATION_TOKEN_AUTH_DISABLED).
 
 APIs in NEEDS_NO_REDIS never get here. Any other API without an entry here gets its
 connection closed (the client reconnects and retries), with a log line."""
@@ -34,6 +36,7 @@ from typing import Any
 
 from sidecar.apis import (
     api_versions,
+    create_delegation_token,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -50,6 +53,7 @@ from sidecar.protocol.framing import CloseConnection
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
+from sidecar.security.delegation_tokens import requests_allowed
 from sidecar.share import unavailable as share_unavailable
 from sidecar.storage import resilience
 
@@ -419,6 +423,37 @@ def _alter_user_scram_credentials(broker: Broker, request: Any) -> bytes:
     return encode_response(51, request.header.api_version, {"throttle_time": 0, "results": results})
 
 
+def _delegation_token(api_key: int) -> Callable[[Broker, Any], bytes]:
+    """Create/Renew/Expire/DescribeDelegationToken: Kafka's checks that need no Redis
+    first (a SASL session, a secret key), then REQUEST_TIMED_OUT (the controller's
+    answer did not come); timestamps -1 and no token, as Kafka's refusals."""
+
+    def build(broker: Broker, request: Any) -> bytes:
+        if not requests_allowed(request.security):
+            code = errors.code("DELEGATION_TOKEN_REQUEST_NOT_ALLOWED")
+        elif not broker.settings.delegation_token_secret_key:
+            code = errors.code("DELEGATION_TOKEN_AUTH_DISABLED")
+        else:
+            code = REQUEST_TIMED_OUT
+        data: dict[str, Any] = {"throttle_time": 0, "error_code": code, "tokens": []}
+        if api_key == create_delegation_token.API_KEY:
+            principal = request.security.principal
+            data.update(
+                principal_type=principal.type,
+                principal_name=principal.name,
+                token_requester_principal_type=principal.type,
+                token_requester_principal_name=principal.name,
+                issue_timestamp=-1,
+                expiry_timestamp=-1,
+                max_timestamp=-1,
+            )
+        else:
+            data["expiry_timestamp"] = -1
+        return encode_response(api_key, request.header.api_version, data)
+
+    return build
+
+
 def _offset_for_leader_epoch(broker: Broker, request: Any) -> bytes:
     topics = [
         {
@@ -507,6 +542,10 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     36: _sasl_authenticate,
     50: _describe_user_scram_credentials,
     51: _alter_user_scram_credentials,
+    38: _delegation_token(38),
+    39: _delegation_token(39),
+    40: _delegation_token(40),
+    41: _delegation_token(41),
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
     75: _describe_topic_partitions,

@@ -31,6 +31,7 @@ from sidecar.groups.consumer_group import (
     CgMember,
     ConsumerGroupState,
 )
+from sidecar.groups.group_configs import HEARTBEAT, SESSION, GroupConfigs
 from sidecar.groups.state import Group, JoinResult, Member, State, SyncResult
 from sidecar.storage import resilience
 from sidecar.storage.group_store import CommittedOffset, Fenced, GroupStore
@@ -100,6 +101,14 @@ class GroupCoordinator:
         self.settings = settings
         self.store = store
         self.cluster = cluster
+        # consumer.session.timeout.ms and consumer.heartbeat.interval.ms per group
+        self.configs = GroupConfigs(
+            store.redis,
+            {
+                SESSION: settings.group_consumer_session_timeout_ms,
+                HEARTBEAT: settings.group_consumer_heartbeat_interval_ms,
+            },
+        )
         self.groups: dict[str, Group] = {}
         self._loading: dict[str, asyncio.Lock] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -172,7 +181,7 @@ class GroupCoordinator:
                 if token != self.cluster.token or not self.cluster.owns_leases():
                     raise CoordinatorError("NOT_COORDINATOR")
                 group = Group.from_json(
-                    group_id, raw, self.loop_time, self.settings.group_consumer_session_timeout_ms
+                    group_id, raw, self.loop_time, self.configs.get(group_id, SESSION)
                 )
                 self.groups[group_id] = group
                 return group
@@ -650,7 +659,7 @@ class GroupCoordinator:
                 group.protocol_type, group.protocol, group.leader = "consumer", None, None
         cg = group.consumer
         now = self.loop_time
-        session_s = self.settings.group_consumer_session_timeout_ms / 1000
+        session_s = self.configs.get(group_id, SESSION) / 1000
         if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return await self._consumer_leave(group, cg, req)
         member = cg.members.get(req.member_id)

@@ -1,5 +1,6 @@
-"""Group configs of share groups (IncrementalAlterConfigs and DescribeConfigs with
-resource type GROUP, 32), mapped onto the queue core's group settings:
+"""Group configs (IncrementalAlterConfigs and DescribeConfigs with resource type GROUP,
+32): consumer groups' (consumer.*, sidecar/groups/group_configs.py) and share groups',
+the latter mapped onto the queue core's group settings:
 
 | Kafka group config | queue setting | Skiff range |
 |---|---|---|
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.groups import group_configs as consumer_configs
 from sidecar.protocol import errors
 from sidecar.queues.core import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, QueueError
 from sidecar.share.records import queues
@@ -61,6 +63,8 @@ def _changes(resource: Any, unset: list[str]) -> dict[str, Any] | str:
     """The SETs as queue settings; DELETEs of server-defaulted settings go to `unset`."""
     out: dict[str, Any] = {}
     for c in resource.configs:
+        if c.name in consumer_configs.BOUNDS:
+            continue  # a consumer group's (sidecar/groups/group_configs.py)
         setting = _NAMES.get(c.name)
         if setting is None:
             return f"Unknown group config name: {c.name}"
@@ -107,6 +111,25 @@ async def describe(broker: Any, resource: Any, synonyms: bool) -> dict[str, Any]
     else:
         cfg = (await core.config(group_id)).as_dict()
     wanted = resource.configuration_keys
+    explicit = await broker.groups.configs.current(group_id)
+    for name in consumer_configs.NAMES:  # Kafka's GroupConfig defines these first
+        if wanted and name not in wanted:
+            continue
+        value = explicit.get(name)
+        source = DEFAULT_CONFIG_SOURCE if value is None else GROUP_CONFIG_SOURCE
+        text = str(broker.groups.configs.defaults[name] if value is None else value)
+        out["configs"].append(
+            {
+                "name": name,
+                "value": text,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": False,
+                "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
+                "config_type": 3,  # INT
+                "documentation": None,
+            }
+        )
     defaults = _defaults(broker)
     for name, setting in _NAMES.items():
         if wanted and name not in wanted:
@@ -134,10 +157,17 @@ async def alter(broker: Any, resource: Any, validate_only: bool) -> dict[str, An
     group_id = resource.resource_name
     if not group_id:
         return _answer(resource, errors.code("INVALID_REQUEST"), "Group name must not be empty.")
+    consumer = consumer_configs.validate(resource, broker.groups.configs.defaults)
+    if isinstance(consumer, str):
+        return _answer(resource, errors.code("INVALID_CONFIG"), consumer)
     unset: list[str] = []
     changes = _changes(resource, unset)
     if isinstance(changes, str):
         return _answer(resource, errors.code("INVALID_CONFIG"), changes)
+    if not validate_only and (consumer[0] or consumer[1]):
+        await broker.groups.configs.alter(group_id, *consumer)
+    if all(c.name in consumer_configs.BOUNDS for c in resource.configs):
+        return _answer(resource)  # no share-group config: no queue settings to touch
     core = queues(broker)
     try:
         if validate_only:
