@@ -602,3 +602,38 @@ def test_a_group_session_timeout_outlasts_the_server_default(own_skiff: Skiff, t
         members = {m.member_id for m in _describe(kafka, group).members}
         assert members == {a.member_id, b.member_id}
         assert b.heartbeat().error_code == NONE
+
+
+def test_kafka_configs_cli_sets_and_describes_group_configs(skiff: Skiff) -> None:
+    """Kafka 4.x's `kafka-configs --entity-type groups` against Skiff."""
+    from kafka_tools import ADMIN_KAFKA_VERSION, run_batch
+
+    group = f"g-cli-{uuid.uuid4().hex[:8]}"
+    common = ["--bootstrap-server", skiff.bootstrap, "--entity-type", "groups"]
+    altered, described, listed = run_batch(
+        ADMIN_KAFKA_VERSION,
+        "kafka-configs",
+        [
+            [
+                *common,
+                "--entity-name",
+                group,
+                "--alter",
+                "--add-config",
+                "consumer.heartbeat.interval.ms=6000,consumer.session.timeout.ms=50000",
+            ],
+            [*common, "--entity-name", group, "--describe"],
+            [*common, "--describe"],
+        ],
+    )
+    assert altered.returncode == 0, altered.stdout + altered.stderr
+    assert f"Completed updating config for group {group}." in altered.stdout
+    expected = (
+        f"Dynamic configs for group {group} are:\n"
+        "  consumer.heartbeat.interval.ms=6000 sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=6000}\n"
+        "  consumer.session.timeout.ms=50000 sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000}\n"
+    )
+    assert described.returncode == 0 and expected in described.stdout, described.stdout
+    assert listed.returncode == 0 and expected in listed.stdout, listed.stdout
