@@ -100,6 +100,21 @@ GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 8, 5  # Kafka's DescribeConfigs sou
 _TYPES = {"lock_ms": 3, "delivery_limit": 3, "auto_offset_reset": 2, "dead_letter_topic": 2}
 
 
+def _entry(
+    name: str, text: str | None, source: int, config_type: int, synonyms: bool
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": text,
+        "read_only": False,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
+        "config_type": config_type,
+        "documentation": None,
+    }
+
+
 async def describe(broker: Any, resource: Any, synonyms: bool) -> dict[str, Any]:
     """DescribeConfigs of a GROUP resource: the share-group configs above, GROUP_CONFIG
     where the group's value differs from the default (DEFAULT_CONFIG otherwise)."""
@@ -118,18 +133,7 @@ async def describe(broker: Any, resource: Any, synonyms: bool) -> dict[str, Any]
         value = explicit.get(name)
         source = DEFAULT_CONFIG_SOURCE if value is None else GROUP_CONFIG_SOURCE
         text = str(broker.groups.configs.defaults[name] if value is None else value)
-        out["configs"].append(
-            {
-                "name": name,
-                "value": text,
-                "read_only": False,
-                "config_source": source,
-                "is_sensitive": False,
-                "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
-                "config_type": 3,  # INT
-                "documentation": None,
-            }
-        )
+        out["configs"].append(_entry(name, text, source, 3, synonyms))  # 3: INT
     defaults = _defaults(broker)
     for name, setting in _NAMES.items():
         if wanted and name not in wanted:
@@ -138,18 +142,7 @@ async def describe(broker: Any, resource: Any, synonyms: bool) -> dict[str, Any]
         is_default = value == defaults[setting]
         source = DEFAULT_CONFIG_SOURCE if is_default else GROUP_CONFIG_SOURCE
         text = None if value is None else str(value)
-        out["configs"].append(
-            {
-                "name": name,
-                "value": text,
-                "read_only": False,
-                "config_source": source,
-                "is_sensitive": False,
-                "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
-                "config_type": _TYPES[setting],
-                "documentation": None,
-            }
-        )
+        out["configs"].append(_entry(name, text, source, _TYPES[setting], synonyms))
     return out
 
 
