@@ -19,6 +19,7 @@ import select
 import socket
 import struct
 import time
+import types
 import uuid
 import zlib
 from collections.abc import Iterable, Sequence
@@ -38,6 +39,8 @@ from sidecar.protocol.kio_codec import build
 from sidecar.protocol.primitives import read_uvarint, uvarint
 
 API_VERSIONS = 18
+# Create/Renew/ExpireDelegationToken: their refusals carry -1 timestamps.
+NEGATIVE_TIMESTAMPS = frozenset({38, 39, 40})
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -283,6 +286,12 @@ class RawKafka:
         try:
             entity, size = entity_reader(entity_type)(frame, pos)
         except Exception as exc:
+            if "negative timestamp" in str(exc) and api_key in NEGATIVE_TIMESTAMPS:
+                # Kafka answers -1 in a non-nullable timestamp (e.g. a refused
+                # CreateDelegationToken's expiry), which kio's reader refuses: the error
+                # code, the answer's first field, is what such an answer carries.
+                (error_code,) = struct.unpack_from(">h", frame, pos)
+                return types.SimpleNamespace(error_code=error_code)
             raise ProtocolError(
                 f"cannot decode {entity_type.__name__} v{version}: {exc!r} in {frame!r}"
             ) from exc

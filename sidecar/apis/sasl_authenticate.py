@@ -153,6 +153,7 @@ async def _step(broker: Broker, security: Any, token: bytes) -> tuple[bytes, int
     lifetime = session_lifetime_ms(reauth_ms, server.lifetime_ms)
     security.principal = principal
     security.sasl_mechanism = mechanism
+    security.token_authenticated = bool(getattr(server, "token_authenticated", False))
     security.authenticated = True
     security.session_expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000
     log.debug(

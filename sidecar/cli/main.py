@@ -949,6 +949,28 @@ def _sasl_flags(serve: argparse.ArgumentParser) -> None:
         type=_add_scram,
         action=_AppendScram,
     )
+    _flag(
+        serve,
+        "delegation-token-secret-key",
+        None,
+        "delegation.token.secret.key: the key delegation tokens' HMACs are made with, the "
+        "same on every sidecar (unset: no delegation tokens)",
+    )
+    _flag(
+        serve,
+        "delegation-token-max-lifetime-ms",
+        "604800000",
+        "delegation.token.max.lifetime.ms: a delegation token's longest life",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
+        "delegation-token-expiry-time-ms",
+        "86400000",
+        "delegation.token.expiry.time.ms: a delegation token expires this long after its "
+        "creation or last renewal unless renewed",
+        type=at_least(1),
+    )
 
 
 def _serve_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -1121,6 +1143,9 @@ def _run(argv: list[str]) -> int:
         connections_max_reauth_ms=args.connections_max_reauth_ms,
         sasl_plain_users_file=args.sasl_plain_users_file,
         add_scram=args.add_scram,
+        delegation_token_secret_key=args.delegation_token_secret_key or None,
+        delegation_token_max_lifetime_ms=args.delegation_token_max_lifetime_ms,
+        delegation_token_expiry_time_ms=args.delegation_token_expiry_time_ms,
     )
     if (args.udp_listen is None) != (args.udp_topic is None):
         parser.error("--udp-listen and --udp-topic go together")

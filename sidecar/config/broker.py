@@ -99,6 +99,21 @@ _OWN: tuple[BrokerKey, ...] = (
     BrokerKey("broker.id", "int", "-1", _node_id),
     BrokerKey("broker.session.timeout.ms", "int", "9000", _setting("broker_session_timeout_ms")),
     BrokerKey("connections.max.reauth.ms", "long", "0", _setting("connections_max_reauth_ms")),
+    BrokerKey(
+        "delegation.token.expiry.time.ms",
+        "long",
+        "86400000",
+        _setting("delegation_token_expiry_time_ms"),
+    ),
+    BrokerKey(
+        "delegation.token.max.lifetime.ms",
+        "long",
+        "604800000",
+        _setting("delegation_token_max_lifetime_ms"),
+    ),
+    BrokerKey(
+        "delegation.token.secret.key", "password", None, _optional("delegation_token_secret_key")
+    ),
     BrokerKey("default.replication.factor", "int", "1", _fixed("1")),
     BrokerKey(
         "group.initial.rebalance.delay.ms",

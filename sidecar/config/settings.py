@@ -212,6 +212,11 @@ class Settings:
     connections_max_reauth_ms: int = 0
     sasl_plain_users_file: Path | None = None
     add_scram: tuple[ScramBootstrap, ...] = field(default=(), repr=False)
+    # Delegation tokens (sidecar/security/delegation_tokens.py), Kafka's
+    # delegation.token.*: no secret key, no tokens (DELEGATION_TOKEN_AUTH_DISABLED).
+    delegation_token_secret_key: str | None = field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = 7 * 24 * 3600 * 1000
+    delegation_token_expiry_time_ms: int = 24 * 3600 * 1000
 
     @property
     def advertised(self) -> HostPort:

@@ -92,8 +92,9 @@ def _convert(f: Any, value: Any) -> Any:
     if kafka_type in ("timedelta_i32", "timedelta_i64"):
         return datetime.timedelta(milliseconds=value)
     if kafka_type == "datetime_i64":
-        if value < 0:
-            return None
+        if value < 0 and is_optional(f):
+            return None  # written as -1
+        # a negative value of a non-nullable field (e.g. -1 "none") goes out as itself
         return _EPOCH + datetime.timedelta(milliseconds=value)
     if kind.is_array:
         return tuple(value)

@@ -35,6 +35,9 @@ class ConnectionSecurity:
     # bare size-prefixed frames, not SaslAuthenticate requests (server.dispatch).
     sasl_unframed: bool = False
     sasl_mechanism: str | None = None
+    # Authenticated with a delegation token (SCRAM `tokenauth=true`): such a session may
+    # not create, renew, expire or describe tokens (Kafka's allowTokenRequests).
+    token_authenticated: bool = False
     # KIP-368 (connections.max.reauth.ms): monotonic time after which the session must
     # re-authenticate before any other request; None: never.
     session_expires_at: float | None = None

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from scramp import ScramException, ScramMechanism
 
+from sidecar.security.delegation_tokens import TokenStore
 from sidecar.security.principal import KafkaPrincipal
 from sidecar.security.sasl import SaslAuthenticationFailed, SaslServerFactory, register
+from sidecar.security.sasl.scram_token import TOKEN_AUTH, TokenScram, client_first_extensions
 from sidecar.storage.scram_store import MECHANISMS, ScramCredential, ScramStore
 
 if TYPE_CHECKING:
@@ -30,11 +32,13 @@ def client_first_user(message: str) -> str:
 
 
 class ScramServer:
-    def __init__(self, mechanism: str, store: ScramStore) -> None:
+    def __init__(self, mechanism: str, store: ScramStore, tokens: TokenStore | None) -> None:
         self.mechanism = mechanism
         self.store = store
+        self.tokens = tokens  # None: delegation tokens are off (no secret key)
         self._scram = ScramMechanism(mechanism)
         self._server: Any = None  # scramp's ScramServer, once the client-first came
+        self._token: TokenScram | None = None  # instead, for `tokenauth=true`
         self._user: str | None = None
         self._complete = False
 
@@ -50,7 +54,14 @@ class ScramServer:
             message = response.decode()
         except UnicodeDecodeError:
             raise ValueError(f"{self.mechanism} message is not UTF-8") from None
+        if self._token is not None:
+            return await self._token_step(message)
         if self._server is None:
+            if client_first_extensions(message).get(TOKEN_AUTH, "").lower() == "true":
+                if self.tokens is None:
+                    raise self._failed()
+                self._token = TokenScram(self.mechanism, MECHANISMS[self.mechanism][0])
+                return (await self._token.first(message, self.tokens)).encode()
             user = client_first_user(message)
             credential = await self.store.get(self.mechanism, user)
             if credential is None:
@@ -73,17 +84,34 @@ class ScramServer:
         self._complete = True
         return str(server.get_server_final()).encode()
 
+    async def _token_step(self, message: str) -> bytes:
+        assert self._token is not None
+        if self._complete:
+            raise ValueError(f"{self.mechanism} exchange already complete")
+        answer = self._token.final(message)
+        self._complete = True
+        return answer.encode()
+
     @property
     def complete(self) -> bool:
         return self._complete
 
     @property
+    def token_authenticated(self) -> bool:
+        return self._complete and self._token is not None
+
+    @property
     def principal(self) -> KafkaPrincipal | None:
-        return KafkaPrincipal("User", self._user) if self._complete and self._user else None
+        if not self._complete:
+            return None
+        if self._token is not None:
+            return self._token.principal  # the token's owner
+        return KafkaPrincipal("User", self._user) if self._user else None
 
     @property
     def lifetime_ms(self) -> int | None:
-        return None  # a SCRAM credential does not expire (delegation tokens are not served)
+        # a SCRAM credential does not expire; a delegation token does
+        return self._token.lifetime_ms if self.token_authenticated and self._token else None
 
 
 AuthInfo = tuple[bytes, bytes, bytes, int]
@@ -98,7 +126,10 @@ def _auth_info(credential: ScramCredential) -> Callable[[str], AuthInfo]:
 
 def _factory(mechanism: str) -> SaslServerFactory:
     def make(broker: Broker, _security: ConnectionSecurity) -> ScramServer:
-        return ScramServer(mechanism, ScramStore(broker.store.redis))
+        tokens = None
+        if broker.settings.delegation_token_secret_key:
+            tokens = TokenStore(broker.store.redis)
+        return ScramServer(mechanism, ScramStore(broker.store.redis), tokens)
 
     return make
 
