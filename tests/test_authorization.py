@@ -291,6 +291,8 @@ EXPECTED: dict[int, Denied] = {
     39: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
     40: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
     41: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
+    # ElectLeaders: ALTER on the cluster
+    43: Denied(CLUSTER_DENIED),
 }
 
 

@@ -525,3 +525,41 @@ def test_kafka4_topics_describe_like_kafka(skiff: Skiff) -> None:
     assert answers["skiff"][2] == (0, [line.rstrip() for line in expected])
     assert answers["skiff"][3] == answers["skiff"][2]
     assert answers["skiff"][4][0] == 1
+
+
+def test_elect_leaders_is_never_needed(kafka: RawKafka) -> None:
+    """ElectLeaders: each partition's one copy always leads, so, as Kafka answers for a
+    partition whose preferred leader leads, ELECTION_NOT_NEEDED (84); unknown topics and
+    partitions with Kafka's texts; with no partitions named every topic is listed
+    without partitions (Kafka leaves out those that needed no election)."""
+    topic = f"el-{uuid.uuid4().hex[:10]}"
+    create(kafka, topic, partitions=2)
+
+    def elect(version: int, named: Any, election_type: int = 0) -> Any:
+        body = {"election_type": election_type, "topic_partitions": named, "timeout": 30_000}
+        return kafka.request(43, version, body)
+
+    named = [
+        {"topic": topic, "partitions": [0, 1, 7]},
+        {"topic": f"{topic}-missing", "partitions": [0]},
+    ]
+    for version in (0, 1, 2):
+        for election_type in (0, 1) if version else (0,):
+            resp = elect(version, named, election_type)
+            got = [
+                (r.topic, p.partition_id, int(p.error_code), p.error_message)
+                for r in resp.replica_election_results
+                for p in r.partition_result
+            ]
+            assert got == [
+                (topic, 0, 84, None),
+                (topic, 1, 84, None),
+                (topic, 7, 3, f"No such partition as {topic}-7"),
+                (f"{topic}-missing", 0, 3, f"No such topic as {topic}-missing"),
+            ], (version, election_type)
+    everything = elect(2, None)
+    assert everything.error_code == NONE
+    listed = {r.topic: r.partition_result for r in everything.replica_election_results}
+    assert listed[topic] == ()
+    bad = elect(2, named, election_type=5)
+    assert int(bad.error_code) == 42  # INVALID_REQUEST

@@ -99,6 +99,7 @@ ADVERTISED = {
     39: (1, 2),  # RenewDelegationToken
     40: (1, 2),  # ExpireDelegationToken
     41: (1, 3),  # DescribeDelegationToken
+    43: (0, 2),  # ElectLeaders
     23: (2, 4),  # OffsetForLeaderEpoch
     74: (0, 1),  # ListConfigResources
     75: (0, 0),  # DescribeTopicPartitions

@@ -23,6 +23,7 @@ clients back off and retry by themselves instead of failing or hanging.
 - AlterClientQuotas: REQUEST_TIMED_OUT per entity (nothing stored).
 - CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
   from memory).
+- ElectLeaders: REQUEST_TIMED_OUT, and per partition named.
 - Create/Renew/Expire/DescribeDelegationToken: REQUEST_TIMED_OUT, after the checks that
   need no Redis (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, DELEGATION_TOKEN_AUTH_DISABLED).
 
@@ -454,6 +455,21 @@ def _delegation_token(api_key: int) -> Callable[[Broker, Any], bytes]:
     return build
 
 
+def _elect_leaders(broker: Broker, request: Any) -> bytes:
+    results = [
+        {
+            "topic": t.topic,
+            "partition_result": [
+                {"partition_id": p, "error_code": REQUEST_TIMED_OUT, "error_message": UNAVAILABLE}
+                for p in t.partitions
+            ],
+        }
+        for t in request.body.topic_partitions or ()
+    ]
+    data = {"error_code": REQUEST_TIMED_OUT, "replica_election_results": results}
+    return encode_response(43, request.header.api_version, {"throttle_time": 0, **data})
+
+
 def _offset_for_leader_epoch(broker: Broker, request: Any) -> bytes:
     topics = [
         {
@@ -546,6 +562,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     39: _delegation_token(39),
     40: _delegation_token(40),
     41: _delegation_token(41),
+    43: _elect_leaders,
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
     75: _describe_topic_partitions,
