@@ -563,3 +563,11 @@ def test_elect_leaders_is_never_needed(kafka: RawKafka) -> None:
     assert listed[topic] == ()
     bad = elect(2, named, election_type=5)
     assert int(bad.error_code) == 42  # INVALID_REQUEST
+
+
+def test_list_partition_reassignments_is_always_empty(kafka: RawKafka) -> None:
+    topic = f"lpr-{uuid.uuid4().hex[:10]}"
+    create(kafka, topic, partitions=2)
+    for topics in (None, [{"name": topic, "partition_indexes": [0, 1]}]):
+        resp = kafka.request(46, 0, {"timeout": 30_000, "topics": topics})
+        assert (resp.error_code, resp.error_message, resp.topics) == (NONE, None, ())

@@ -100,6 +100,7 @@ ADVERTISED = {
     40: (1, 2),  # ExpireDelegationToken
     41: (1, 3),  # DescribeDelegationToken
     43: (0, 2),  # ElectLeaders
+    46: (0, 0),  # ListPartitionReassignments
     23: (2, 4),  # OffsetForLeaderEpoch
     74: (0, 1),  # ListConfigResources
     75: (0, 0),  # DescribeTopicPartitions

@@ -73,6 +73,7 @@ NEEDS_NO_REDIS = frozenset(
         sasl_handshake.API_KEY,
         describe_client_quotas.API_KEY,
         describe_acls.API_KEY,
+        46,  # ListPartitionReassignments: nothing ever moves
         71,  # GetTelemetrySubscriptions
         72,  # PushTelemetry
     }
