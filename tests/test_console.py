@@ -32,6 +32,8 @@ from sidecar.storage import keys
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")
@@ -89,6 +91,14 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def follow(browser: Any, by: str, what: str) -> None:
+    """Click a link or button that loads another page, and wait until it has: a click
+    returns before the navigation ends, and under load the next read met the old page."""
+    element = browser.find_element(by, what)
+    element.click()
+    WebDriverWait(browser, 60).until(expected_conditions.staleness_of(element))
 
 
 def base(skiff: Skiff) -> str:
@@ -174,7 +184,7 @@ def test_topic_watermarks_and_records(server: Any, browser: Any, fmt: str) -> No
     assert cells(browser, "topics") == [[topic, "2", "3", fmt, shown_size(used)]]
     size_cell = browser.find_element(By.CSS_SELECTOR, "#topics tbody td:nth-child(5) span")
     assert size_cell.get_attribute("title") == f"{used} bytes"
-    browser.find_element(By.LINK_TEXT, topic).click()
+    follow(browser, By.LINK_TEXT, topic)
     consumer = Consumer({"bootstrap.servers": skiff.bootstrap, "group.id": "console-wm"})
     try:
         expected = [
@@ -185,13 +195,13 @@ def test_topic_watermarks_and_records(server: Any, browser: Any, fmt: str) -> No
         consumer.close()
     shown = cells(browser, "partitions")
     assert [row[:3] for row in shown] == expected
-    browser.find_element(By.LINK_TEXT, "0").click()
+    follow(browser, By.LINK_TEXT, "0")
     rows = cells(browser, "records")
     assert [(r[0], r[2], r[3], r[4]) for r in rows] == [
         ("0", "k<1>", '{"total": 12, "tag": "<b>&"}', "source: unit & <test>"),
         ("1", "k2", "plain value", "a: 1\nb:"),
     ]
-    browser.find_element(By.LINK_TEXT, "json").click()
+    follow(browser, By.LINK_TEXT, "json")
     pretty = json.dumps(json.loads(records[0][2]), indent=2)
     assert cells(browser, "records")[0][3] == pretty
     assert cells(browser, "records")[0][1] == "2023-11-14 22:13:20.000Z"  # T0
@@ -330,7 +340,7 @@ def test_dead_letters_redrive(server: Any, browser: Any) -> None:
         (f"bad-{i}", f"poison <{i}>", "rejected", topic, str(i)) for i in range(3)
     ]
     shot(browser, "console-dead-letters.png")
-    browser.find_element(By.ID, "redrive").click()
+    follow(browser, By.ID, "redrive")
     assert browser.find_element(By.TAG_NAME, "h1").text == "Confirm redrive"
     consumer = Consumer({"bootstrap.servers": skiff.bootstrap, "group.id": "console-check"})
     try:  # nothing moved before the confirmation
@@ -584,7 +594,7 @@ def login_in_browser(skiff: Skiff, browser: Any) -> None:
         assert browser.find_element(By.TAG_NAME, "h1").text == "Log in"
         browser.find_element(By.ID, "user").send_keys("alice")
         browser.find_element(By.ID, "password").send_keys(password)
-        browser.find_element(By.ID, "login").click()
+        follow(browser, By.ID, "login")
 
     log_in("wrong")
     assert browser.find_element(By.ID, "login-message").text == "Wrong user name or password."
