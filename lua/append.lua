@@ -17,15 +17,24 @@
 -- ARGV[11] the batch's size in bytes (docs/architecture.md, "Byte accounting")
 -- ARGV[12] retention.bytes (-1: no size retention)
 -- ARGV[13] the storage identity (cluster id) the sidecar serves under (storage/identity.py)
--- ARGV[14] storage format: 'r' (record) or 'b' (batch), docs/architecture.md
+-- ARGV[14] storage format: 'r' (record) or 'b' (batch), docs/architecture.md; or 'x': a
+--          batch that the sidecar XADDed right before this script, in the same
+--          MULTI/EXEC (NOMKSTREAM, ID 0-<ARGV[15] + n>), so that its bytes never pass
+--          through Lua (storage/store.py, "external" appends)
 -- ARGV[15..] 'r': per record t (ms), k, v, h (Kafka header encoding), f (flags), one
 --            entry each, ID 0-<offset+1>;
 --            'b': the v2 batch's bytes, one entry (field b) with ID 0-<last offset+1>,
---            so XRANGE from 0-<o+1> starts at the batch holding offset o
+--            so XRANGE from 0-<o+1> starts at the batch holding offset o;
+--            'x': the base offset the sidecar predicted (the partition's hw)
 -- Reply: {base offset, log start offset, append time or -1, 1 if duplicate else 0}
 -- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR (the
 -- partition was created under another storage identity), INVALID_RECORD,
--- INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER.
+-- INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER; for 'x' also
+-- SKIFF_MISPREDICT <hw> (the prediction was wrong: the sidecar appends again with 'b').
+-- With 'x', every outcome that appends nothing (errors, resent tokens, duplicates)
+-- first removes the entry the XADD added, if it did: the log's last ID is always the
+-- high watermark on `batch` topics (lua/cleaner.lua keeps it so too), so the XADD
+-- added an entry exactly when its ID is above the stored hw.
 
 local FIXED = 14
 local PRUNE = 128  -- index members pruned per append at most (as FREE_STEP)
@@ -33,23 +42,39 @@ local FREE_STEP = 128  -- offsets: see size retention below
 local KEEP_TOKENS = 64
 local n = tonumber(ARGV[1])
 local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes', 'sid')
+local external = ARGV[14] == 'x'
+
+-- Appends nothing: with 'x', first take back what the XADD before the script added.
+local function refuse(reply)
+  if external then
+    local id = (tonumber(ARGV[FIXED + 1]) or 0) + (n or 0)
+    local stored = tonumber(meta[1])
+    if stored == nil or id > stored then
+      if redis.call('XDEL', KEYS[1], '0-' .. id) == 1 and stored then
+        redis.call('XSETID', KEYS[1], '0-' .. stored)
+      end
+    end
+  end
+  return reply
+end
+
 if not meta[1] then
-  return redis.error_reply('UNKNOWN_TOPIC_OR_PARTITION')
+  return refuse(redis.error_reply('UNKNOWN_TOPIC_OR_PARTITION'))
 end
 -- A partition belongs to the storage identity it was created under: a sidecar serving
 -- another one (Redis lost its data and the partition was made again, or another Redis
 -- answers) must not append, or offsets it handed out before would be handed out again.
 -- A partition from a version without identities (no sid) is adopted.
 if ARGV[13] == '' or (meta[6] and meta[6] ~= ARGV[13]) then
-  return redis.error_reply('KAFKA_STORAGE_ERROR partition created under storage identity ' ..
-    tostring(meta[6] or '-') .. ', this sidecar serves ' .. ARGV[13])
+  return refuse(redis.error_reply('KAFKA_STORAGE_ERROR partition created under storage identity ' ..
+    tostring(meta[6] or '-') .. ', this sidecar serves ' .. ARGV[13]))
 end
 if not meta[6] then
   redis.call('HSET', KEYS[2], 'sid', ARGV[13])
 end
-local batch_mode = ARGV[14] == 'b'
+local batch_mode = ARGV[14] == 'b' or external
 if n == nil or n < 1 or #ARGV ~= (batch_mode and FIXED + 1 or FIXED + 5 * n) then
-  return redis.error_reply('INVALID_RECORD bad argument count')
+  return refuse(redis.error_reply('INVALID_RECORD bad argument count'))
 end
 local lso = tonumber(meta[2])
 
@@ -58,7 +83,7 @@ local lso = tonumber(meta[2])
 local token = ARGV[9]
 local seen = redis.call('ZSCORE', KEYS[5], token)
 if seen then
-  return {tonumber(seen), lso, -1, 1}
+  return refuse({tonumber(seen), lso, -1, 1})
 end
 
 -- Index members below the log start go in steps of k (amortised: one O(log n) look per
@@ -96,13 +121,13 @@ if pid ~= '-1' then
   end
   if pstate then
     if epoch < pstate.e then
-      return redis.error_reply('INVALID_PRODUCER_EPOCH producer ' .. pid .. ' epoch ' ..
-        epoch .. ' is older than ' .. pstate.e)
+      return refuse(redis.error_reply('INVALID_PRODUCER_EPOCH producer ' .. pid ..
+        ' epoch ' .. epoch .. ' is older than ' .. pstate.e))
     end
     if epoch == pstate.e then
       for _, b in ipairs(pstate.b) do
         if b[1] == seq and b[2] == seq + n - 1 then
-          return {b[3], lso, -1, 1}
+          return refuse({b[3], lso, -1, 1})
         end
       end
       local last = pstate.b[#pstate.b]
@@ -110,14 +135,14 @@ if pid ~= '-1' then
         local expected = last[2] + 1
         if expected > 2147483647 then expected = 0 end
         if seq ~= expected then
-          return redis.error_reply('OUT_OF_ORDER_SEQUENCE_NUMBER producer ' .. pid ..
-            ' sent sequence ' .. seq .. ', expected ' .. expected)
+          return refuse(redis.error_reply('OUT_OF_ORDER_SEQUENCE_NUMBER producer ' .. pid ..
+            ' sent sequence ' .. seq .. ', expected ' .. expected))
         end
       end
     else
       if seq ~= 0 then
-        return redis.error_reply('OUT_OF_ORDER_SEQUENCE_NUMBER producer ' .. pid ..
-          ' starts epoch ' .. epoch .. ' at sequence ' .. seq .. ', expected 0')
+        return refuse(redis.error_reply('OUT_OF_ORDER_SEQUENCE_NUMBER producer ' .. pid ..
+          ' starts epoch ' .. epoch .. ' at sequence ' .. seq .. ', expected 0'))
       end
       pstate = {e = epoch, b = {}}
     end
@@ -138,7 +163,11 @@ local base, hw
 if batch_mode then
   base = tonumber(meta[1])
   hw = base + n
-  redis.call('XADD', log, '0-' .. hw, 'b', ARGV[FIXED + 1])
+  if not external then
+    redis.call('XADD', log, '0-' .. hw, 'b', ARGV[FIXED + 1])
+  elseif tonumber(ARGV[FIXED + 1]) ~= base then
+    return refuse(redis.error_reply('SKIFF_MISPREDICT ' .. base))
+  end
 else
   local first, last
   for i = FIXED + 1, FIXED + 5 * n, 5 do

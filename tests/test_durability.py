@@ -18,7 +18,9 @@ from rawkafka import RawKafka, build_batch, fetch_request, fetched_records, prod
 
 from sidecar.storage.scripts import APPEND
 
-APPEND_SHA = APPEND.sha.encode()  # the proxy cuts an append, not a registry renewal
+# The proxy cuts an append, not a registry renewal: an EVALSHA of the append script, or
+# (a `batch` topic's batch sent outside Lua) an EVAL of its source.
+APPEND_MARKS = (APPEND.sha.encode(), APPEND.source.encode()[:64])
 PRODUCE, FETCH = 0, 1
 NONE = 0
 NOT_ENOUGH_REPLICAS = 19
@@ -79,7 +81,7 @@ def test_acks_all_waits_for_a_redis_replica(own_redis: RedisServer, tmp_path: Pa
 
 class DroppingProxy:
     """TCP proxy between the sidecar and Redis that, once armed, lets the next append
-    EVALSHA through to Redis and then cuts the connection before the reply reaches the
+    through to Redis and then cuts the connection before the reply reaches the
     sidecar: the append ran, the sidecar does not know."""
 
     def __init__(self, target_port: int) -> None:
@@ -111,7 +113,8 @@ class DroppingProxy:
                 if not to_redis and cut.is_set():
                     self.dropped += 1  # Redis ran it; the reply never arrives
                     return
-                if to_redis and APPEND_SHA in data and self.armed.is_set():
+                marked = any(mark in data for mark in APPEND_MARKS)
+                if to_redis and marked and self.armed.is_set():
                     self.armed.clear()
                     cut.set()
                 dst.sendall(data)

@@ -228,15 +228,15 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     await ticket.claim(
         (name, item[0]) for name, items in work for item in items if isinstance(item, tuple)
     )
-    results = await asyncio.gather(
-        *(
-            _append(broker, ticket, name, item[0], item[1], waits.get(name))
-            if isinstance(item, tuple)
-            else _done(item)
-            for name, items in work
-            for item in items
-        )
-    )
+    runs = [
+        _append(broker, ticket, name, item[0], item[1], waits.get(name))
+        if isinstance(item, tuple)
+        else _done(item)
+        for name, items in work
+        for item in items
+    ]
+    # One partition (the usual request of a partitioning producer): no task for it.
+    results = [await runs[0]] if len(runs) == 1 else await asyncio.gather(*runs)
     if any(r.record_errors for r in results):
         await _record_error_log_starts(broker, work, results)
     telemetry.partition_errors(r.error for r in results)

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import AskError, MovedError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sidecar.storage import cluster_client, resilience
+from sidecar.storage import append_channel, cluster_client, resilience
 from sidecar.storage.instrumented import round_trip
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
@@ -24,6 +24,7 @@ class Script:
         self.name = name
         self.source = (LUA_DIR / f"{name}.lua").read_text()
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        self._eval_head: bytes | None = None
         resilience.register_script(self.sha, self.source)
 
     async def load(self, redis: Redis) -> None:
@@ -38,6 +39,37 @@ class Script:
     def pack(self, keys: list[str], args: list[Any]) -> bytes:
         """The EVALSHA command as RESP bytes, packed ahead of sending (see run_packed)."""
         return hiredis.pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))
+
+    def external_parts(
+        self, keys: list[str], argv: list[Any], batch: bytes, predicted: int, count: int
+    ) -> list[bytes]:
+        """MULTI, `XADD keys[0] NOMKSTREAM 0-<predicted + count> b <batch>`, this script
+        by EVAL with argv (its format argument 'x'), EXEC, as RESP parts to write as they
+        are: the batch is not copied into a packed command, and its bytes never pass
+        through Lua (lua/append.lua mode 'x'). EVAL, not EVALSHA: a NOSCRIPT inside EXEC
+        would leave the XADD's entry without the script's bookkeeping."""
+        if self._eval_head is None:
+            source = self.source.encode()
+            self._eval_head = b"$4\r\nEVAL\r\n$%d\r\n%s\r\n" % (len(source), source)
+        rest = hiredis.pack_command((len(keys), *keys, *argv))
+        header_end = rest.index(b"\r\n") + 2
+        arguments = int(rest[1 : header_end - 2])
+        head = _MULTI + hiredis.pack_command(
+            ("XADD", keys[0], "NOMKSTREAM", f"0-{predicted + count}", "b", "")
+        )
+        return [
+            head[:-5] + b"%d\r\n" % len(batch),  # for the empty bulk string: "0\r\n\r\n"
+            batch,
+            b"\r\n*%d\r\n" % (arguments + 2) + self._eval_head + rest[header_end:] + _EXEC,
+        ]
+
+    @round_trip
+    async def run_parts(self, redis: Redis, parts: list[bytes], keys: list[str]) -> Any:
+        """Send external_parts() on the append channel: EXEC's reply (one attempt)."""
+        reply = await append_channel.for_client(redis).call(parts, 4)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     @round_trip
     async def run_packed(
@@ -59,6 +91,8 @@ class Script:
         and WAIT counts that primary's replicas."""
         if cluster_client.is_cluster(redis):
             return await self._run_on_node(redis, packed, keys, wait)
+        if wait is None:
+            return await append_channel.for_client(redis).call(packed), None
         pool = redis.connection_pool
         conn = await pool.get_connection()
         try:
@@ -93,6 +127,8 @@ class Script:
 
 
 _ASKING = hiredis.pack_command(("ASKING",))
+_MULTI = hiredis.pack_command(("MULTI",))
+_EXEC = hiredis.pack_command(("EXEC",))
 
 
 async def _exchange(

@@ -19,7 +19,7 @@ from redis.exceptions import ResponseError
 from sidecar.config import storage_format
 from sidecar.config import topic as topic_config
 from sidecar.protocol import errors, stored_batch
-from sidecar.storage import cluster_client, keys, resilience, scripts
+from sidecar.storage import append_channel, cluster_client, keys, resilience, scripts
 from sidecar.storage.connection import client_for
 from sidecar.storage.identity import StorageIdentity
 from sidecar.storage.log_ops import PartitionLogOps
@@ -86,11 +86,12 @@ class AppendResult:
     duplicate: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PreparedAppend:
     keys: list[str]
     argv: list[Any]
-    packed: bytes
+    packed: bytes | None  # the EVALSHA; for a `batch` topic made when first needed
+    batch: bytes | None = None  # a `batch` topic's stored bytes (argv's last item)
 
 
 @dataclass(slots=True)
@@ -126,6 +127,9 @@ class RedisStore(PartitionLogOps):
         self._shard_replicas: dict[str, int] | None = None  # Redis Cluster: primary -> replicas
         self._all_topics: list[TopicInfo] | None = None  # the last full list (Metadata)
         self._lookups: dict[Any, asyncio.Future[Any]] = {}  # registry reads in flight
+        # `batch` topics: per log key, the base offset this sidecar's next append there
+        # gets if no other sidecar appends first (see append).
+        self._next_base: dict[str, int] = {}
         self.identity = StorageIdentity(redis)
         self.identity.on_reset(lambda _cluster_id: self.forget_topics())
 
@@ -196,6 +200,7 @@ class RedisStore(PartitionLogOps):
         self.redis_version = version
 
     async def close(self) -> None:
+        await append_channel.close_for(self.redis)
         await self.redis.aclose()
         sentinel = getattr(getattr(self.redis, "connection_pool", None), "sentinel_manager", None)
         if sentinel is not None:  # redis+sentinel://: its connections to the sentinels
@@ -489,13 +494,13 @@ class RedisStore(PartitionLogOps):
             retention_bytes,
             self.identity.cluster_id or "",
         ]
+        script_keys = keys.append_keys(topic, partition)
         if batch is None:
             argv.append("r")
             argv += args[7:]
-        else:
-            argv += ("b", batch)
-        script_keys = keys.append_keys(topic, partition)
-        return PreparedAppend(script_keys, argv, scripts.APPEND.pack(script_keys, argv))
+            return PreparedAppend(script_keys, argv, scripts.APPEND.pack(script_keys, argv))
+        argv += ("b", batch)
+        return PreparedAppend(script_keys, argv, None, batch)
 
     def prepare_records(
         self,
@@ -543,7 +548,36 @@ class RedisStore(PartitionLogOps):
         is sent again: the script recognises the token and answers with the first run's
         offset instead of appending twice. Out of retry time: REQUEST_TIMED_OUT, as
         Kafka answers when the outcome is unknown (an idempotent producer's retry is
-        deduplicated)."""
+        deduplicated).
+
+        A `batch` topic's batch is XADDed outside Lua when this sidecar knows the
+        partition's next base offset (from its last append there, kept in _next_base):
+        MULTI, XADD at the ID that offset gives, the script in mode 'x', EXEC
+        (scripts.Script.external_parts). Copying 100 KB into Lua and back out was over
+        half of Redis's time per append (docs/performance.md). If another sidecar
+        appended meanwhile, the script takes the entry back and answers
+        SKIFF_MISPREDICT, and the append runs again the usual way."""
+        log_key = prepared.keys[0]
+        external = wait is None and not cluster_client.is_cluster(self.redis)
+        if prepared.batch is not None and external:
+            predicted = self._next_base.get(log_key)
+            if predicted is not None:
+                result = await self._run_append(prepared, None, predicted)
+                if result is not None:
+                    return result
+        if prepared.packed is None:
+            prepared.packed = scripts.APPEND.pack(prepared.keys, prepared.argv)
+        result = await self._run_append(prepared, wait, None)
+        assert result is not None
+        return result
+
+    async def _run_append(
+        self, prepared: PreparedAppend, wait: tuple[int, int] | None, predicted: int | None
+    ) -> AppendResult | None:
+        """One append, the usual way (predicted None) or with the batch outside Lua
+        (None if the prediction was wrong)."""
+        log_key = prepared.keys[0]
+        count = int(prepared.argv[0])
         if wait is not None:
             # WAIT must end within the first attempt's share of the request's retry time
             # (resilience.run gives an attempt half of it), so the answer comes in time.
@@ -551,27 +585,60 @@ class RedisStore(PartitionLogOps):
             left_ms = int(resilience.remaining() * 500) - 300
             wait = (wait[0], max(min(wait[1], left_ms), 10))  # WAIT n 0 blocks forever
 
-        async def attempt() -> tuple[Any, int | None]:
-            return await scripts.APPEND.run_packed(
-                self.redis, prepared.packed, prepared.keys, prepared.argv, wait
+        if predicted is None:
+
+            async def attempt() -> tuple[Any, int | None]:
+                assert prepared.packed is not None
+                return await scripts.APPEND.run_packed(
+                    self.redis, prepared.packed, prepared.keys, prepared.argv, wait
+                )
+
+        else:
+            assert prepared.batch is not None
+            argv = [*prepared.argv[:13], "x", predicted]
+            parts = scripts.APPEND.external_parts(
+                prepared.keys, argv, prepared.batch, predicted, count
             )
+            # Appends to the partition sent after this one predict from its end.
+            self._next_base[log_key] = predicted + count
+
+            async def attempt() -> tuple[Any, int | None]:
+                return await scripts.APPEND.run_parts(self.redis, parts, prepared.keys), None
 
         try:
             reply, acked = await resilience.run(
                 attempt, "append", reload=lambda: scripts.APPEND.load(self.redis)
             )
+            if predicted is not None:
+                added, reply = reply
+                if isinstance(reply, ResponseError):
+                    raise reply
         except ResponseError as exc:
+            self._next_base.pop(log_key, None)
             code = str(exc).split(" ", 1)[0]
+            if code == "SKIFF_MISPREDICT":
+                return None
             if errors.code(code) == errors.UNKNOWN_SERVER_ERROR:
                 # Not one of lua/append.lua's Kafka error names, nor a Redis fault
                 # resilience.classify knows: a bug or a new Redis error; say which.
-                log.error("append to %s failed: %s", prepared.keys[0], exc, exc_info=exc)
+                log.error("append to %s failed: %s", log_key, exc, exc_info=exc)
             elif code in ("UNKNOWN_TOPIC_OR_PARTITION", "KAFKA_STORAGE_ERROR"):
                 self.identity.poke()  # a vanished partition may be a lost storage
             raise StoreError(code, str(exc)) from None
         except RedisUnavailable as exc:
+            self._next_base.pop(log_key, None)
             raise StoreError(resilience.produce_error(exc.reason), str(exc)) from None
         base, lso, append_time, dup = reply
+        if prepared.batch is not None:
+            if dup:
+                self._next_base.pop(log_key, None)
+            elif predicted is None:
+                self._next_base[log_key] = int(base) + count
+            elif not isinstance(added, bytes):
+                # Cannot happen while the log's last ID is its high watermark; if it did,
+                # offsets base..base+count-1 would have no entry: say so loudly.
+                self._next_base.pop(log_key, None)
+                log.error("append to %s: the XADD before the script failed: %r", log_key, added)
         if wait is not None and acked is not None and acked < wait[0]:
             # Appended, but fewer Redis replicas have it than acks=-1 asks for.
             raise StoreError(

@@ -1,0 +1,184 @@
+"""One dedicated Redis connection for appends, pipelined.
+
+Every Produce append is one pre-packed EVALSHA (scripts.Script.run_packed). Through
+redis-py's pool each cost a pool lock, a connection checkout and release, and
+redis-py's reply reading with its hooks: about a quarter of the sidecar's CPU per
+1,000-record Produce request (docs/performance.md). Here an append is written to one
+connection the moment it is ready, and a single reader task hands each reply to the
+append it answers, in order (Redis answers a connection's commands in the order
+sent), many replies per socket read.
+
+Failure handling stays with the retry policy (resilience.run): a dropped connection
+fails every append in flight on it with a connection error, and each is resent with
+its own append token on a new connection (lua/append.lua answers a resent token with
+the first run's offset). An append abandoned without its reply (its attempt timed
+out, or its request was cancelled) closes the connection if the reply has not come
+ABANDON_GRACE_S later: a hung Redis is then left, as a timed-out pooled connection
+was, without cutting off appends that are merely slow.
+
+The connection is made by the client's own pool class (pool.make_connection), so
+TLS, AUTH, SELECT, unix sockets and a Sentinel-managed primary work as for every
+other command. A READONLY reply (a demoted primary) closes it: the resend asks the
+sentinels again. Not used on a Redis Cluster (a node per slot: cluster_client.py)
+nor for appends followed by WAIT (WAIT would hold up every reply behind it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any
+
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError
+
+from sidecar.storage import resilience
+
+log = logging.getLogger(__name__)
+
+ABANDON_GRACE_S = 0.5
+# Past this many bytes unsent in the transport, an append waits for the socket.
+HIGH_WATER = 4 << 20
+
+
+class _Closed(RedisConnectionError):
+    pass
+
+
+class AppendChannel:
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self._connecting: asyncio.Future[Any] | None = None
+        # Per call sent and not yet answered: [the future its last reply goes to,
+        # replies to skip before that one].
+        self._pending: deque[list[Any]] = deque()
+        self._reader: asyncio.Task[None] | None = None
+        self.closed = False
+
+    async def call(self, packed: bytes | list[bytes], replies: int = 1) -> Any:
+        """Send packed commands (bytes, or a list of parts written as they are) that
+        get `replies` replies, and return the last one (MULTI ... EXEC: EXEC's)."""
+        conn = self._conn or await self._connect()
+        future = asyncio.get_running_loop().create_future()
+        resilience.mark_sent()
+        writer = conn._writer
+        if isinstance(packed, list):
+            writer.writelines(packed)
+        else:
+            writer.write(packed)
+        self._pending.append([future, replies - 1])
+        if writer.transport.get_write_buffer_size() > HIGH_WATER:
+            await writer.drain()
+        try:
+            reply = await future
+        except asyncio.CancelledError:
+            if not future.done():
+                asyncio.get_running_loop().call_later(
+                    ABANDON_GRACE_S, self._check_abandoned, conn, future
+                )
+            raise
+        if isinstance(reply, Exception):
+            if isinstance(reply, ReadOnlyError):
+                self._drop(conn, RedisConnectionError("the Redis primary is now a replica"))
+            raise reply
+        return reply
+
+    async def _connect(self) -> Any:
+        if self.closed:
+            raise _Closed("the append channel is closed")
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._open())
+        connecting = self._connecting
+        try:
+            return await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+
+    async def _open(self) -> Any:
+        conn = self._pool.make_connection()
+        await conn.connect()
+        self._conn = conn
+        self._reader = asyncio.create_task(self._read(conn), name="skiff-append-replies")
+        return conn
+
+    async def _read(self, conn: Any) -> None:
+        parser = conn._parser
+        reader = parser._reader
+        pending = self._pending
+        try:
+            while True:
+                reply = reader.gets()
+                while reply is NOT_ENOUGH_DATA:  # not a whole reply yet
+                    await parser.read_from_socket()
+                    reply = reader.gets()
+                if not pending:
+                    raise RedisConnectionError("a Redis reply nobody asked for")
+                entry = pending[0]
+                if entry[1]:
+                    entry[1] -= 1
+                    continue
+                pending.popleft()
+                if not entry[0].done():
+                    entry[0].set_result(reply)
+        except asyncio.CancelledError:
+            self._fail(conn, _Closed("the append channel is closed"))
+            raise
+        except Exception as exc:
+            if not isinstance(exc, RedisConnectionError):
+                exc = RedisConnectionError(f"append connection: {exc}")
+            self._fail(conn, exc)
+
+    def _check_abandoned(self, conn: Any, future: asyncio.Future[Any]) -> None:
+        if conn is self._conn and any(entry[0] is future for entry in self._pending):
+            log.warning(
+                "no Redis reply to an append for %.1f s after it was given up; "
+                "reconnecting the append connection",
+                ABANDON_GRACE_S,
+            )
+            self._drop(conn, RedisConnectionError("no reply from Redis"))
+
+    def _drop(self, conn: Any, exc: Exception) -> None:
+        if conn is self._conn and self._reader is not None:
+            self._reader.cancel()
+            self._fail(conn, exc)
+
+    def _fail(self, conn: Any, exc: Exception) -> None:
+        """Every append in flight on `conn` fails with exc; the next makes a new one."""
+        if conn is not self._conn:
+            return
+        self._conn = None
+        self._reader = None
+        pending, self._pending = self._pending, deque()
+        for future, _ in pending:
+            if not future.done():
+                future.set_exception(exc)
+        conn._writer.transport.abort()
+        asyncio.ensure_future(conn.disconnect(nowait=True))
+
+    async def close(self) -> None:
+        self.closed = True
+        reader, conn = self._reader, self._conn
+        if reader is not None:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+        if conn is not None:
+            self._fail(conn, _Closed("the append channel is closed"))
+
+
+def for_client(redis: Any) -> AppendChannel:
+    """The client's append channel, made on first use."""
+    channel = getattr(redis, "_skiff_append_channel", None)
+    if channel is None:
+        channel = AppendChannel(redis.connection_pool)
+        redis._skiff_append_channel = channel
+    return channel
+
+
+async def close_for(redis: Any) -> None:
+    channel = getattr(redis, "_skiff_append_channel", None)
+    if channel is not None:
+        await channel.close()
