@@ -1,5 +1,6 @@
 """Client quotas (KIP-13, KIP-55, KIP-124, KIP-219, KIP-546): what AlterClientQuotas
-stores, what DescribeClientQuotas reads, and the produce/fetch byte-rate enforcement.
+stores, what DescribeClientQuotas reads, and the enforcement of the produce/fetch byte
+rates and of request_percentage (request_quota.py).
 
 Stored in Redis, one hash (QUOTAS_KEY), so every sidecar sees the same quotas: field
 `[[type, name|null], ...]\\0key` (the entity's components sorted by type, JSON; null
@@ -245,6 +246,7 @@ class QuotaManager:
         self.samples = samples
         self.window_ms = window_s * 1000
         self.quotas: dict[Entity, dict[str, float]] = {}
+        self.keys: set[str] = set()  # the keys any entity has a quota for
         self.rates: dict[tuple[str, str, str], Rate] = {}
         self.loaded_at = float("-inf")
         self._refreshing: asyncio.Task[None] | None = None
@@ -255,7 +257,13 @@ class QuotaManager:
 
     def set_quotas(self, quotas: dict[Entity, dict[str, float]]) -> None:
         self.quotas = quotas
+        self.keys = {key for values in quotas.values() for key in values}
         self.loaded_at = time.monotonic()
+
+    def enforces(self, key: str) -> bool:
+        """Whether any entity has a quota for `key` (else nothing need be measured)."""
+        self._maybe_refresh()
+        return key in self.keys
 
     def _maybe_refresh(self) -> None:
         if self._store is None or time.monotonic() - self.loaded_at < REFRESH_S:
@@ -277,9 +285,12 @@ class QuotaManager:
         found = _lookup(self.quotas, key, user, client_id)
         return None if found is None else found[0]
 
-    def record(self, key: str, user: str, client_id: str, value: float) -> int:
-        """Record `value` (bytes) for the client; the throttle time in ms (0: within
-        quota), as Kafka's ClientQuotaManager.recordAndGetThrottleTimeMs."""
+    def record(
+        self, key: str, user: str, client_id: str, value: float, max_ms: int = JAVA_INT_MAX
+    ) -> int:
+        """Record `value` (bytes; request_percentage: percent of a second) for the
+        client; the throttle time in ms (0: within quota, at most max_ms), as Kafka's
+        ClientQuotaManager.recordAndGetThrottleTimeMs."""
         self._maybe_refresh()
         if not self.quotas:
             return 0
@@ -297,7 +308,7 @@ class QuotaManager:
         observed = rate.measure(now)
         if observed <= bound:
             return 0
-        return int(min(round((observed - bound) / bound * rate.window_size(now)), JAVA_INT_MAX))
+        return int(min(round((observed - bound) / bound * rate.window_size(now)), max_ms))
 
     def _expire(self, now: int) -> None:
         """Drop rates idle for a whole quota window (all their samples would be purged:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, cast
 
-from sidecar import apis, connection_context
+from sidecar import apis, connection_context, request_quota
 from sidecar.apis import api_versions, sasl_authenticate, unavailable
 from sidecar.append_order import AppendOrder, Ticket
 from sidecar.broker import Broker
@@ -37,6 +37,7 @@ from sidecar.protocol.kio_codec import (
     oversized_string,
 )
 from sidecar.protocol.primitives import unpack_i32
+from sidecar.quotas import REQUEST_PERCENTAGE
 from sidecar.security.sasl_config import SASL_SERVER_MAX_RECEIVE_SIZE
 from sidecar.security.session import ConnectionSecurity
 from sidecar.security.tls import ServerTls, TlsAcceptor, listener_tls
@@ -155,7 +156,10 @@ async def _handle(
         # Every Redis call of the request retries within one bound (resilience.py), so
         # the client hears back well within its request.timeout.ms.
         with resilience.request_deadline(resilience.POLICY.budget_s):
-            result = await handler.handle(broker, request)
+            if broker.quotas.enforces(REQUEST_PERCENTAGE):
+                result = await _handle_within_quota(broker, handler, request)
+            else:
+                result = await handler.handle(broker, request)
     except CloseConnection as exc:
         if exc.response is not None:  # the answer to send before closing
             exc.response = response_frame(header.correlation_id, flexible, exc.response)
@@ -169,6 +173,27 @@ async def _handle(
     if result is None:
         return None
     return response_frame(header.correlation_id, flexible and key != API_VERSIONS_KEY, result)
+
+
+async def _handle_within_quota(broker: Broker, handler: Any, request: Request) -> Any:
+    """handler.handle, its time on the event loop recorded against the client's
+    request_percentage quota (request_quota.py)."""
+    timed = request_quota.LoopTime(handler.handle(broker, request))
+    result = await timed
+    header = request.header
+    throttle_ms = broker.quotas.record(
+        REQUEST_PERCENTAGE,
+        request.security.principal.name,
+        header.client_id or "",
+        timed.ns * request_quota.NANOS_TO_PERCENT,
+        broker.quotas.window_ms,  # Kafka's ClientRequestQuotaManager.maxThrottleTimeMs
+    )
+    if throttle_ms <= 0 or result is None:
+        return result
+    connection_context.mute(throttle_ms)
+    return request_quota.with_throttle(
+        result, header.api_key, header.api_version, request.flexible, throttle_ms
+    )
 
 
 async def _unframed_sasl_token(broker: Broker, token: bytes, security: ConnectionSecurity) -> bytes:

@@ -20,7 +20,7 @@ from sidecar.storage.scripts import APPEND
 
 # The proxy cuts an append, not a registry renewal: an EVALSHA of the append script, or
 # (a `batch` topic's batch sent outside Lua) an EVAL of its source.
-APPEND_MARKS = (APPEND.sha.encode(), APPEND.source.encode()[:64])
+APPEND_MARKS = (APPEND.sha.encode(), APPEND.eval_source.encode()[:64])
 PRODUCE, FETCH = 0, 1
 NONE = 0
 NOT_ENOUGH_REPLICAS = 19

@@ -40,6 +40,13 @@ class Script:
         """The EVALSHA command as RESP bytes, packed ahead of sending (see run_packed)."""
         return hiredis.pack_command(("EVALSHA", self.sha, len(keys), *keys, *args))
 
+    @property
+    def eval_source(self) -> str:
+        """The source without comment lines and indentation, for EVAL: Redis hashes the
+        body of every EVAL, and the comments were half of append.lua's bytes."""
+        lines = (line.strip() for line in self.source.splitlines())
+        return "\n".join(line for line in lines if line and not line.startswith("--"))
+
     def external_parts(
         self, keys: list[str], argv: list[Any], batch: bytes, predicted: int, count: int
     ) -> list[bytes]:
@@ -49,7 +56,7 @@ class Script:
         through Lua (lua/append.lua mode 'x'). EVAL, not EVALSHA: a NOSCRIPT inside EXEC
         would leave the XADD's entry without the script's bookkeeping."""
         if self._eval_head is None:
-            source = self.source.encode()
+            source = self.eval_source.encode()
             self._eval_head = b"$4\r\nEVAL\r\n$%d\r\n%s\r\n" % (len(source), source)
         rest = hiredis.pack_command((len(keys), *keys, *argv))
         header_end = rest.index(b"\r\n") + 2
