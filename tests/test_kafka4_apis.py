@@ -571,3 +571,54 @@ def test_list_partition_reassignments_is_always_empty(kafka: RawKafka) -> None:
     for topics in (None, [{"name": topic, "partition_indexes": [0, 1]}]):
         resp = kafka.request(46, 0, {"timeout": 30_000, "topics": topics})
         assert (resp.error_code, resp.error_message, resp.topics) == (NONE, None, ())
+
+
+def _leaders(kafka: RawKafka, topic: str) -> list[int]:
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    [t] = kafka.request(METADATA, 12, body).topics
+    return [p.leader_id for p in sorted(t.partitions, key=lambda p: p.partition_index)]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_alter_partition_reassignments_checks_as_kafka(kafka: RawKafka, version: int) -> None:
+    topic = f"apr-{uuid.uuid4().hex[:10]}"
+    create(kafka, topic, partitions=2)
+    leader = _leaders(kafka, topic)[0]
+    targets: list[tuple[str, int, list[int] | None]] = [
+        (topic, 0, [leader]),  # the current replicas: nothing to do
+        (topic, 1, None),  # cancel: nothing in progress
+        (topic, 0, []),
+        (topic, 0, [leader, leader]),
+        (topic, 0, [9999]),
+        (topic, 1, [leader, 9999]),
+        (topic, 7, [leader]),
+        ("apr-no-such-topic", 0, [leader]),
+    ]
+    body: dict[str, Any] = {
+        "timeout": 30_000,
+        "topics": [
+            {"name": name, "partitions": [{"partition_index": index, "replicas": replicas}]}
+            for name, index, replicas in targets
+        ],
+    }
+    if version == 1:
+        body["allow_replication_factor_change"] = False
+    resp = kafka.request(45, version, body)
+    assert (resp.error_code, resp.error_message) == (NONE, None)
+    got = [(int(p.error_code), p.error_message) for t in resp.responses for p in t.partitions]
+    no_broker = (
+        "The manual partition assignment includes broker 9999, but no such broker is registered."
+    )
+    expected = [
+        (NONE, None),
+        (85, "No partition reassignment is in progress."),
+        (39, "The manual partition assignment includes an empty replica list."),
+        (39, f"The manual partition assignment includes the broker {leader} more than once."),
+        (39, no_broker),
+        (39, no_broker),
+        (3, f"Unable to find partition {topic}:7."),
+        (3, "Unable to find a topic named apr-no-such-topic."),
+    ]
+    assert got == expected
+    # Nothing moved: the leaders are what they were.
+    assert _leaders(kafka, topic)[0] == leader

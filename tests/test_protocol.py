@@ -100,6 +100,7 @@ ADVERTISED = {
     40: (1, 2),  # ExpireDelegationToken
     41: (1, 3),  # DescribeDelegationToken
     43: (0, 2),  # ElectLeaders
+    45: (0, 1),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     23: (2, 4),  # OffsetForLeaderEpoch
     74: (0, 1),  # ListConfigResources

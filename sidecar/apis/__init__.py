@@ -10,6 +10,7 @@ from types import ModuleType
 from sidecar.apis import (
     alter_client_quotas,
     alter_configs,
+    alter_partition_reassignments,
     alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
@@ -113,6 +114,7 @@ HANDLERS: dict[int, ModuleType] = {
         expire_delegation_token,
         describe_delegation_token,
         elect_leaders,
+        alter_partition_reassignments,
         list_partition_reassignments,
         describe_client_quotas,
         alter_client_quotas,

@@ -13,7 +13,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sidecar.apis.replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
+from sidecar.apis.replica_assignment import (
+    INVALID_REPLICA_ASSIGNMENT,
+    check_replicas,
+    one_copy_message,
+)
 from sidecar.broker import Broker
 from sidecar.config import storage_format
 from sidecar.config.admin import AdminError
@@ -60,21 +64,13 @@ def _check_assignments(broker: Broker, topic: Any) -> int:
         ids = list(a.broker_ids)
         check_replicas(ids, live)
         if len(ids) > 1:
-            raise AdminError(errors.INVALID_REPLICATION_FACTOR, _one_copy(len(ids)))
+            raise AdminError(errors.INVALID_REPLICATION_FACTOR, one_copy_message(len(ids)))
     if seen != set(range(len(seen))):
         raise AdminError(
             INVALID_REPLICA_ASSIGNMENT,
             "partitions should be a consecutive 0-based integer sequence",
         )
     return len(seen)
-
-
-def _one_copy(factor: int) -> str:
-    return (
-        f"Unable to replicate the partition {factor} time(s): Skiff keeps one copy of each "
-        "partition in Redis (replicate Redis instead), so the replication factor must be 1 "
-        "or -1."
-    )
 
 
 def _partitions(broker: Broker, topic: Any) -> int:
@@ -99,7 +95,7 @@ def _partitions(broker: Broker, topic: Any) -> int:
                 f"factor of {rf} cannot be reached because only {live} broker(s) are "
                 "registered.",
             )
-        raise AdminError(errors.INVALID_REPLICATION_FACTOR, _one_copy(rf))
+        raise AdminError(errors.INVALID_REPLICATION_FACTOR, one_copy_message(rf))
     return broker.settings.num_partitions if partitions == -1 else partitions
 
 

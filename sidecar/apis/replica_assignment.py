@@ -1,5 +1,5 @@
-"""The replica-list checks CreateTopics and CreatePartitions share for manual
-assignments, with Kafka 3.9's messages (ReplicationControlManager)."""
+"""The replica-list checks CreateTopics, CreatePartitions and AlterPartitionReassignments
+share for manual assignments, with Kafka 3.9's messages (ReplicationControlManager)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,11 @@ def check_replicas(ids: list[int], live: set[int]) -> None:
                 f"The manual partition assignment includes broker {node}, but no such "
                 "broker is registered.",
             )
+
+
+def one_copy_message(factor: int) -> str:
+    return (
+        f"Unable to replicate the partition {factor} time(s): Skiff keeps one copy of each "
+        "partition in Redis (replicate Redis instead), so the replication factor must be 1 "
+        "or -1."
+    )

@@ -23,7 +23,7 @@ clients back off and retry by themselves instead of failing or hanging.
 - AlterClientQuotas: REQUEST_TIMED_OUT per entity (nothing stored).
 - CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
   from memory).
-- ElectLeaders: REQUEST_TIMED_OUT, and per partition named.
+- ElectLeaders, AlterPartitionReassignments: REQUEST_TIMED_OUT, and per partition named.
 - Create/Renew/Expire/DescribeDelegationToken: REQUEST_TIMED_OUT, after the checks that
   need no Redis (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, DELEGATION_TOKEN_AUTH_DISABLED).
 
@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sidecar.apis import (
+    alter_partition_reassignments,
     api_versions,
     create_delegation_token,
     delete_topics,
@@ -471,6 +472,12 @@ def _elect_leaders(broker: Broker, request: Any) -> bytes:
     return encode_response(43, request.header.api_version, {"throttle_time": 0, **data})
 
 
+def _alter_partition_reassignments(broker: Broker, request: Any) -> bytes:
+    return alter_partition_reassignments.response(
+        request, REQUEST_TIMED_OUT, UNAVAILABLE, lambda t, p: (REQUEST_TIMED_OUT, UNAVAILABLE)
+    )
+
+
 def _offset_for_leader_epoch(broker: Broker, request: Any) -> bytes:
     topics = [
         {
@@ -564,6 +571,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     40: _delegation_token(40),
     41: _delegation_token(41),
     43: _elect_leaders,
+    45: _alter_partition_reassignments,
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
     75: _describe_topic_partitions,
