@@ -51,6 +51,14 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
+def medians(sidecar: list[float], redis_us: list[float]) -> str:
+    """The summary line of per-pass CPU figures (us per record)."""
+    return (
+        f"median: sidecar {sorted(sidecar)[len(sidecar) // 2]:.3f} redis "
+        f"{sorted(redis_us)[len(redis_us) // 2]:.3f} us/record"
+    )
+
+
 class RawFetcher:
     def __init__(self, bootstrap: str, partition_bytes: int, slow: bool) -> None:
         host, port = bootstrap.rsplit(":", 1)
@@ -149,12 +157,7 @@ def run(args: argparse.Namespace) -> None:
                 f"pass {n}: {fetches} fetches, sidecar {sidecar[-1]:.3f} redis "
                 f"{redis_us[-1]:.3f} us/record, {args.records / (t1 - t0):,.0f} records/s"
             )
-        sidecar.sort()
-        redis_us.sort()
-        print(
-            f"median: sidecar {sidecar[len(sidecar) // 2]:.3f} redis "
-            f"{redis_us[len(redis_us) // 2]:.3f} us/record"
-        )
+        print(medians(sidecar, redis_us))
     finally:
         stop_process(skiff)
         stop_process(redis_proc)

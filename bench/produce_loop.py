@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import redis  # noqa: E402
 from aiokafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from fetch_loop import cpu_seconds  # noqa: E402
+from fetch_loop import cpu_seconds, medians  # noqa: E402
 
 from bench import BenchError, start_redis, start_skiff, stop_process  # noqa: E402
 
@@ -140,12 +140,7 @@ def run(args: argparse.Namespace) -> None:
             if stat["calls"] >= total // 2:
                 name = name.removeprefix("cmdstat_")
                 print(f"  {name:16} {stat['calls'] / total:6.2f} {stat['usec'] / total:8.1f}")
-        sidecar.sort()
-        redis_us.sort()
-        print(
-            f"median: sidecar {sidecar[len(sidecar) // 2]:.3f} redis "
-            f"{redis_us[len(redis_us) // 2]:.3f} us/record"
-        )
+        print(medians(sidecar, redis_us))
     finally:
         stop_process(skiff)
         stop_process(redis_proc)
