@@ -61,7 +61,13 @@ class AppendChannel:
     async def call(self, packed: bytes | list[bytes], replies: int = 1) -> Any:
         """Send packed commands (bytes, or a list of parts written as they are) that
         get `replies` replies, and return the last one (MULTI ... EXEC: EXEC's)."""
-        conn = self._conn or await self._connect()
+        conn = self._conn
+        if conn is None:
+            conn = await self._connect()
+            if conn is not self._conn:
+                # Lost while this call waited for it: nothing was sent (and a future put
+                # in the next connection's queue would take another call's reply).
+                raise _Closed("the append connection closed as it opened")
         future = asyncio.get_running_loop().create_future()
         resilience.mark_sent()
         writer = conn._writer
@@ -156,7 +162,9 @@ class AppendChannel:
         for future, _ in pending:
             if not future.done():
                 future.set_exception(exc)
-        conn._writer.transport.abort()
+        writer = conn._writer
+        if writer is not None:
+            writer.transport.abort()
         asyncio.ensure_future(conn.disconnect(nowait=True))
 
     async def close(self) -> None:
