@@ -71,7 +71,7 @@ class Script:
         ]
 
     @round_trip
-    async def run_parts(self, redis: Redis, parts: list[bytes], keys: list[str]) -> Any:
+    async def run_parts(self, redis: Redis, parts: list[bytes]) -> Any:
         """Send external_parts() on the append channel: EXEC's reply (one attempt)."""
         reply = await append_channel.for_client(redis).call(parts, 4)
         if isinstance(reply, Exception):

@@ -603,7 +603,7 @@ class RedisStore(PartitionLogOps):
             self._next_base[log_key] = predicted + count
 
             async def attempt() -> tuple[Any, int | None]:
-                return await scripts.APPEND.run_parts(self.redis, parts, prepared.keys), None
+                return await scripts.APPEND.run_parts(self.redis, parts), None
 
         try:
             reply, acked = await resilience.run(
