@@ -8,6 +8,10 @@
 -- KEYS[5] tokens       skiff:{t/p}:tokens      (score base offset, member append token)
 -- KEYS[6] byte index   skiff:{t/p}:bytes       (score bytes appended before the batch,
 --                                               member base offset)
+-- KEYS[7] open txns    skiff:{t/p}:txns        only for a transactional batch: pid ->
+--                                               first offset of its open transaction here
+--                                               (meta 'ls', the last stable offset, is the
+--                                               least of them; lua/txn_marker.lua)
 -- ARGV[1] n: offsets the batch takes   ARGV[2] timestamp type (0 CreateTime,
 --         1 LogAppendTime stamped here, 2 LogAppendTime the sidecar stamped: ARGV[3])
 -- ARGV[3] batch max ts       ARGV[4] offset delta of the record with the max ts
@@ -41,7 +45,7 @@ local PRUNE = 128  -- index members pruned per append at most (as FREE_STEP)
 local FREE_STEP = 128  -- offsets: see size retention below
 local KEEP_TOKENS = 64
 local n = tonumber(ARGV[1])
-local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes', 'sid')
+local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'maxts', 'bytes', 'cbytes', 'sid', 'ls')
 local external = ARGV[14] == 'x'
 
 -- Appends nothing: with 'x', first take back what the XADD before the script added.
@@ -244,9 +248,18 @@ if retention >= 0 then
   end
 end
 
+-- A transactional batch opens the producer's transaction on this partition, unless it
+-- is open already: the last stable offset stays at the first open transaction's start.
+local stable = meta[7]
+if KEYS[7] and redis.call('HSETNX', KEYS[7], pid, base) == 1 and not stable then
+  stable = base
+  redis.call('HSET', KEYS[2], 'ls', base)
+end
+
 redis.call('ZADD', KEYS[5], base, token)
 redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -KEEP_TOKENS - 1)
 
--- "hw lso": a sidecar keeps both for long polls at the end of the log (longpoll.py).
-redis.call('PUBLISH', ARGV[8], hw .. ' ' .. lso)
+-- "hw lso", and the last stable offset while a transaction is open here: a sidecar
+-- keeps them for long polls at the end of the log (longpoll.py).
+redis.call('PUBLISH', ARGV[8], hw .. ' ' .. lso .. (stable and (' ' .. stable) or ''))
 return {base, lso, append_time, 0}

@@ -13,7 +13,7 @@
 -- Reply: {log start offset, high watermark, 1 if more work remains else 0}
 -- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE.
 
-local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'bytes', 'cbytes')
+local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'bytes', 'cbytes', 'ls')
 if not meta[1] then
   return redis.error_reply('UNKNOWN_TOPIC_OR_PARTITION')
 end
@@ -74,7 +74,7 @@ if new_lso > lso then
     redis.call('HSET', KEYS[2], 'rlso', lso)
   end
   -- Sidecars keep each partition's watermarks for long polls (longpoll.py).
-  redis.call('PUBLISH', ARGV[7], hw .. ' ' .. lso)
+  redis.call('PUBLISH', ARGV[7], hw .. ' ' .. lso .. (meta[5] and (' ' .. meta[5]) or ''))
 end
 
 -- Free what lies below the log start, bounded. `~` removes whole stream nodes only.

@@ -17,6 +17,7 @@ from sidecar.security.authorizer import AllowAll, Authorizer
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
 from sidecar.telemetry.logs import RateLimitedLog
+from sidecar.transactions.coordinator import TransactionCoordinator
 from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
@@ -70,9 +71,12 @@ class Broker:
     sasl_state: dict[str, Any] = field(default_factory=dict)
     # Client quotas this sidecar enforces (sidecar/quotas.py).
     quotas: QuotaManager = field(default_factory=QuotaManager)
+    # Kafka transactions, their state in Redis (sidecar/transactions/).
+    transactions: TransactionCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
         self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)
+        self.transactions = TransactionCoordinator(self.settings, self.store)
         self.quotas.attach(self.store.redis)
 
     async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:

@@ -41,7 +41,8 @@ DEAD_S = 10.0  # no message nor PONG for this long: the subscription is lost
 
 
 class WatermarkCache:
-    """(high watermark, log start offset) per wake-up channel, as last published or read.
+    """(high watermark, log start offset, last stable offset) per wake-up channel, as
+    last published or read.
 
     Valid only while the subscription is live: on a loss everything is forgotten and
     nothing is answered until a PONG shows the new subscription in place. A read's
@@ -49,7 +50,7 @@ class WatermarkCache:
     was in flight: the message may be newer than the read, or say the topic is gone."""
 
     def __init__(self) -> None:
-        self._entries: dict[bytes, tuple[int, int]] = {}
+        self._entries: dict[bytes, tuple[int, int, int]] = {}
         # channel -> [reads in flight, changes seen]: a read keeps its values only if
         # the count of changes is what it was when the read began.
         self._reads: dict[bytes, list[int]] = {}
@@ -63,7 +64,7 @@ class WatermarkCache:
     def alive(self) -> None:
         self._live_at = time.monotonic()
 
-    def get(self, channel: bytes) -> tuple[int, int] | None:
+    def get(self, channel: bytes) -> tuple[int, int, int] | None:
         return self._entries.get(channel) if self.live() else None
 
     def __len__(self) -> int:
@@ -86,9 +87,11 @@ class WatermarkCache:
             state[1] += 1
         if channel not in self._entries:
             return  # only partitions read through this sidecar are kept
+        # "hw lso", or "hw lso ls" while a transaction is open on the partition
         parts = data.split()
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-            self._entries[channel] = (int(parts[0]), int(parts[1]))
+        if 2 <= len(parts) <= 3 and all(p.isdigit() for p in parts):
+            hw = int(parts[0])
+            self._entries[channel] = (hw, int(parts[1]), int(parts[2]) if len(parts) == 3 else hw)
         elif data != b"released":  # a queue release changes no watermark
             del self._entries[channel]  # "gone", or a format this sidecar does not know
 
@@ -105,7 +108,7 @@ class WatermarkCache:
         self,
         channels: Iterable[bytes],
         marks: list[int],
-        values: list[tuple[int, int]] | None,
+        values: list[tuple[int, int, int]] | None,
     ) -> None:
         """After a read (values None: it failed); must follow every begin()."""
         live = values is not None and self.live()

@@ -223,6 +223,13 @@ EXPECTED: dict[int, Denied] = {
     # InitProducerId: WRITE on the transactional id (idempotent: IDEMPOTENT_WRITE on the
     # cluster, test_idempotent_producer_needs_idempotent_write)
     22: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+    # AddPartitionsToTxn: WRITE on the transactional id (v4+, sent by brokers:
+    # CLUSTER_ACTION on the cluster); AddOffsetsToTxn, EndTxn, TxnOffsetCommit: WRITE on
+    # the transactional id first
+    24: Denied(lambda v: only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) if v <= 3 else CLUSTER_DENIED),
+    25: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+    26: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+    28: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
     # DescribeAcls, CreateAcls, DeleteAcls: DESCRIBE / ALTER / ALTER on the cluster
     29: Denied(CLUSTER_DENIED),
     30: Denied(CLUSTER_DENIED),

@@ -61,6 +61,10 @@ ADVERTISED = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (0, 6),
     INIT_PRODUCER_ID: (0, 4),
+    24: (0, 5),  # AddPartitionsToTxn
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 5),  # EndTxn
+    28: (0, 5),  # TxnOffsetCommit
     8: (2, 9),  # OffsetCommit
     9: (1, 9),  # OffsetFetch
     10: (0, 4),  # FindCoordinator

@@ -8,6 +8,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from sidecar.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
@@ -36,6 +38,7 @@ from sidecar.apis import (
     describe_topic_partitions,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     expire_delegation_token,
     fetch,
     find_coordinator,
@@ -64,6 +67,7 @@ from sidecar.apis import (
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    txn_offset_commit,
 )
 
 HANDLERS: dict[int, ModuleType] = {
@@ -77,6 +81,10 @@ HANDLERS: dict[int, ModuleType] = {
         create_topics,
         delete_topics,
         init_producer_id,
+        add_partitions_to_txn,
+        add_offsets_to_txn,
+        end_txn,
+        txn_offset_commit,
         find_coordinator,
         join_group,
         sync_group,

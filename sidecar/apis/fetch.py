@@ -55,7 +55,18 @@ _avg_record_bytes: dict[tuple[str, int], float] = {}  # sizing XRANGE COUNT, a c
 
 
 class PartitionFetch:
-    __slots__ = ("index", "offset", "max_bytes", "error", "hw", "lso", "records", "count")
+    __slots__ = (
+        "index",
+        "offset",
+        "max_bytes",
+        "error",
+        "hw",
+        "lso",
+        "stable",
+        "aborted",
+        "records",
+        "count",
+    )
 
     def __init__(self, index: int, offset: int, max_bytes: int, error: int = errors.NONE) -> None:
         self.index = index
@@ -63,7 +74,10 @@ class PartitionFetch:
         self.max_bytes = max_bytes
         self.error = error
         self.hw = -1
-        self.lso = -1
+        self.lso = -1  # log start offset
+        self.stable = -1  # last stable offset
+        # read_committed: (producer id, first offset) of aborted transactions to skip
+        self.aborted: list[tuple[int, int]] = []
         # bytes, or the stored batches' chunks (stored_batch.serve) on `batch` topics
         self.records: bytes | list[Any] = b""
         self.count = 0  # records in self.records
@@ -130,10 +144,15 @@ async def _resolve(broker: Broker, request: Any, version: int) -> list[TopicFetc
 
 
 async def _read_once(
-    broker: Broker, topics: list[TopicFetch], max_bytes: int, magic: int = 2
+    broker: Broker,
+    topics: list[TopicFetch],
+    max_bytes: int,
+    magic: int = 2,
+    read_committed: bool = False,
 ) -> int:
     """Fill every partition's watermarks and records (v2 batches, or message sets of
-    `magic` 0 or 1 for v0-v3); return the bytes gathered."""
+    `magic` 0 or 1 for v0-v3); return the bytes gathered. read_committed: records up
+    to the last stable offset only, with the aborted transactions among them."""
     wanted = [(t, p) for t in topics for p in t.partitions if p.error == errors.NONE]
     if not wanted:
         return 0
@@ -149,15 +168,15 @@ async def _read_once(
     cache = broker.wakeups.watermarks
     channels = [keys.wake_channel(t.name, p.index).encode() for t, p in wanted]
     marks = cache.begin(channels)
-    seen: list[tuple[int, int]] | None = None
+    seen: list[tuple[int, int, int]] | None = None
     try:
         results = await broker.store.read(reads)
-        seen = [(r.high_watermark, r.log_start_offset) for r in results]
+        seen = [(r.high_watermark, r.log_start_offset, r.stable) for r in results]
     except RedisUnavailable:
         # Retriable for every client: it refreshes metadata and fetches again.
         for _, p in wanted:
             p.error = errors.NOT_LEADER_OR_FOLLOWER
-            p.hw = p.lso = -1
+            p.hw = p.lso = p.stable = -1
         return 0
     except StoreError:
         # A topic deleted under us: look each partition up again next time.
@@ -169,19 +188,27 @@ async def _read_once(
     budget = max_bytes
     total = 0
     for (t, p), r in zip(wanted, results, strict=True):
-        p.hw, p.lso = r.high_watermark, r.log_start_offset
+        p.hw, p.lso, p.stable = r.high_watermark, r.log_start_offset, r.stable
         p.records = b""
         p.count = 0
+        p.aborted = []
         if p.offset < r.log_start_offset or p.offset > r.high_watermark:
             p.error = errors.OFFSET_OUT_OF_RANGE
-            p.hw = p.lso = -1  # as Kafka reports a failed partition read
+            p.hw = p.lso = p.stable = -1  # as Kafka reports a failed partition read
             continue
-        if not r.entries or (budget <= 0 and total > 0):
+        entries = r.entries
+        if read_committed and r.stable < r.high_watermark:
+            entries = _below(entries, r.stable)
+        stored = entries
+        if not entries or (budget <= 0 and total > 0):
             continue
+        if read_committed and r.last_abort >= p.offset:
+            p.aborted = [
+                a for a in await broker.store.aborted(t.name, p.index, p.offset) if a[1] < r.stable
+            ]
         # The request limit applies to the first partition too (its first record is
         # always returned).
         limit = min(p.max_bytes, budget)
-        entries = r.entries
         if t.info is not None and t.info.batch_format:
             if magic == 2:
                 # As Kafka (minOneMessage): only the first partition with data gets its
@@ -207,7 +234,7 @@ async def _read_once(
         else:
             data, taken = message_set.encode_entries(entries, limit, magic)
             raw = len(data)
-        if taken and entries is r.entries:
+        if taken and entries is stored:
             _avg_record_bytes[(t.name, p.index)] = raw / taken
         p.records = data
         p.count = taken
@@ -216,19 +243,29 @@ async def _read_once(
     return total
 
 
-def _at_end(broker: Broker, topics: list[TopicFetch]) -> bool:
-    """Every partition fetches from its high watermark as last published or read: fill
-    in what a read would answer (no records, those watermarks) and say so."""
+def _below(entries: list[Any], stable: int) -> list[Any]:
+    """The entries of a raw XRANGE reply that end below the last stable offset (IDs are
+    0-<last offset + 1>, in order)."""
+    for i, (entry_id, _) in enumerate(entries):
+        if int(entry_id[2:]) > stable:
+            return entries[:i]
+    return entries
+
+
+def _at_end(broker: Broker, topics: list[TopicFetch], read_committed: bool = False) -> bool:
+    """Every partition fetches from its high watermark (read_committed: its last stable
+    offset) as last published or read: fill in what a read would answer (no records,
+    those watermarks) and say so."""
     cache = broker.wakeups.watermarks
     found = []
     for t in topics:
         for p in t.partitions:
             marks = cache.get(keys.wake_channel(t.name, p.index).encode())
-            if p.error or marks is None or p.offset != marks[0]:
+            if p.error or marks is None or p.offset != marks[2 if read_committed else 0]:
                 return False
             found.append((p, marks))
-    for p, (hw, lso) in found:
-        p.hw, p.lso, p.records, p.count = hw, lso, b"", 0
+    for p, (hw, lso, stable) in found:
+        p.hw, p.lso, p.stable, p.records, p.count = hw, lso, stable, b"", 0
     return True
 
 
@@ -254,7 +291,10 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
     event = broker.wakeups.register(channels) if max_wait > 0 and channels else None
     # Registered first: a wake-up from here on sets the event, and one before is in the
     # cache already.
-    cached = event is not None and not broker.wakeups.closing and _at_end(broker, topics)
+    read_committed = body.isolation_level == 1
+    cached = (
+        event is not None and not broker.wakeups.closing and _at_end(broker, topics, read_committed)
+    )
     try:
         while True:
             if event:
@@ -262,7 +302,7 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
             if cached:
                 total = 0  # idle: no Redis round trip (see _at_end)
             else:
-                total = await _read_once(broker, topics, max_bytes, _magic(version))
+                total = await _read_once(broker, topics, max_bytes, _magic(version), read_committed)
             remaining = deadline - time.monotonic()
             has_error = any(p.error for t in topics for p in t.partitions)
             if (
@@ -276,9 +316,9 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
             try:
                 await asyncio.wait_for(event.wait(), remaining)
             except TimeoutError:
-                if cached and (event.is_set() or not _at_end(broker, topics)):
+                if cached and (event.is_set() or not _at_end(broker, topics, read_committed)):
                     # Woken (or the cache dropped) as the wait ended: read after all.
-                    await _read_once(broker, topics, max_bytes, _magic(version))
+                    await _read_once(broker, topics, max_bytes, _magic(version), read_committed)
                 break  # the last read stands: nothing was appended since
             cached = False  # woken: read as usual
             if broker.wakeups.closing:
@@ -288,7 +328,6 @@ async def handle(broker: Broker, request: Any) -> list[Any]:
     finally:
         if event:
             broker.wakeups.unregister(event, channels)
-    read_committed = body.isolation_level == 1
     answer = _encode(version, topics, read_committed)
     # Kafka records the response's size against consumer_byte_rate; over the quota it
     # takes it back and answers with no partitions, the throttle time set (KIP-219).
@@ -326,13 +365,21 @@ def _encode(
             parts.append(string(t.name, flexible))
         parts.append(array_len(len(t.partitions), flexible))
         for p in t.partitions:
-            parts.append(pack_i32(p.index) + pack_i16(p.error) + pack_i64(p.hw) + pack_i64(p.hw))
+            stable = p.stable if p.stable >= 0 else p.hw
+            parts.append(pack_i32(p.index) + pack_i16(p.error) + pack_i64(p.hw) + pack_i64(stable))
             if version >= 5:
                 parts.append(pack_i64(p.lso))
-            # As Kafka: empty for read_committed and for partitions it could not look up,
-            # null for other read_uncommitted answers (out-of-range ones included).
-            aborted = 0 if read_committed or p.error in _LOOKUP_ERRORS else None
-            parts.append(array_len(aborted, flexible))
+            # As Kafka: a list for read_committed and for partitions it could not look
+            # up, null for other read_uncommitted answers (out-of-range ones included).
+            if read_committed and p.aborted:
+                parts.append(array_len(len(p.aborted), flexible))
+                for pid, first in p.aborted:
+                    parts.append(pack_i64(pid) + pack_i64(first))
+                    if flexible:
+                        parts.append(EMPTY_TAGS)
+            else:
+                aborted = 0 if read_committed or p.error in _LOOKUP_ERRORS else None
+                parts.append(array_len(aborted, flexible))
             if version >= 11:
                 parts.append(pack_i32(-1))  # preferred_read_replica
             if isinstance(p.records, bytes):

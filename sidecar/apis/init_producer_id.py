@@ -1,7 +1,8 @@
 """InitProducerId (key 22), v0-v4: producer ids come from a Redis counter, so they
 are unique across sidecars. A transactional id maps to a stable producer id whose
-epoch each init bumps (lua/init_producer.lua), fencing the previous producer; the
-append script refuses its older epoch. Transactions themselves are not served.
+epoch each init bumps (lua/init_producer.lua), fencing the previous producer; its
+open transaction is aborted first (transactions/coordinator.py). A transaction.timeout.ms
+above transaction.max.timeout.ms gets INVALID_TRANSACTION_TIMEOUT, as on Kafka.
 Authorization as Kafka's: WRITE on the transactional id, or for an idempotent producer
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic; denied, nothing is allocated."""
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from sidecar.broker import Broker
 from sidecar.protocol import errors
-from sidecar.protocol.kio_codec import encode_response
+from sidecar.protocol.kio_codec import encode_response, ms
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage.store import StoreError
@@ -49,13 +50,15 @@ async def handle(broker: Broker, request: Any) -> bytes:
     elif body.transactional_id is None:
         # Without a transactional id Kafka always hands out a new id at epoch 0.
         new_pid, new_epoch = await broker.store.next_producer_id(), 0
+    elif not 0 < ms(body.transaction_timeout) <= broker.settings.transaction_max_timeout_ms:
+        error, new_pid, new_epoch = errors.INVALID_TRANSACTION_TIMEOUT, -1, -1
     else:
         try:
-            new_pid, new_epoch = await broker.store.init_transactional_producer(
+            new_pid, new_epoch = await broker.transactions.init_producer(
                 body.transactional_id,
                 pid,
                 epoch,
-                broker.settings.transactional_id_expiration_ms,
+                ms(body.transaction_timeout),
                 MAX_EPOCH - 1,  # Kafka moves to a new producer id before the last epoch
             )
         except StoreError as exc:

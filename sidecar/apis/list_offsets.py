@@ -1,7 +1,8 @@
 """ListOffsets (key 2), v0-v8: earliest (-2), latest (-1), max timestamp (-3),
 earliest local (-4, same as earliest here), and the first offset whose timestamp is
 >= a given time, found through the partition's time index. v0 answers Kafka's old
-list of segment offsets instead (see _old_style_offsets)."""
+list of segment offsets instead (see _old_style_offsets). With isolation_level
+read_committed, latest is the last stable offset (docs/transactions.md)."""
 
 from __future__ import annotations
 
@@ -28,10 +29,14 @@ EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 
 
-async def _lookup(broker: Broker, topic: str, partition: int, ts: int) -> tuple[int, int]:
+async def _lookup(
+    broker: Broker, topic: str, partition: int, ts: int, read_committed: bool = False
+) -> tuple[int, int]:
     store = broker.store
     if ts >= 0:
         return await store.offset_for_time(topic, partition, ts)
+    if ts == LATEST and read_committed:
+        return await store.last_stable_offset(topic, partition), -1
     lso, hw, _, _ = await store.watermarks(topic, partition)
     if ts == LATEST:
         return hw, -1
@@ -50,6 +55,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     )
     if version == 0:
         return await _handle_v0(broker, request.body, described)
+    read_committed = getattr(request.body, "isolation_level", 0) == 1  # v2+
     topics_out = []
     for t in request.body.topics:
         info = await broker.store.get_topic(t.name) if t.name in described else None
@@ -69,7 +75,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 entry["error_code"] = errors.UNSUPPORTED_VERSION  # as Kafka answers
             else:
                 try:
-                    offset, ts = await _lookup(broker, t.name, p.partition_index, p.timestamp)
+                    offset, ts = await _lookup(
+                        broker, t.name, p.partition_index, p.timestamp, read_committed
+                    )
                     entry.update(error_code=errors.NONE, offset=offset, timestamp=ts)
                 except StoreError as exc:
                     entry["error_code"] = errors.code(exc.code)

@@ -42,8 +42,11 @@ async def _group(
     topics: Any,
     member_id: str | None = None,
     member_epoch: int = -1,
+    require_stable: bool = False,
 ) -> dict[str, Any]:
-    """One group's answer: {group_id, topics, error_code}."""
+    """One group's answer: {group_id, topics, error_code}. require_stable: partitions
+    whose offsets an open transaction holds answer UNSTABLE_OFFSET_COMMIT (the
+    consumer retries), as Kafka's."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         if not checks.group_allowed(broker, request, Operation.DESCRIBE, group_id):
@@ -74,6 +77,9 @@ async def _group(
             ],
         }
     got = got or {}
+    unstable: set[tuple[str, int]] = set()
+    if require_stable and wanted:
+        unstable = await broker.transactions.txns.unstable(group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     # DESCRIBE on each topic: all partitions leave others out, named ones answer
     # TOPIC_AUTHORIZATION_FAILED, as in Kafka.
@@ -87,7 +93,9 @@ async def _group(
             broker, request, Operation.DESCRIBE, (t for t, _ in wanted)
         )
         for topic, p in wanted:
-            if topic in described:
+            if topic in described and (topic, p) in unstable:
+                entry = _partition(p, None, errors.UNSTABLE_OFFSET_COMMIT)
+            elif topic in described:
                 entry = _partition(p, got.get((topic, p)), errors.NONE)
             else:
                 entry = _partition(p, None, checks.TOPIC_AUTHORIZATION_FAILED)
@@ -111,11 +119,18 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 g.topics,
                 getattr(g, "member_id", None),
                 getattr(g, "member_epoch", -1),
+                body.require_stable,
             )
             for g in body.groups
         ]
         return encode_response(API_KEY, version, {"throttle_time": 0, "groups": groups})
-    answer = await _group(broker, request, body.group_id, body.topics)
+    answer = await _group(
+        broker,
+        request,
+        body.group_id,
+        body.topics,
+        require_stable=getattr(body, "require_stable", False),  # v7+
+    )
     return encode_response(
         API_KEY,
         version,

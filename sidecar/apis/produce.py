@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import struct
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -113,7 +114,9 @@ def _prepare(
                 checked = stored_batch.check(view, config, topic, index)
                 limits.check_segment(len(view), config, topic, index)
                 telemetry.batch_decoded(topic, index, len(records), checked)
-                return broker.store.prepare_batch(topic, index, checked, retention)
+                return broker.store.prepare_batch(
+                    topic, index, checked, retention, _is_transactional(records)
+                )
             batch = decode_batch(view, log_append)
         limits.check_keys(batch, config, topic, index)
         limits.check_batch(batch, len(records), config, topic, index)
@@ -192,6 +195,9 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     writable = checks.allowed_topics(
         broker, request, Operation.WRITE, (t.name for t in body.topic_data)
     )
+    unverified: dict[tuple[str, int], int] = {}
+    if txn_id is not None and not txn_denied and _transactional(body):
+        unverified = await _verify_transaction(broker, body, txn_id)
     for topic in body.topic_data:
         name = topic.name
         items: list[PartitionResult | tuple[int, PreparedAppend]] = []
@@ -216,8 +222,23 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
                 items.append(PartitionResult(p.index, error))
             elif info is None or not 0 <= p.index < info.partitions:
                 items.append(PartitionResult(p.index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+            elif (name, p.index) in unverified:
+                items.append(
+                    PartitionResult(
+                        p.index, unverified[(name, p.index)], message=_UNVERIFIED_MESSAGE
+                    )
+                )
             elif await _shard_short_of_replicas(broker, name, p.index, waits.get(name)):
                 items.append(PartitionResult(p.index, errors.NOT_ENOUGH_REPLICAS))
+            elif _is_transactional(p.records) and not info.batch_format:
+                items.append(
+                    PartitionResult(
+                        p.index,
+                        errors.INVALID_REQUEST,
+                        message=f"topic {name} has skiff.storage.format=record: transactions "
+                        "need skiff.storage.format=batch (docs/transactions.md)",
+                    )
+                )
             else:
                 prepared = _prepare(broker, name, p.index, p.records, version < 3, info)
                 items.append(
@@ -261,14 +282,44 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     return _encode(version, [(name, len(items)) for name, items in work], results, throttle_ms)
 
 
+def _is_transactional(records: bytes | None) -> bool:
+    """Whether a partition's data starts with a v2 batch flagged transactional
+    (attributes bit 4)."""
+    return (
+        records is not None and len(records) >= 61 and records[16] == 2 and bool(records[22] & 0x10)
+    )
+
+
 def _transactional(body: Any) -> bool:
-    """Whether a v2 batch of the request is flagged transactional (attributes bit 4)."""
-    for topic in body.topic_data:
-        for p in topic.partition_data:
-            r = p.records
-            if r is not None and len(r) >= 23 and r[16] == 2 and r[22] & 0x10:
-                return True
-    return False
+    return any(_is_transactional(p.records) for t in body.topic_data for p in t.partition_data)
+
+
+_UNVERIFIED_MESSAGE = "the partition is not in the producer's open transaction"
+_PRODUCER = struct.Struct(">qh")  # producer id and epoch, at byte 43 of a v2 batch
+
+
+async def _verify_transaction(broker: Broker, body: Any, txn_id: str) -> dict[tuple[str, int], int]:
+    """Kafka's produce-side transaction verification (KIP-890 part 1): a transactional
+    batch is appended only by the id's current producer and epoch, to a partition added
+    to its open transaction (AddPartitionsToTxn). Returns the partitions refused."""
+    batches = [
+        (t.name, p.index, p.records)
+        for t in body.topic_data
+        for p in t.partition_data
+        if _is_transactional(p.records)
+    ]
+    wanted = [(name, index) for name, index, _ in batches]
+    pid, epoch, state, inside = await broker.transactions.txns.producer(txn_id, wanted)
+    refused = {}
+    for (name, index, records), member in zip(batches, inside, strict=True):
+        got_pid, got_epoch = _PRODUCER.unpack_from(records, 43)  # type: ignore[arg-type]
+        if got_pid != pid:
+            refused[(name, index)] = errors.INVALID_PRODUCER_ID_MAPPING
+        elif got_epoch != epoch:
+            refused[(name, index)] = errors.INVALID_PRODUCER_EPOCH
+        elif state != b"Ongoing" or not member:
+            refused[(name, index)] = errors.INVALID_TXN_STATE
+    return refused
 
 
 async def _record_error_log_starts(

@@ -19,7 +19,8 @@ clients back off and retry by themselves instead of failing or hanging.
   topic names are answered as usual (they need no Redis).
 - DescribeLogDirs: the log dir with KAFKA_STORAGE_ERROR and no topics (Kafka's answer
   for an offline log dir).
-- Group APIs, FindCoordinator, InitProducerId: COORDINATOR_NOT_AVAILABLE.
+- Group APIs, FindCoordinator, InitProducerId, the transaction APIs:
+  COORDINATOR_NOT_AVAILABLE (per partition where the answer has them).
 - AlterClientQuotas: REQUEST_TIMED_OUT per entity (nothing stored).
 - CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
   from memory).
@@ -231,6 +232,57 @@ def _top_level(api_key: int, **extra: Any) -> Callable[[Broker, Any], bytes]:
         return encode_response(api_key, request.header.api_version, data)
 
     return build
+
+
+def _add_partitions_to_txn(broker: Broker, request: Any) -> bytes:
+    def results(topics: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": t.name,
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": COORDINATOR_NOT_AVAILABLE}
+                    for p in t.partitions
+                ],
+            }
+            for t in topics
+        ]
+
+    version = request.header.api_version
+    body = request.body
+    if version <= 3:
+        data: dict[str, Any] = {
+            "throttle_time": 0,
+            "results_by_topic_v3_and_below": results(body.v3_and_below_topics),
+        }
+    else:
+        data = {
+            "throttle_time": 0,
+            "error_code": errors.NONE,
+            "results_by_transaction": [
+                {"transactional_id": t.transactional_id, "topic_results": results(t.topics)}
+                for t in body.transactions
+            ],
+        }
+    return encode_response(24, version, data)
+
+
+def _end_txn(broker: Broker, request: Any) -> bytes:
+    extra = {"producer_id": -1, "producer_epoch": -1} if request.header.api_version >= 5 else {}
+    return _top_level(26, **extra)(broker, request)
+
+
+def _txn_offset_commit(broker: Broker, request: Any) -> bytes:
+    topics = [
+        {
+            "name": t.name,
+            "partitions": [
+                {"partition_index": p.partition_index, "error_code": COORDINATOR_NOT_AVAILABLE}
+                for p in t.partitions
+            ],
+        }
+        for t in request.body.topics
+    ]
+    return encode_response(28, request.header.api_version, {"throttle_time": 0, "topics": topics})
 
 
 def _join_group(broker: Broker, request: Any) -> bytes:
@@ -554,6 +606,10 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     20: _delete_topics,
     21: _delete_records,
     22: _top_level(22, producer_id=-1, producer_epoch=-1),
+    24: _add_partitions_to_txn,
+    25: _top_level(25),
+    26: _end_txn,
+    28: _txn_offset_commit,
     32: _describe_configs,
     33: _alter_configs(33),
     35: _describe_log_dirs,

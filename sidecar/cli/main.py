@@ -552,6 +552,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "transaction-max-timeout-ms",
+        "900000",
+        "transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
+        "transaction-abort-timed-out-transaction-cleanup-interval-ms",
+        "10000",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
         "log-retention-ms",
         "604800000",
         "log.retention.ms: default of the topic config retention.ms (-1: keep forever)",
@@ -1092,6 +1106,10 @@ def _run(argv: list[str]) -> int:
         min_insync_replicas=args.min_insync_replicas,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
+        transaction_max_timeout_ms=args.transaction_max_timeout_ms,
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=(
+            args.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        ),
         udp_listen=args.udp_listen,
         udp_topic=args.udp_topic,
         udp_stats_interval_ms=args.udp_stats_interval_ms,

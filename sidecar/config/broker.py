@@ -154,6 +154,15 @@ _OWN: tuple[BrokerKey, ...] = (
     BrokerKey("ssl.keystore.type", "string", "JKS", _setting("ssl_keystore_type")),
     BrokerKey("ssl.truststore.location", "string", None, _optional("ssl_truststore_location")),
     BrokerKey(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        "10000",
+        _setting("transaction_abort_timed_out_transaction_cleanup_interval_ms"),
+    ),
+    BrokerKey(
+        "transaction.max.timeout.ms", "int", "900000", _setting("transaction_max_timeout_ms")
+    ),
+    BrokerKey(
         "transactional.id.expiration.ms",
         "int",
         "604800000",

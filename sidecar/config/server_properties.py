@@ -193,6 +193,10 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "group.max.session.timeout.ms": FlagMapping("group-max-session-timeout-ms"),
     "producer.id.expiration.ms": FlagMapping("producer-id-expiration-ms"),
     "transactional.id.expiration.ms": FlagMapping("transactional-id-expiration-ms"),
+    "transaction.max.timeout.ms": FlagMapping("transaction-max-timeout-ms"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": FlagMapping(
+        "transaction-abort-timed-out-transaction-cleanup-interval-ms"
+    ),
     "group.share.session.timeout.ms": FlagMapping("group-share-session-timeout-ms"),
     "group.share.heartbeat.interval.ms": FlagMapping("group-share-heartbeat-interval-ms"),
     "group.share.record.lock.duration.ms": FlagMapping("group-share-record-lock-duration-ms"),

@@ -115,6 +115,9 @@ class Settings:
     # Idempotent and transactional producer state, with Kafka's names and defaults.
     producer_id_expiration_ms: int = 86_400_000
     transactional_id_expiration_ms: int = 604_800_000
+    transaction_max_timeout_ms: int = 900_000
+    # How often each sidecar aborts transactions past their timeout (transactions/).
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     # UDP ingest (sidecar/udp_ingest.py): datagrams on udp_listen become records of udp_topic.
     udp_listen: HostPort | None = None
     udp_topic: str | None = None

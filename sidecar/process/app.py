@@ -136,6 +136,8 @@ async def serve(
         broker = Broker(
             settings, store, wakeups, await store.cluster_id(), cluster, groups, authorizer
         )
+        await broker.transactions.start()
+        started.push_async_callback(broker.transactions.stop)
         # An operator's `skiff storage reset --fresh` gives clients a new cluster id.
         store.identity.on_reset(lambda cluster_id: setattr(broker, "cluster_id", cluster_id))
         await store.identity.start()
@@ -182,6 +184,7 @@ async def serve(
             await udp.stop()
         await sweeper.stop()
         await compactor.stop()
+        await broker.transactions.stop()
         await _shut_down(settings, server, wakeups, groups, cluster)
         await acl_authorizer.stop(authorizer)
         await telemetry.stop()

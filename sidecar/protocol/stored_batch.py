@@ -333,8 +333,8 @@ def record_entries(entries: list[Any], start: int = 0) -> list[Any]:
     out: list[Any] = []
     for entry_id, fields in entries:
         data = fields[1]
-        if last_offset(entry_id) < start:
-            continue
+        if last_offset(entry_id) < start or data[ATTRIBUTES_AT + 1] & CONTROL_BIT:
+            continue  # transaction markers are no records to anyone reading records
         batch = DefaultRecordBatch(placed(entry_id, data))
         base_flags = (FLAG_LOG_APPEND if batch.timestamp_type else 0) | (
             (batch.compression_type & CODEC_MASK) << CODEC_SHIFT
@@ -409,6 +409,28 @@ def build(
         append_time = max_ts = int(time.time() * 1000) if now_ms is None else now_ms
         data = _stamp(data, append_time)
     return CheckedBatch(bytes(data), count, max_ts, max_delta, pid, epoch, seq, append_time)
+
+
+ABORT, COMMIT = 0, 1  # control record types (Kafka's ControlRecordType)
+TRANSACTIONAL_BIT = 0x10
+
+
+def control_batch(producer_id: int, producer_epoch: int, commit: bool, now_ms: int) -> bytes:
+    """A transaction marker as Kafka's coordinator writes it (EndTransactionMarker): a
+    transactional control batch of one record, key (version 0, type), value (version 0,
+    coordinator epoch 0); stored with base offset 0 as every batch."""
+    key = struct.pack(">hh", 0, COMMIT if commit else ABORT)
+    value = struct.pack(">hi", 0, 0)
+    builder = DefaultRecordBatchBuilder(2, 0, 1, producer_id, producer_epoch, -1, 2**31 - 1)
+    builder.append(0, now_ms, key, value, [])
+    out = bytearray(builder.build())
+    out[ATTRIBUTES_AT + 1] |= CONTROL_BIT
+    CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
+def is_control(data: bytes) -> bool:
+    return bool(data[ATTRIBUTES_AT + 1] & CONTROL_BIT)
 
 
 def _stamp(data: bytes | bytearray | memoryview, now: int) -> bytearray:

@@ -68,6 +68,19 @@ def trim_keys(topic: str, partition: int) -> list[str]:
     return [log, meta, time, bytes_key(topic, partition)]
 
 
+def open_txns_key(topic: str, partition: int) -> str:
+    """Hash: producer id -> first offset of its open transaction on the partition; the
+    partition's last stable offset is the least of them (lua/append.lua,
+    lua/txn_marker.lua, docs/transactions.md)."""
+    return f"{partition_tag(topic, partition)}:txns"
+
+
+def aborted_key(topic: str, partition: int) -> str:
+    """Sorted set, the aborted-transaction index: score = offset of the ABORT marker,
+    member = "<producer id> <first offset>" (lua/txn_marker.lua)."""
+    return f"{partition_tag(topic, partition)}:aborted"
+
+
 def all_partition_keys(topic: str, partition: int) -> list[str]:
     """Every key a partition may have: what deleting its topic removes. A new
     per-partition key must be listed here."""
@@ -75,6 +88,8 @@ def all_partition_keys(topic: str, partition: int) -> list[str]:
         *append_keys(topic, partition),
         cleaner_key(topic, partition),
         cleaned_log_key(topic, partition),
+        open_txns_key(topic, partition),
+        aborted_key(topic, partition),
     ]
 
 
@@ -121,6 +136,29 @@ def group_keys(group_id: str) -> tuple[str, str, str]:
 def transactional_producer_key(transactional_id: str) -> str:
     """Hash {pid, epoch} of a transactional id (lua/init_producer.lua)."""
     return f"skiff:{{txn/{transactional_id}}}:producer"
+
+
+def transaction_keys(transactional_id: str) -> list[str]:
+    """KEYS of lua/txn.lua: the producer hash {pid, epoch, state, ...}, the set of
+    partitions ("topic/partition") and the set of groups in its transaction."""
+    tag = f"skiff:{{txn/{transactional_id}}}"
+    return [f"{tag}:producer", f"{tag}:partitions", f"{tag}:groups"]
+
+
+# Sorted set: transactional id -> deadline (ms) of its open transaction; every sidecar
+# aborts those past it (transactions/coordinator.py). A hint: lua/txn.lua decides.
+TXN_DEADLINES = "skiff:txn_deadlines"
+
+
+def pending_offsets_key(group_id: str, producer_id: int) -> str:
+    """Hash, in the group's slot: offsets a transaction committed (TxnOffsetCommit), not
+    yet visible; EndTxn moves them into the group's offsets or drops them."""
+    return f"skiff:{{g/{group_id}}}:txnoffsets:{producer_id}"
+
+
+def pending_producers_key(group_id: str) -> str:
+    """Set, in the group's slot: producer ids with pending offsets (pending_offsets_key)."""
+    return f"skiff:{{g/{group_id}}}:txnpending"
 
 
 def offset_field(topic: str, partition: int) -> str:

@@ -198,6 +198,10 @@ BROKERS = Script("brokers")
 GROUP_LEASE = Script("group_lease")
 GROUP_WRITE = Script("group_write")
 INIT_PRODUCER = Script("init_producer")
+TXN = Script("txn")
+TXN_MARKER = Script("txn_marker")
+TXN_OFFSETS = Script("txn_offsets")
+TXN_DEADLINE = Script("txn_deadline")
 TOPIC_CAS = Script("topic_cas")
 TRIM = Script("trim")
 CLEANER = Script("cleaner")
@@ -208,6 +212,10 @@ ALL = (
     GROUP_LEASE,
     GROUP_WRITE,
     INIT_PRODUCER,
+    TXN,
+    TXN_MARKER,
+    TXN_OFFSETS,
+    TXN_DEADLINE,
     TOPIC_CAS,
     TRIM,
     CLEANER,

@@ -99,6 +99,11 @@ class PartitionRead:
     high_watermark: int
     log_start_offset: int
     entries: list[Any]  # raw XRANGE reply: [[id, [field, value, ...]], ...]
+    # The last stable offset: the first open transaction's first offset, else the hw.
+    stable: int = -1
+    # The offset of the partition's last ABORT marker (-1: none): a read_committed
+    # fetch from at or below it asks for the aborted transactions (aborted()).
+    last_abort: int = -1
 
 
 def _raw(response: Any, **_: Any) -> Any:
@@ -450,11 +455,18 @@ class RedisStore(PartitionLogOps):
         return int(await self.redis.incr(keys.PRODUCER_ID_SEQ)) - 1
 
     async def init_transactional_producer(
-        self, transactional_id: str, pid: int, epoch: int, expiration_ms: int, max_epoch: int
+        self,
+        transactional_id: str,
+        pid: int,
+        epoch: int,
+        expiration_ms: int,
+        max_epoch: int,
+        timeout_ms: int = 60_000,
     ) -> tuple[int, int]:
         """(producer id, epoch) for a transactional id: the next epoch of its producer
         id, or a new id. Raises StoreError PRODUCER_FENCED when the client names a
-        producer id and epoch that are no longer current."""
+        producer id and epoch that are no longer current, CONCURRENT_TRANSACTIONS while
+        a transaction of the id is open (transactions/coordinator.py aborts it)."""
         fresh = await self.next_producer_id()  # used only when the id needs a new one
         try:
             # The request token makes a resent call (lost reply) answer the first run's
@@ -462,13 +474,17 @@ class RedisStore(PartitionLogOps):
             got_pid, got_epoch = await scripts.INIT_PRODUCER(
                 self.redis,
                 [keys.transactional_producer_key(transactional_id)],
-                [fresh, pid, epoch, expiration_ms, max_epoch, secrets.token_hex(8)],
+                [fresh, pid, epoch, expiration_ms, max_epoch, secrets.token_hex(8), timeout_ms],
             )
         except ResponseError as exc:
             raise StoreError(str(exc).split(" ", 1)[0], str(exc)) from None
         return int(got_pid), int(got_epoch)
 
     # -- partitions -------------------------------------------------------------
+
+    def forget_next_base(self, topic: str, partition: int) -> None:
+        """Something other than an append (a transaction marker) took offsets."""
+        self._next_base.pop(keys.partition_keys(topic, partition)[0], None)
 
     def prepare_append(
         self,
@@ -478,6 +494,7 @@ class RedisStore(PartitionLogOps):
         batch_bytes: int = 0,
         retention_bytes: int = -1,
         batch: bytes | None = None,
+        transactional: bool = False,
     ) -> PreparedAppend:
         """args: ARGV of lua/append.lua without the wake-up channel, the append token,
         the producer expiry, the batch's byte size, retention.bytes and the format
@@ -495,6 +512,8 @@ class RedisStore(PartitionLogOps):
             self.identity.cluster_id or "",
         ]
         script_keys = keys.append_keys(topic, partition)
+        if transactional:  # the batch opens (or continues) a transaction here
+            script_keys.append(keys.open_txns_key(topic, partition))
         if batch is None:
             argv.append("r")
             argv += args[7:]
@@ -525,6 +544,7 @@ class RedisStore(PartitionLogOps):
         partition: int,
         checked: stored_batch.CheckedBatch,
         retention_bytes: int = -1,
+        transactional: bool = False,
     ) -> PreparedAppend:
         """prepare_append of a checked batch for a `batch` topic (stored_batch.py)."""
         fixed = [
@@ -537,7 +557,7 @@ class RedisStore(PartitionLogOps):
             checked.base_sequence,
         ]
         return self.prepare_append(
-            topic, partition, fixed, len(checked.data), retention_bytes, checked.data
+            topic, partition, fixed, len(checked.data), retention_bytes, checked.data, transactional
         )
 
     async def append(
@@ -657,7 +677,7 @@ class RedisStore(PartitionLogOps):
             for topic, partition, offset, count in requests:
                 log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
                 commands = [
-                    ("HMGET", meta_key, "hw", "lso"),
+                    ("HMGET", meta_key, "hw", "lso", "ls", "ab"),
                     ("XRANGE", log_key, f"0-{offset + 1}", "+", "COUNT", count),
                 ]
                 groups.append((meta_key, commands))
@@ -668,7 +688,7 @@ class RedisStore(PartitionLogOps):
         async with self.redis.pipeline(transaction=True) as pipe:
             for topic, partition, offset, count in requests:
                 log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
-                pipe.hmget(meta_key, "hw", "lso")
+                pipe.hmget(meta_key, "hw", "lso", "ls", "ab")
                 pipe.xrange(log_key, f"0-{offset + 1}", "+", count=count)
             replies = await pipe.execute()
         return self._partition_reads(replies)
@@ -677,10 +697,29 @@ class RedisStore(PartitionLogOps):
     def _partition_reads(replies: list[Any]) -> list[PartitionRead]:
         out = []
         for i in range(0, len(replies), 2):
-            hw, lso = replies[i]
+            hw, lso, stable, last_abort = replies[i]
             if hw is None:
                 raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
-            out.append(PartitionRead(int(hw), int(lso), replies[i + 1]))
+            out.append(
+                PartitionRead(
+                    int(hw),
+                    int(lso),
+                    replies[i + 1],
+                    int(stable if stable is not None else hw),
+                    int(last_abort or -1),
+                )
+            )
+        return out
+
+    async def aborted(self, topic: str, partition: int, start: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions whose ABORT marker is
+        at or after `start`, oldest first: what a read_committed fetch from `start` must
+        tell the consumer to skip."""
+        members = await self.redis.zrangebyscore(keys.aborted_key(topic, partition), start, "+inf")
+        out = []
+        for m in members:
+            pid, first = m.split()
+            out.append((int(pid), int(first)))
         return out
 
     async def watermarks(self, topic: str, partition: int) -> tuple[int, int, int, int]:
@@ -690,6 +729,14 @@ class RedisStore(PartitionLogOps):
         if hw is None:
             raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
         return int(lso), int(hw), int(maxts or -1), int(maxtsoff or -1)
+
+    async def last_stable_offset(self, topic: str, partition: int) -> int:
+        """The first open transaction's first offset, else the high watermark."""
+        meta = keys.partition_keys(topic, partition)[1]
+        hw, stable = await self.redis.hmget(meta, "hw", "ls")
+        if hw is None:
+            raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
+        return int(stable if stable is not None else hw)
 
     async def offset_for_time(self, topic: str, partition: int, ts: int) -> tuple[int, int]:
         """First (offset, timestamp) whose timestamp >= ts, or (-1, -1)."""

@@ -1,0 +1,85 @@
+"""TxnOffsetCommit (key 28), v0-v5: offsets a transaction commits for a group, held
+apart until EndTxn commits them (then the group's) or aborts them (dropped); see
+transactions/coordinator.py. Authorization as Kafka's: WRITE on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else
+GROUP_AUTHORIZATION_FAILED), READ on each topic (else TOPIC_AUTHORIZATION_FAILED)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sidecar.apis.partition_errors import topic_partition_errors
+from sidecar.broker import Broker
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
+from sidecar.storage import keys
+from sidecar.storage.group_store import CommittedOffset
+from sidecar.storage.store import StoreError
+
+API_KEY = 28
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    now = int(time.time() * 1000)
+    results: dict[tuple[str, int], str] = {}
+    valid: dict[tuple[str, int], CommittedOffset] = {}
+    txn_denied = not checks.allowed(
+        broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, body.transactional_id
+    )
+    group_denied = not checks.group_allowed(broker, request, Operation.READ, body.group_id)
+    readable = checks.allowed_topics(broker, request, Operation.READ, (t.name for t in body.topics))
+    for topic in body.topics:
+        info = await broker.store.get_topic(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if txn_denied:
+                results[tp] = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+            elif group_denied:
+                results[tp] = "GROUP_AUTHORIZATION_FAILED"
+            elif topic.name not in readable:
+                results[tp] = "TOPIC_AUTHORIZATION_FAILED"
+            elif info is None or not 0 <= p.partition_index < info.partitions:
+                results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+            elif len(metadata.encode()) > broker.settings.offset_metadata_max_bytes:
+                results[tp] = "OFFSET_METADATA_TOO_LARGE"
+            else:
+                epoch = getattr(p, "committed_leader_epoch", -1)
+                valid[tp] = CommittedOffset(p.committed_offset, epoch, metadata, now, -1)
+    if valid:
+        error = await _stage(broker, body, valid)
+        results.update(dict.fromkeys(valid, error))
+    data = {"throttle_time": 0, "topics": topic_partition_errors(body.topics, results)}
+    return encode_response(API_KEY, version, data)
+
+
+async def _stage(broker: Broker, body: Any, valid: dict[tuple[str, int], CommittedOffset]) -> str:
+    """Kafka's coordinator accepts the commit only from the transaction's producer, at its
+    epoch, with the group added (AddOffsetsToTxn)."""
+    txns = broker.transactions.txns
+    pid, epoch, state, _ = await txns.producer(body.transactional_id, [])
+    if pid != body.producer_id:
+        return "INVALID_PRODUCER_ID_MAPPING"
+    if epoch != body.producer_epoch:
+        return "INVALID_PRODUCER_EPOCH"
+    if state != b"Ongoing":
+        return "INVALID_TXN_STATE"
+    pairs: list[object] = []
+    for (topic, partition), value in valid.items():
+        pairs += [keys.offset_field(topic, partition), value.encode()]
+    try:
+        await txns.stage_offsets(
+            body.group_id,
+            body.producer_id,
+            pairs,
+            broker.settings.transactional_id_expiration_ms,
+        )
+    except StoreError as exc:
+        return exc.code
+    return "NONE"

@@ -1,0 +1,1 @@
+"""Kafka transactions: the coordinator (docs/transactions.md)."""

@@ -1,0 +1,337 @@
+"""Kafka transactions (docs/transactions.md) with librdkafka (confluent-kafka) and the raw
+protocol: commit and abort, read_committed against read_uncommitted, the last stable
+offset, zombie fencing, timeouts, a consume-transform-produce loop with
+send_offsets_to_transaction, and what `record` topics answer."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from conftest import RedisServer, Skiff, start_skiff, stop_process
+from log_helpers import create, wait_for
+from rawkafka import RawKafka
+
+INIT_PRODUCER_ID, LIST_OFFSETS, FETCH = 22, 2, 1
+INVALID_TRANSACTION_TIMEOUT = 50
+LATEST = -1
+
+
+def _topic(kafka: RawKafka, storage_format: str = "batch", partitions: int = 1) -> str:
+    name = f"txn-{uuid.uuid4().hex[:10]}"
+    create(kafka, name, {"skiff.storage.format": storage_format}, partitions=partitions)
+    return name
+
+
+@pytest.fixture
+def kafka(skiff: Skiff) -> Iterator[RawKafka]:
+    with RawKafka("127.0.0.1", skiff.port) as client:
+        yield client
+
+
+def _producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **extra}
+    )
+    producer.init_transactions(30)
+    return producer
+
+
+def _consume(
+    bootstrap: str, topic: str, isolation: str, until_offset: int, partitions: int = 1
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record until each partition's position
+    reaches until_offset (control records advance it but are not returned)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
+    tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+    consumer.assign(tps)
+    got: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None and not m.error():
+                got.append((m.partition(), m.offset(), m.value()))
+            positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+            if all(tp.offset >= until_offset for tp in positions):
+                return got
+        raise AssertionError(f"{isolation} consumer stuck at {positions}, read {got}")
+    finally:
+        consumer.close()
+
+
+def _latest(kafka: RawKafka, topic: str, isolation_level: int) -> int:
+    body = {
+        "replica_id": -1,
+        "isolation_level": isolation_level,
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": LATEST}]}],
+    }
+    [p] = kafka.request(LIST_OFFSETS, 7, body).topics[0].partitions
+    assert p.error_code == 0, p
+    return int(p.offset)
+
+
+def _fetch_committed(kafka: RawKafka, topic: str, offset: int) -> Any:
+    """A read_committed Fetch v12 of partition 0 from offset."""
+    body = {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 1,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+    }
+    return kafka.request(FETCH, 12, body).responses[0].partitions[0]
+
+
+def test_commit_and_abort_as_read_committed_and_uncommitted_consumers_see_them(
+    skiff: Skiff, kafka: RawKafka
+) -> None:
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    topic = _topic(kafka)
+    producer = _producer(bootstrap, f"tx-{topic}")
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, b"c%d" % i)
+    producer.commit_transaction(30)  # offsets 0-2, COMMIT marker at 3
+    producer.begin_transaction()
+    for i in range(2):
+        producer.produce(topic, b"a%d" % i)
+    producer.flush(30)
+    producer.abort_transaction(30)  # offsets 4-5, ABORT marker at 6
+    producer.begin_transaction()
+    producer.produce(topic, b"c3")
+    producer.commit_transaction(30)  # offset 7, COMMIT marker at 8
+
+    assert _latest(kafka, topic, 0) == 9
+    assert _latest(kafka, topic, 1) == 9
+    committed = _consume(bootstrap, topic, "read_committed", 9)
+    assert committed == [(0, 0, b"c0"), (0, 1, b"c1"), (0, 2, b"c2"), (0, 7, b"c3")]
+    everything = _consume(bootstrap, topic, "read_uncommitted", 9)
+    assert [(o, v) for _, o, v in everything] == [
+        (0, b"c0"),
+        (1, b"c1"),
+        (2, b"c2"),
+        (4, b"a0"),
+        (5, b"a1"),
+        (7, b"c3"),
+    ]
+    # The aborted transaction, as Kafka lists it for a read_committed fetch from before it.
+    p = _fetch_committed(kafka, topic, 3)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [
+        (_producer_id(kafka, f"tx-{topic}"), 4)
+    ]
+    assert p.last_stable_offset == 9
+    # From after the ABORT marker there is nothing to skip.
+    assert _fetch_committed(kafka, topic, 7).aborted_transactions == ()
+
+
+def _producer_id(kafka: RawKafka, txn_id: str) -> int:
+    """The producer id a transactional id holds (an init bumps only its epoch)."""
+    body = {
+        "transactional_id": txn_id,
+        "transaction_timeout": 60000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    resp = kafka.request(INIT_PRODUCER_ID, 4, body)
+    assert resp.error_code == 0, resp
+    return int(resp.producer_id)
+
+
+def test_an_open_transaction_holds_back_read_committed_readers(
+    skiff: Skiff, kafka: RawKafka
+) -> None:
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    topic = _topic(kafka)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(topic, b"before")
+    plain.flush(30)
+    producer = _producer(bootstrap, f"tx-{topic}")
+    producer.begin_transaction()
+    producer.produce(topic, b"t0")
+    producer.produce(topic, b"t1")
+    producer.flush(30)  # offsets 1-2, transaction open
+    plain.produce(topic, b"after")
+    plain.flush(30)  # offset 3
+
+    # The last stable offset is the open transaction's first offset.
+    assert _latest(kafka, topic, 0) == 4
+    assert _latest(kafka, topic, 1) == 1
+    p = _fetch_committed(kafka, topic, 0)
+    assert (p.high_watermark, p.last_stable_offset) == (4, 1)
+    assert _consume(bootstrap, topic, "read_committed", 1) == [(0, 0, b"before")]
+    p = _fetch_committed(kafka, topic, 1)
+    assert p.records in (None, b"")  # nothing at or past the last stable offset
+
+    producer.commit_transaction(30)  # marker at 4
+    assert _latest(kafka, topic, 1) == 5
+    got = _consume(bootstrap, topic, "read_committed", 5)
+    assert got == [(0, 0, b"before"), (0, 1, b"t0"), (0, 2, b"t1"), (0, 3, b"after")]
+
+
+def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(
+    skiff: Skiff, kafka: RawKafka
+) -> None:
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    topic = _topic(kafka)
+    txn_id = f"tx-{topic}"
+    zombie = _producer(bootstrap, txn_id)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie")
+    zombie.flush(30)  # offset 0, open
+
+    fresh = _producer(bootstrap, txn_id)  # aborts the zombie's transaction: marker at 1
+    fresh.begin_transaction()
+    fresh.produce(topic, b"fresh")
+    fresh.commit_transaction(30)  # offset 2, marker at 3
+
+    with pytest.raises(KafkaException) as failed:
+        zombie.produce(topic, b"late")
+        zombie.commit_transaction(30)
+    assert failed.value.args[0].code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    )
+    assert _consume(bootstrap, topic, "read_committed", 4) == [(0, 2, b"fresh")]
+    uncommitted = _consume(bootstrap, topic, "read_uncommitted", 4)
+    assert [v for _, _, v in uncommitted] == [b"zombie", b"fresh"]
+
+
+def test_transaction_timeout_above_the_maximum_is_refused(kafka: RawKafka) -> None:
+    body = {
+        "transactional_id": f"tx-{uuid.uuid4().hex[:8]}",
+        "transaction_timeout": 900_001,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    resp = kafka.request(INIT_PRODUCER_ID, 4, body)
+    assert (resp.error_code, resp.producer_id) == (INVALID_TRANSACTION_TIMEOUT, -1)
+
+
+def test_record_topics_refuse_transactional_batches(skiff: Skiff, kafka: RawKafka) -> None:
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    topic = _topic(kafka, "record")
+    producer = _producer(bootstrap, f"tx-{topic}")
+    producer.begin_transaction()
+    errors: list[KafkaError] = []
+    producer.produce(topic, b"x", on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.INVALID_REQUEST]
+    producer.abort_transaction(30)
+    assert _latest(kafka, topic, 0) == 0
+
+
+def test_consume_transform_produce_commits_offsets_with_the_output(
+    skiff: Skiff, kafka: RawKafka
+) -> None:
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    source, sink = _topic(kafka), _topic(kafka)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        plain.produce(source, b"%d" % i)
+    plain.flush(30)
+    group = f"g-{source}"
+
+    def consumer() -> Consumer:
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        c.subscribe([source])
+        return c
+
+    producer = _producer(bootstrap, f"tx-{source}")
+
+    def one_round(c: Consumer, commit: bool) -> list[bytes]:
+        batch = wait_for(lambda: c.consume(5, 1.0), what="input records")
+        producer.begin_transaction()
+        for m in batch:
+            producer.produce(sink, m.value() + b"!")
+        positions = c.position(c.assignment())
+        producer.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+        return [m.value() for m in batch]
+
+    c = consumer()
+    first = one_round(c, commit=True)
+    one_round(c, commit=False)  # its output and its offsets are dropped
+    c.close()
+
+    # A restarted consumer resumes at the committed offsets: after the first round.
+    c = consumer()
+    rest: list[bytes] = []
+    while len(first) + len(rest) < 10:
+        rest += one_round(c, commit=True)
+    c.close()
+    assert first + rest == [b"%d" % i for i in range(10)]
+
+    got = _consume(bootstrap, sink, "read_committed", _latest(kafka, sink, 1))
+    assert [v for _, _, v in got] == [b"%d!" % i for i in range(10)]
+    admin_consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    [tp] = admin_consumer.committed([TopicPartition(source, 0)], 30)
+    admin_consumer.close()
+    assert tp.offset == 10
+
+
+@pytest.fixture
+def quick_timeouts(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
+    server = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+        "100",
+    )
+    yield server
+    stop_process(server.proc)
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(
+    quick_timeouts: Skiff,
+) -> None:
+    bootstrap = f"127.0.0.1:{quick_timeouts.port}"
+    with RawKafka("127.0.0.1", quick_timeouts.port) as kafka:
+        topic = _topic(kafka)
+        producer = _producer(bootstrap, f"tx-{topic}", **{"transaction.timeout.ms": 1000})
+        producer.begin_transaction()
+        producer.produce(topic, b"slow")
+        producer.flush(30)
+        assert _latest(kafka, topic, 1) == 0
+        # The coordinator aborts it: the ABORT marker (offset 1) frees the stable offset.
+        wait_for(lambda: _latest(kafka, topic, 1) == 2, what="the timed-out abort")
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)
+    assert _consume(bootstrap, topic, "read_committed", 2) == []
+    assert [v for _, _, v in _consume(bootstrap, topic, "read_uncommitted", 2)] == [b"slow"]
