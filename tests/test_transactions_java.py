@@ -1,0 +1,153 @@
+"""Kafka transactions from the Java client and Kafka Streams with
+processing.guarantee=exactly_once_v2 (docs/transactions.md): commit, abort and zombie
+fencing as the Java producer and consumer see them, and a word count that stays exactly
+once while its instance is SIGKILLed twice and a Skiff sidecar once."""
+
+from __future__ import annotations
+
+import signal
+import struct
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clients.java_streams_client import run_txn, wordcount_cmd
+from confluent_kafka import Consumer, Producer, TopicPartition
+from conftest import stop_process
+from groups_harness import Cluster, create_topic, start_cluster
+
+FAILOVER_ENV = {
+    "SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000",
+    "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500",
+}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    started = start_cluster(tmp_path / "cluster", nodes=2, env=FAILOVER_ENV)
+    yield started
+    started.stop()
+
+
+def test_java_producer_commits_aborts_and_is_fenced(cluster: Cluster) -> None:
+    topic = f"jtx-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap, topic, 1)
+    lines = run_txn(cluster.bootstrap, topic, f"id-{topic}")
+    # c0-c2 at 0-2, COMMIT 3; a0 a1 at 4-5, ABORT 6; c3 at 7, COMMIT 8; the zombie's
+    # record at 9, ABORTed at 10 by the new instance; fresh at 11, COMMIT 12.
+    committed = [line for line in lines if line.startswith("committed ")]
+    assert committed == [
+        "committed 0 c0",
+        "committed 1 c1",
+        "committed 2 c2",
+        "committed 7 c3",
+        "committed 11 fresh",
+    ]
+    uncommitted = [line.split()[2] for line in lines if line.startswith("uncommitted ")]
+    assert uncommitted == ["c0", "c1", "c2", "a0", "a1", "c3", "zombie", "fresh"]
+    assert "committed-end 13" in lines and "committed-position 13" in lines
+    assert "uncommitted-position 13" in lines
+    fenced = [line for line in lines if line.startswith(("fenced", "not fenced"))]
+    assert fenced in (["fenced ProducerFencedException"], ["fenced InvalidProducerEpochException"])
+
+
+class WordCount:
+    """One Kafka Streams instance in its own JVM; `running` is set on each RUNNING."""
+
+    def __init__(self, argv: list[str], log: Path) -> None:
+        self.log = log
+        self.running = threading.Event()
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=open(log, "ab"),
+            text=True,  # noqa: SIM115
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with open(self.log, "a") as f:
+                f.write(line)
+            if line.strip() == "RUNNING":
+                self.running.set()
+
+    def wait_running(self, timeout: float = 120) -> None:
+        if not self.running.wait(timeout):
+            raise AssertionError(
+                f"Kafka Streams never reached RUNNING:\n{self.log.read_text()[-3000:]}"
+            )
+
+    def kill(self) -> None:
+        stop_process(self.proc, signal.SIGKILL)
+
+
+def _counts(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[bytes, list[int]]:
+    """Every count the application wrote (read_committed), per word, until `expected`
+    records are read or 180 s pass."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    counts: dict[bytes, list[int]] = {}
+    read = 0
+    deadline = time.monotonic() + 180
+    try:
+        while read < expected and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None or m.error():
+                continue
+            counts.setdefault(m.key(), []).append(struct.unpack(">q", m.value())[0])
+            read += 1
+    finally:
+        consumer.close()
+    return counts
+
+
+def test_kafka_streams_exactly_once_through_instance_and_sidecar_kills(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    source, sink, app = f"words-{suffix}", f"counts-{suffix}", f"wc-{suffix}"
+    create_topic(cluster.bootstrap, source, 2)
+    create_topic(cluster.bootstrap, sink, 2)
+    words = [b"w%d" % i for i in range(7)]
+    rounds, per_round = 5, 200
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    argv = wordcount_cmd(cluster.bootstrap, app, source, sink, tmp_path / "state")
+    instance = WordCount(argv, tmp_path / "streams.log")
+    instance.wait_running()
+    sent = 0
+    for round_no in range(rounds):
+        for _ in range(per_round):
+            producer.produce(source, words[sent % len(words)])
+            sent += 1
+        producer.flush(60)
+        time.sleep(1.5)  # the application is mid-way through the round
+        if round_no in (1, 3):
+            instance.kill()  # mid-transaction, as like as not
+            instance = WordCount(argv, tmp_path / "streams.log")
+            instance.wait_running()
+        elif round_no == 2:
+            cluster.kill(max(cluster.nodes))
+    try:
+        counts = _counts(cluster.bootstrap, sink, 2, sent)
+    finally:
+        instance.kill()
+    # Exactly once: each word's counts are 1, 2, ..., n, each once, n its occurrences.
+    expected = {
+        w: sent // len(words) + (1 if i < sent % len(words) else 0) for i, w in enumerate(words)
+    }
+    assert {w: len(c) for w, c in counts.items()} == expected
+    for word, seen in counts.items():
+        assert seen == list(range(1, expected[word] + 1)), word
