@@ -5,7 +5,8 @@
 -- KEYS[1] log   KEYS[2] meta   KEYS[3] producers   KEYS[4] byte index
 -- KEYS[5] open txns (pid -> first offset)   KEYS[6] aborted index (score: marker
 -- offset, member "<pid> <first offset>")
--- ARGV[1] producer id   ARGV[2] producer epoch   ARGV[3] transaction number (seq)
+-- ARGV[1] producer id   ARGV[2] producer epoch   ARGV[3] transaction number (seq; -1:
+-- an operator's abort through WriteTxnMarkers, written whatever was marked before)
 -- ARGV[4] 'C' commit or 'A' abort   ARGV[5] wake-up channel   ARGV[6] storage identity
 -- ARGV[7] the control batch (`batch` topics only: docs/transactions.md)
 -- ARGV[8] its size in bytes (byte accounting, as lua/append.lua)
@@ -28,7 +29,7 @@ local epoch = tonumber(ARGV[2])
 local seq = tonumber(ARGV[3])
 local raw = redis.call('HGET', KEYS[3], pid)
 local pstate = raw and cjson.decode(raw) or {e = epoch, b = {}}
-if (pstate.x and pstate.x >= seq) or pstate.e > epoch then
+if (seq >= 0 and pstate.x and pstate.x >= seq) or pstate.e > epoch then
   return {-1}
 end
 local t = redis.call('TIME')
@@ -68,7 +69,9 @@ if epoch > pstate.e then
   pstate.b = {}  -- sequences start again in a new epoch
 end
 pstate.e = epoch
-pstate.x = seq
+if seq >= 0 then
+  pstate.x = seq
+end
 pstate.t = now
 redis.call('HSET', KEYS[3], pid, cjson.encode(pstate))
 -- "hw lso [ls]", as lua/append.lua publishes

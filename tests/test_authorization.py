@@ -230,6 +230,14 @@ EXPECTED: dict[int, Denied] = {
     25: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
     26: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
     28: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+    # WriteTxnMarkers: CLUSTER_ACTION on the cluster
+    27: Denied(CLUSTER_DENIED),
+    # DescribeProducers: READ on each topic
+    61: Denied(TOPIC_DENIED),
+    # DescribeTransactions: DESCRIBE on each transactional id
+    65: Denied(only(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)),
+    # ListTransactions: ids one may not DESCRIBE are left out
+    66: Denied(only()),
     # DescribeAcls, CreateAcls, DeleteAcls: DESCRIBE / ALTER / ALTER on the cluster
     29: Denied(CLUSTER_DENIED),
     30: Denied(CLUSTER_DENIED),

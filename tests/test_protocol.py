@@ -65,6 +65,10 @@ ADVERTISED = {
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
     28: (0, 5),  # TxnOffsetCommit
+    27: (1, 2),  # WriteTxnMarkers
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions
     8: (2, 9),  # OffsetCommit
     9: (1, 9),  # OffsetFetch
     10: (0, 4),  # FindCoordinator

@@ -5,6 +5,8 @@ send_offsets_to_transaction, and what `record` topics answer."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clients import franz_client
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from log_helpers import create, wait_for
@@ -43,10 +46,12 @@ def _producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
 
 
 def _consume(
-    bootstrap: str, topic: str, isolation: str, until_offset: int, partitions: int = 1
+    bootstrap: str, topic: str, isolation: str, until_offset: int | list[int], partitions: int = 1
 ) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record until each partition's position
-    reaches until_offset (control records advance it but are not returned)."""
+    reaches until_offset (one per partition, or the same for all; control records
+    advance it but are not returned)."""
+    ends = until_offset if isinstance(until_offset, list) else [until_offset] * partitions
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -65,7 +70,7 @@ def _consume(
             if m is not None and not m.error():
                 got.append((m.partition(), m.offset(), m.value()))
             positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
-            if all(tp.offset >= until_offset for tp in positions):
+            if all(max(tp.offset, 0) >= end for tp, end in zip(positions, ends, strict=True)):
                 return got
         raise AssertionError(f"{isolation} consumer stuck at {positions}, read {got}")
     finally:
@@ -335,3 +340,104 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(
         producer.commit_transaction(30)
     assert _consume(bootstrap, topic, "read_committed", 2) == []
     assert [v for _, _, v in _consume(bootstrap, topic, "read_uncommitted", 2)] == [b"slow"]
+
+
+@pytest.fixture
+def compacting(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
+    server = start_skiff(
+        tmp_path / "skiff.log", "--redis-url", own_redis.url, "--log-cleaner-backoff-ms", "100"
+    )
+    yield server
+    stop_process(server.proc)
+
+
+def test_compaction_keeps_markers_and_stops_at_the_last_stable_offset(
+    compacting: Skiff, own_redis: RedisServer
+) -> None:
+    bootstrap = f"127.0.0.1:{compacting.port}"
+    with RawKafka("127.0.0.1", compacting.port) as kafka:
+        topic = f"txn-{uuid.uuid4().hex[:10]}"
+        create(kafka, topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+        producer = _producer(bootstrap, f"tx-{topic}")
+        for key, value, commit in [
+            (b"k1", b"v1", True),  # 0, marker 1
+            (b"k2", b"v1", True),  # 2, marker 3
+            (b"k1", b"x", False),  # 4, ABORT marker 5
+            (b"k1", b"v2", True),  # 6, marker 7
+        ]:
+            producer.begin_transaction()
+            producer.produce(topic, value, key)
+            producer.flush(30)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"v2", b"k2")  # 8, open: the last stable offset
+        producer.flush(30)
+        meta = f"skiff:{{{topic}/0}}:meta"
+        wait_for(
+            lambda: int(own_redis.client().hget(meta, "cleaned") or 0) == 8,
+            what="a compaction pass up to the last stable offset",
+        )
+        # k1's older values went; k2 at 2 stays, as the open transaction's k2 may abort.
+        committed = _consume(bootstrap, topic, "read_committed", 8)
+        assert committed == [(0, 2, b"v1"), (0, 6, b"v2")]
+        producer.commit_transaction(30)  # marker 9
+        committed = _consume(bootstrap, topic, "read_committed", 10)
+        assert committed[-1] == (0, 8, b"v2")
+
+
+def test_franz_go_group_transact_session_is_exactly_once(skiff: Skiff, kafka: RawKafka) -> None:
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    source, sink = _topic(kafka, partitions=2), _topic(kafka, partitions=2)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(100):
+        plain.produce(source, b"%d" % i, partition=i % 2)
+    plain.flush(30)
+    group = f"g-{source}"
+    done = subprocess.run(
+        [
+            str(franz_client.build_tool()),
+            "transact",
+            "--bootstrap",
+            bootstrap,
+            "--source",
+            source,
+            "--sink",
+            sink,
+            "--group",
+            group,
+            "--txn-id",
+            f"tx-{source}",
+            "--count",
+            "100",
+            "--abort-every",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["committed"] == 100 and summary["aborted_rounds"] >= 1
+    ends = [_latest_of(kafka, sink, p) for p in range(2)]
+    got = _consume(bootstrap, sink, "read_committed", ends, partitions=2)
+    assert sorted(v for _, _, v in got) == sorted(b"%d!" % i for i in range(100))
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    committed = check.committed([TopicPartition(source, p) for p in range(2)], 30)
+    check.close()
+    assert [tp.offset for tp in committed] == [50, 50]
+
+
+def _latest_of(kafka: RawKafka, topic: str, partition: int) -> int:
+    body = {
+        "replica_id": -1,
+        "isolation_level": 1,
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": LATEST}]}
+        ],
+    }
+    [p] = kafka.request(LIST_OFFSETS, 7, body).topics[0].partitions
+    return int(p.offset)

@@ -34,8 +34,10 @@ from sidecar.apis import (
     describe_delegation_token,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_share_group_offsets,
     describe_topic_partitions,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
@@ -52,6 +54,7 @@ from sidecar.apis import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -68,6 +71,7 @@ from sidecar.apis import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 
 HANDLERS: dict[int, ModuleType] = {
@@ -85,6 +89,10 @@ HANDLERS: dict[int, ModuleType] = {
         add_offsets_to_txn,
         end_txn,
         txn_offset_commit,
+        write_txn_markers,
+        describe_transactions,
+        list_transactions,
+        describe_producers,
         find_coordinator,
         join_group,
         sync_group,

@@ -20,7 +20,8 @@ clients back off and retry by themselves instead of failing or hanging.
 - DescribeLogDirs: the log dir with KAFKA_STORAGE_ERROR and no topics (Kafka's answer
   for an offline log dir).
 - Group APIs, FindCoordinator, InitProducerId, the transaction APIs:
-  COORDINATOR_NOT_AVAILABLE (per partition where the answer has them).
+  COORDINATOR_NOT_AVAILABLE (per partition or transactional id where the answer has
+  them); DescribeProducers and WriteTxnMarkers: NOT_LEADER_OR_FOLLOWER per partition.
 - AlterClientQuotas: REQUEST_TIMED_OUT per entity (nothing stored).
 - CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
   from memory).
@@ -283,6 +284,64 @@ def _txn_offset_commit(broker: Broker, request: Any) -> bytes:
         for t in request.body.topics
     ]
     return encode_response(28, request.header.api_version, {"throttle_time": 0, "topics": topics})
+
+
+def _write_txn_markers(broker: Broker, request: Any) -> bytes:
+    markers = [
+        {
+            "producer_id": m.producer_id,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {"partition_index": p, "error_code": errors.NOT_LEADER_OR_FOLLOWER}
+                        for p in t.partition_indexes
+                    ],
+                }
+                for t in m.topics
+            ],
+        }
+        for m in request.body.markers
+    ]
+    return encode_response(27, request.header.api_version, {"markers": markers})
+
+
+def _describe_producers(broker: Broker, request: Any) -> bytes:
+    topics = [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "error_code": errors.NOT_LEADER_OR_FOLLOWER,
+                    "error_message": None,
+                    "active_producers": [],
+                }
+                for p in t.partition_indexes
+            ],
+        }
+        for t in request.body.topics
+    ]
+    return encode_response(61, request.header.api_version, {"throttle_time": 0, "topics": topics})
+
+
+def _describe_transactions(broker: Broker, request: Any) -> bytes:
+    states = [
+        {
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "transactional_id": i,
+            "transaction_state": "",
+            "transaction_timeout": 0,
+            "transaction_start_time": 0,
+            "producer_id": 0,
+            "producer_epoch": 0,
+            "topics": [],
+        }
+        for i in request.body.transactional_ids
+    ]
+    return encode_response(
+        65, request.header.api_version, {"throttle_time": 0, "transaction_states": states}
+    )
 
 
 def _join_group(broker: Broker, request: Any) -> bytes:
@@ -610,6 +669,10 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     25: _top_level(25),
     26: _end_txn,
     28: _txn_offset_commit,
+    27: _write_txn_markers,
+    61: _describe_producers,
+    65: _describe_transactions,
+    66: _top_level(66, unknown_state_filters=[], transaction_states=[]),
     32: _describe_configs,
     33: _alter_configs(33),
     35: _describe_log_dirs,

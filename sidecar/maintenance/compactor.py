@@ -129,14 +129,16 @@ class Compactor(BackgroundLoop):
     async def _plan(self, info: TopicInfo, partition: int) -> Plan | None:
         """What a pass would clean now, or None when the partition is not due."""
         store, name, config = self.store, info.name, info.config
-        hw, lso, cleaned, kept_before, tomb_ts, total = await store.meta(
-            name, partition, "hw", "lso", "cleaned", "ckept", "ctombts", "bytes"
+        hw, lso, cleaned, kept_before, tomb_ts, total, stable = await store.meta(
+            name, partition, "hw", "lso", "cleaned", "ckept", "ctombts", "bytes", "ls"
         )
         if hw is None or lso is None:
             return None
         now = int(time.time() * 1000)
         start = max(cleaned or 0, lso)
-        end = hw
+        # As Kafka's cleaner: nothing at or past the last stable offset (an open
+        # transaction's records may still be aborted).
+        end = hw if stable is None else min(hw, stable)
         lag = config["min.compaction.lag.ms"]
         if lag > 0:
             young = await store.first_offset_at_or_after(name, partition, now - lag)
@@ -308,6 +310,14 @@ class Compactor(BackgroundLoop):
                 pos = stop
                 copied = entry_id
                 data = f[1]
+                if stored_batch.is_control(data):
+                    # Transaction markers stay: read_committed readers need them to end
+                    # what the aborted index lists (docs/transactions.md).
+                    kept += 1
+                    kept_bytes += len(data)
+                    pending += (entry_id, data)
+                    pending_bytes += len(data)
+                    continue
                 batch = list(stored_batch.records(entry_id, data))
                 keep = []
                 for record in batch:
@@ -390,7 +400,12 @@ class Compactor(BackgroundLoop):
                 base = stored_batch.base_offset(entry_id, f[1])
                 if base >= end:
                     return latest, end
-                records = [r for r in stored_batch.records(entry_id, f[1]) if r.key is not None]
+                if stored_batch.is_control(f[1]):
+                    records = []  # a marker's key is no record key
+                else:
+                    records = [
+                        r for r in stored_batch.records(entry_id, f[1]) if r.key is not None
+                    ]
                 if len(latest) + len(records) > MAX_KEYS and base > start:
                     return latest, base
                 for r in records:

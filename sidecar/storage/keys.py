@@ -145,6 +145,9 @@ def transaction_keys(transactional_id: str) -> list[str]:
     return [f"{tag}:producer", f"{tag}:partitions", f"{tag}:groups"]
 
 
+# Set: every transactional id InitProducerId has seen (ListTransactions); ids whose
+# state expired (transactional.id.expiration.ms) are dropped as they are found.
+TXN_IDS = "skiff:txn_ids"
 # Sorted set: transactional id -> deadline (ms) of its open transaction; every sidecar
 # aborts those past it (transactions/coordinator.py). A hint: lua/txn.lua decides.
 TXN_DEADLINES = "skiff:txn_deadlines"

@@ -478,6 +478,7 @@ class RedisStore(PartitionLogOps):
             )
         except ResponseError as exc:
             raise StoreError(str(exc).split(" ", 1)[0], str(exc)) from None
+        await self.redis.sadd(keys.TXN_IDS, transactional_id)  # for ListTransactions
         return int(got_pid), int(got_epoch)
 
     # -- partitions -------------------------------------------------------------

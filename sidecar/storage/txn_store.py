@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -16,6 +18,19 @@ from sidecar.storage import keys, resilience, scripts
 from sidecar.storage.store import StoreError
 
 OPEN_STATES = (b"Ongoing", b"PrepareCommit", b"PrepareAbort")
+
+
+@dataclass(frozen=True, slots=True)
+class TxnState:
+    """What DescribeTransactions and ListTransactions report of a transactional id."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    state: str
+    timeout_ms: int
+    start_ms: int  # -1 when no transaction is open
+    partitions: list[tuple[str, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +152,70 @@ class TxnStore:
             return -1, -1, b"Empty", inside
         return int(pid), int(epoch), state or b"Empty", inside
 
+    async def describe(self, ids: list[str]) -> list[TxnState | None]:
+        """Each id's state (None: unknown or expired)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for transactional_id in ids:
+                key, partitions, _ = keys.transaction_keys(transactional_id)
+                pipe.hmget(key, "pid", "epoch", "state", "timeout", "start")
+                pipe.smembers(partitions)
+            replies = await pipe.execute()
+        out: list[TxnState | None] = []
+        for i, transactional_id in enumerate(ids):
+            pid, epoch, state, timeout, start = replies[2 * i]
+            if pid is None:
+                out.append(None)
+                continue
+            parts = []
+            for raw in replies[2 * i + 1]:
+                topic, _, partition = bytes(raw).decode().rpartition("/")
+                parts.append((topic, int(partition)))
+            out.append(
+                TxnState(
+                    transactional_id,
+                    int(pid),
+                    int(epoch),
+                    (state or b"Empty").decode(),
+                    int(timeout or 60_000),
+                    int(start) if start is not None else -1,
+                    sorted(parts),
+                )
+            )
+        return out
+
+    async def all_states(self) -> list[TxnState]:
+        """Every live transactional id's state; expired ids leave the registry."""
+        ids = sorted(bytes(m).decode() for m in await self.redis.smembers(keys.TXN_IDS))
+        states = await self.describe(ids) if ids else []
+        gone = [i for i, s in zip(ids, states, strict=True) if s is None]
+        if gone:
+            await self.redis.srem(keys.TXN_IDS, *gone)
+        return [s for s in states if s is not None]
+
+    async def partition_producers(
+        self, topic: str, partition: int
+    ) -> tuple[dict[int, dict[str, Any]], dict[int, int]] | None:
+        """The partition's producer states (pid -> {e, t, b, x}, lua/append.lua) and open
+        transactions (pid -> first offset); None if the partition does not exist."""
+        log, meta, _, producers = keys.partition_keys(topic, partition)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.exists(meta)
+            pipe.hgetall(producers)
+            pipe.hgetall(keys.open_txns_key(topic, partition))
+            exists, states, open_txns = await pipe.execute()
+        if not exists:
+            return None
+        return (
+            {int(pid): json.loads(raw) for pid, raw in states.items()},
+            {int(pid): int(first) for pid, first in open_txns.items()},
+        )
+
     async def write_marker(
         self, topic: str, partition: int, decided: Decided, identity: str
     ) -> int:
         """The transaction's marker on one partition of a `batch` topic: its offset, or
-        -1 when the partition had it already."""
+        -1 when the partition had it already. A seq of -1 (WriteTxnMarkers, as
+        `kafka-transactions abort` sends) writes it whatever was marked before."""
         log, meta, _, producers = keys.partition_keys(topic, partition)
         script_keys = [
             log,

@@ -1,0 +1,80 @@
+"""ListTransactions (key 66), v0-v2: every transactional id with its producer id and
+state (`kafka-transactions list`), filtered by state, producer id, duration (v1+,
+transactions open longer than it) and an id pattern (v2+, a Java regular expression,
+matched as Python's re does). Unknown state names come back in unknown_state_filters.
+Authorization as Kafka's: ids one may not DESCRIBE are left out."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from sidecar.broker import Broker
+from sidecar.protocol import errors
+from sidecar.protocol.kio_codec import encode_response
+from sidecar.security import checks
+from sidecar.security.authorizer import Operation
+
+API_KEY = 66
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    states_wanted = set(body.state_filters)
+    pids_wanted = set(body.producer_id_filters)
+    duration = getattr(body, "duration_filter", -1)
+    pattern_text = getattr(body, "transactional_id_pattern", None)
+    try:
+        pattern = re.compile(pattern_text) if pattern_text else None
+    except re.error:
+        data: dict[str, Any] = {
+            "throttle_time": 0,
+            "error_code": errors.INVALID_REQUEST,
+            "unknown_state_filters": [],
+            "transaction_states": [],
+        }
+        return encode_response(API_KEY, version, data)
+    now = int(time.time() * 1000)
+    listed = []
+    for state in await broker.transactions.txns.all_states():
+        if states_wanted and state.state not in states_wanted:
+            continue
+        if pids_wanted and state.producer_id not in pids_wanted:
+            continue
+        if duration >= 0 and (state.start_ms < 0 or now - state.start_ms <= duration):
+            continue
+        if pattern is not None and not pattern.fullmatch(state.transactional_id):
+            continue
+        if not checks.allowed(
+            broker, request, Operation.DESCRIBE, checks.TRANSACTIONAL_ID, state.transactional_id
+        ):
+            continue
+        listed.append(
+            {
+                "transactional_id": state.transactional_id,
+                "producer_id": state.producer_id,
+                "transaction_state": state.state,
+            }
+        )
+    data = {
+        "throttle_time": 0,
+        "error_code": errors.NONE,
+        "unknown_state_filters": sorted(states_wanted - set(STATES)),
+        "transaction_states": listed,
+    }
+    return encode_response(API_KEY, version, data)
