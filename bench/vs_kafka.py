@@ -7,7 +7,10 @@ partition count (1, 8) and compression (none, zstd) it runs, on both brokers:
 
   produce-acks1     confluent-kafka producer, acks=1, ~--batch records per batch
   produce-acksall   the same with acks=all and enable.idempotence=true
+  produce-txn       the same in transactions of --txn-records records (transactional.id)
   consume           a consumer assigned every partition from offset 0 to the end
+                    (librdkafka's default isolation.level, read_committed)
+  consume-uncommitted  the same with isolation.level=read_uncommitted
 
 and prints throughput, broker CPU per record (/proc utime+stime over the timed phase:
 Skiff = sidecar and its children + redis-server, Kafka = the JVM) and stored bytes per
@@ -70,7 +73,8 @@ from sidecar.storage.keys import all_partition_keys  # noqa: E402
 KAFKA_VERSION = "4.2.0"  # the 4.x broker tests/test_authorization_reference.py runs
 PARTITIONS = (1, 8)
 COMPRESSIONS = ("none", "zstd")
-KINDS = ("produce-acks1", "produce-acksall", "consume")
+KINDS = ("produce-acks1", "produce-acksall", "produce-txn", "consume", "consume-uncommitted")
+TXN_RECORDS = 1000  # records per transaction of produce-txn
 CLIENT_LOG_LEVEL = 3  # librdkafka: errors only (delivery errors come by callback anyway)
 WARM_RECORDS = 20_000  # per broker and compression, untimed: JVM JIT, Skiff's first use
 FORMAT_CONFIG = "skiff.storage.format"
@@ -294,8 +298,10 @@ def produce(
     batch: int,
     compression: str,
     idempotent: bool,
+    txn_records: int = 0,
 ) -> int:
-    """Produce every value, flush, and return how many were acknowledged (all, or fail)."""
+    """Produce every value, flush, and return how many were acknowledged (all, or fail).
+    txn_records > 0: in transactions of that many records, each committed."""
     errors: list[str] = []
     acked = 0
 
@@ -316,8 +322,12 @@ def produce(
             "log_level": CLIENT_LOG_LEVEL,
         }
     )
+    if txn_records:
+        config["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
     producer = Producer(config)
     producer.list_topics(topic, timeout=15)  # metadata and connections before the clock
+    if txn_records:
+        producer.init_transactions(30)
     records = len(values)
     watch = {"acked": 0, "since": time.monotonic()}
 
@@ -331,6 +341,10 @@ def produce(
 
     send = producer.produce
     for i, value in enumerate(values):
+        if txn_records and i % txn_records == 0:
+            if i:
+                producer.commit_transaction(60)
+            producer.begin_transaction()
         part = (i // batch) % partitions
         while True:
             try:
@@ -345,6 +359,8 @@ def produce(
                 break
     while not errors and producer.flush(2.0) != 0:
         check_progress()
+    if txn_records and not errors:
+        producer.commit_transaction(60)
     if errors:
         raise BenchError(f"produce to {broker.name} failed: {'; '.join(errors)}")
     return acked
@@ -368,11 +384,36 @@ def expected_counts(records: int, batch: int, partitions: int) -> list[int]:
     return counts
 
 
-def consume(broker: Broker, topic: str, values: list[bytes], partitions: int, batch: int) -> int:
+def transaction_markers(records: int, batch: int, partitions: int, txn_records: int) -> list[int]:
+    """COMMIT markers per partition: one per transaction that wrote to it."""
+    markers = [0] * partitions
+    for start in range(0, records, txn_records):
+        end = min(start + txn_records, records)
+        touched = {partition_of(i, batch, partitions) for i in range(start, end, batch)}
+        touched.add(partition_of(end - 1, batch, partitions))
+        for p in touched:
+            markers[p] += 1
+    return markers
+
+
+def consume(
+    broker: Broker,
+    topic: str,
+    values: list[bytes],
+    partitions: int,
+    batch: int,
+    isolation: str = "read_committed",
+) -> int:
     """Read every partition from offset 0 to the end; checks the count per partition and
     each partition's first value. Returns the records read."""
     expected = expected_counts(len(values), batch, partitions)
-    consumer = Consumer({**consumer_config(broker.bootstrap), "log_level": CLIENT_LOG_LEVEL})
+    consumer = Consumer(
+        {
+            **consumer_config(broker.bootstrap),
+            "log_level": CLIENT_LOG_LEVEL,
+            "isolation.level": isolation,
+        }
+    )
     consumer.list_topics(topic, timeout=15)
     counts = [0] * partitions
     total, records = 0, len(values)
@@ -442,7 +483,7 @@ def measure(
     slot = (broker.name + broker.tag, case.partitions, case.compression)
     base = f"vk-{run_id}-{broker.name}{broker.tag}-p{case.partitions}-{case.compression}"
     out: dict[str, Any] = {}
-    if case.kind == "consume":
+    if case.kind.startswith("consume"):
         topic = prepared.get(slot)
         if topic is None:
             topic = f"{base}-fill"
@@ -451,22 +492,30 @@ def measure(
             # check of each partition's first value fails (seen on Kafka under load)
             produce(broker, topic, values, case.partitions, batch, case.compression, True)
             prepared[slot] = topic
-        phase = timed(broker, lambda: consume(broker, topic, values, case.partitions, batch))
+        isolation = "read_uncommitted" if case.kind == "consume-uncommitted" else "read_committed"
+        phase = timed(
+            broker, lambda: consume(broker, topic, values, case.partitions, batch, isolation)
+        )
     else:
         topic = f"{base}-{case.kind}"
         create_topic(broker, topic, case.partitions, broker.topic_config)
-        idempotent = case.kind == "produce-acksall"
+        idempotent = case.kind in ("produce-acksall", "produce-txn")
+        txn = TXN_RECORDS if case.kind == "produce-txn" else 0
         phase = timed(
             broker,
             lambda: produce(
-                broker, topic, values, case.partitions, batch, case.compression, idempotent
+                broker, topic, values, case.partitions, batch, case.compression, idempotent, txn
             ),
         )
         marks = high_watermarks(broker, topic, case.partitions)
-        if marks != expected_counts(records, batch, case.partitions):
-            raise BenchError(f"{broker.name}: {topic} holds {marks} records per partition")
-        phase.verified = sum(marks)
-        if idempotent:  # in order: what consume checks (see its fill above)
+        expected = expected_counts(records, batch, case.partitions)
+        if txn:
+            markers = transaction_markers(records, batch, case.partitions, txn)
+            expected = [e + m for e, m in zip(expected, markers, strict=True)]
+        if marks != expected:
+            raise BenchError(f"{broker.name}: {topic} holds {marks} offsets per partition")
+        phase.verified = records if txn else sum(marks)
+        if case.kind == "produce-acksall":  # in order: what consume checks (its fill above)
             prepared[slot] = topic
         stored = broker.stored_bytes(topic, case.partitions)
         out["stored_bytes"] = stored
@@ -723,7 +772,8 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda s: [p for p in s.split(",") if p],
         default=[],
         help="comma-separated globs over the row names p{1,8}-{none,zstd}-"
-        "{produce-acks1,produce-acksall,consume}, e.g. 'p1-*' (default: all 12)",
+        "{produce-acks1,produce-acksall,produce-txn,consume,consume-uncommitted}, "
+        "e.g. 'p1-*' (default: all 20)",
     )
     parser.add_argument(
         "--format",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from clients.java_streams_client import run_txn, wordcount_cmd
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from conftest import stop_process
 from groups_harness import Cluster, create_topic, start_cluster
 
@@ -151,3 +151,108 @@ def test_kafka_streams_exactly_once_through_instance_and_sidecar_kills(
     assert {w: len(c) for w, c in counts.items()} == expected
     for word, seen in counts.items():
         assert seen == list(range(1, expected[word] + 1)), word
+
+
+def test_consume_transform_produce_is_exactly_once_when_a_sidecar_dies(cluster: Cluster) -> None:
+    """librdkafka's send_offsets_to_transaction loop, handling errors as its docs say
+    (retry what is retriable, abort and rewind what is abortable), while the sidecar it
+    talks to is SIGKILLed mid-run: every input record is in the output exactly once."""
+    suffix = uuid.uuid4().hex[:8]
+    source, sink, group = f"in-{suffix}", f"out-{suffix}", f"g-{suffix}"
+    create_topic(cluster.bootstrap, source, 2)
+    create_topic(cluster.bootstrap, sink, 2)
+    total = 400
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for i in range(total):
+        plain.produce(source, b"%d" % i, partition=i % 2)
+    plain.flush(60)
+    progress = {"committed": 0}
+    failure: list[BaseException] = []
+
+    def consumer() -> Consumer:
+        c = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+            }
+        )
+        c.subscribe([source])
+        return c
+
+    def loop() -> None:
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap, "transactional.id": f"tx-{suffix}"}
+        )
+        producer.init_transactions(60)
+        c = consumer()
+        deadline = time.monotonic() + 240
+        try:
+            while progress["committed"] < total:
+                assert time.monotonic() < deadline, f"stuck at {progress}"
+                batch = [m for m in c.consume(20, 1.0) if not m.error()]
+                if not batch:
+                    continue
+                producer.begin_transaction()
+                for m in batch:
+                    producer.produce(sink, m.value() + b"!", partition=m.partition())
+                try:
+                    producer.send_offsets_to_transaction(
+                        c.position(c.assignment()), c.consumer_group_metadata(), 60
+                    )
+                    while True:
+                        try:
+                            producer.commit_transaction(60)
+                            break
+                        except KafkaException as exc:
+                            if not exc.args[0].retriable():
+                                raise
+                    progress["committed"] += len(batch)
+                except KafkaException as exc:
+                    if not exc.args[0].txn_requires_abort():
+                        raise
+                    producer.abort_transaction(60)
+                    c.close()  # rewind: the next consumer starts at the committed offsets
+                    c = consumer()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+            failure.append(exc)
+        finally:
+            c.close()
+
+    worker = threading.Thread(target=loop, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while progress["committed"] < total // 3 and time.monotonic() < deadline and not failure:
+        time.sleep(0.05)
+    cluster.kill(max(cluster.nodes))
+    worker.join(300)
+    assert not failure, failure
+    assert progress["committed"] >= total
+
+    check = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"check-{suffix}",
+            "isolation.level": "read_committed",
+        }
+    )
+    check.assign([TopicPartition(sink, p, 0) for p in range(2)])
+    got: list[bytes] = []
+    end = time.monotonic() + 60
+    while len(got) < total and time.monotonic() < end:
+        m = check.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    time.sleep(1)  # nothing more may come: duplicates would
+    while (m := check.poll(0.5)) is not None:
+        if not m.error():
+            got.append(m.value())
+    check.close()
+    assert sorted(got) == sorted(b"%d!" % i for i in range(total))
+    committed_by = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    offsets = committed_by.committed([TopicPartition(source, p) for p in range(2)], 30)
+    committed_by.close()
+    assert [tp.offset for tp in offsets] == [total // 2, total // 2]
