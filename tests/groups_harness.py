@@ -147,6 +147,19 @@ class SkiffCluster(Cluster):
     def kill(self, node: int) -> None:
         stop_process(self.procs[node].proc, signal.SIGKILL)
 
+    def revive(self, node: int) -> None:
+        """Start a killed sidecar again: same node id, same port (a pod restarted)."""
+        log = self.work / f"skiff-{node}.log"
+        self.procs[node] = start_skiff(
+            log,
+            "--redis-url",
+            self.redis.url,
+            "--num-partitions",
+            "6",
+            port=self.nodes[node],
+            env={**self.env, "SKIFF_NODE_ID": str(node)},
+        )
+
     def alive(self, node: int) -> bool:
         return self.procs[node].alive()
 

@@ -5,6 +5,7 @@ send_offsets_to_transaction, and what `record` topics answer."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -16,9 +17,12 @@ from typing import Any
 import pytest
 from clients import franz_client
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from conftest import RedisServer, Skiff, start_skiff, stop_process
+from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from log_helpers import create, wait_for
 from rawkafka import RawKafka
+from redis import asyncio as aioredis
+
+from sidecar.storage.txn_store import TxnStore
 
 INIT_PRODUCER_ID, LIST_OFFSETS, FETCH = 22, 2, 1
 INVALID_TRANSACTION_TIMEOUT = 50
@@ -441,3 +445,53 @@ def _latest_of(kafka: RawKafka, topic: str, partition: int) -> int:
     }
     [p] = kafka.request(LIST_OFFSETS, 7, body).topics[0].partitions
     return int(p.offset)
+
+
+def test_a_commit_cut_short_by_a_redis_restart_completes_on_the_retry(tmp_path: Path) -> None:
+    """A sidecar decided a commit and wrote one of its two markers, then Redis restarted
+    (AOF): the producer's retried EndTxn finds the transaction decided, writes the missing
+    marker only, and read_committed readers see every record once."""
+    redis_dir = tmp_path / "redis"
+    server = start_redis(redis_dir, aof=True)
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", server.url)
+    try:
+        bootstrap = skiff.bootstrap
+        with RawKafka("127.0.0.1", skiff.port) as kafka:
+            topic = _topic(kafka, partitions=2)
+        txn_id = f"tx-{topic}"
+        producer = _producer(bootstrap, txn_id)
+        producer.begin_transaction()
+        for p in (0, 1):
+            producer.produce(topic, b"v%d" % p, partition=p)
+        producer.flush(30)  # offset 0 on each partition, open
+
+        async def decide_and_mark_one() -> None:
+            client = aioredis.Redis(port=server.port)
+            try:
+                txns = TxnStore(client, 604_800_000)
+                decided = await txns.end(txn_id, *_producer_of(server, txn_id), True)
+                assert decided is not None and decided.partitions == [(topic, 0), (topic, 1)]
+                identity = json.loads(await client.get("skiff:identity"))["cluster_id"]
+                assert await txns.write_marker(topic, 0, decided, identity) == 1
+            finally:
+                await client.aclose()
+
+        asyncio.run(decide_and_mark_one())
+        server.client().execute_command("BGREWRITEAOF")
+        time.sleep(0.5)
+        stop_process(server.proc)
+        server = start_redis(redis_dir, port=server.port, aof=True)
+
+        producer.commit_transaction(60)
+        hw = server.client()
+        assert [int(hw.hget(f"skiff:{{{topic}/{p}}}:meta", "hw")) for p in (0, 1)] == [2, 2]
+        got = _consume(bootstrap, topic, "read_committed", 2, partitions=2)
+        assert sorted(got) == [(0, 0, b"v0"), (1, 0, b"v1")]
+    finally:
+        stop_process(skiff.proc)
+        stop_process(server.proc)
+
+
+def _producer_of(server: RedisServer, txn_id: str) -> tuple[int, int]:
+    pid, epoch = server.client().hmget(f"skiff:{{txn/{txn_id}}}:producer", "pid", "epoch")
+    return int(pid), int(epoch)

@@ -66,6 +66,7 @@ from .produce_fetch import (
 )
 from .talk import SCENARIOS, Scenario, Side
 from .topics import create_topics_scenarios, delete_topics_scenarios
+from .transactions import transaction_scenarios
 
 GROUP_FAMILIES = (
     find_coordinator_scenarios,
@@ -90,6 +91,7 @@ for _family in (
     list_offsets_scenarios,
     legacy_scenarios,
     init_producer_id_scenarios,
+    transaction_scenarios,
     create_topics_scenarios,
     delete_topics_scenarios,
     log_scenarios,
