@@ -118,8 +118,8 @@ elseif op == 'expire' then
 elseif op == 'done' then
   local want = ARGV[5] == 'C' and 'PrepareCommit' or 'PrepareAbort'
   if state == want and tonumber(cur[6] or '0') == tonumber(ARGV[4]) then
+    -- 'start' stays: DescribeTransactions reports the last transaction's, as Kafka does.
     redis.call('HSET', KEYS[1], 'state', ARGV[5] == 'C' and 'CompleteCommit' or 'CompleteAbort')
-    redis.call('HDEL', KEYS[1], 'start')
     redis.call('DEL', KEYS[2], KEYS[3])
     return 1
   end

@@ -56,7 +56,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
             continue
         if pids_wanted and state.producer_id not in pids_wanted:
             continue
-        if duration >= 0 and (state.start_ms < 0 or now - state.start_ms <= duration):
+        running = state.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
+        if duration >= 0 and (not running or now - state.start_ms <= duration):
             continue
         if pattern is not None and not pattern.fullmatch(state.transactional_id):
             continue

@@ -29,7 +29,7 @@ class TxnState:
     epoch: int
     state: str
     timeout_ms: int
-    start_ms: int  # -1 when no transaction is open
+    start_ms: int  # when the last transaction began; -1 when none has
     partitions: list[tuple[str, int]]
 
 

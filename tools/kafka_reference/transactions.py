@@ -13,6 +13,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from .constants import (
     BASE_TS,
     FETCH,
+    FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
     PRODUCE,
@@ -39,8 +40,14 @@ def _init(side: Side, txn_id: str, timeout_ms: int = 60_000) -> dict[str, Any]:
         "producer_id": -1,
         "producer_epoch": -1,
     }
-    # Kafka makes __transaction_state (50 partitions) on the first one: that takes a while.
+    # Kafka makes __transaction_state (50 partitions) on the first FindCoordinator for a
+    # transactional id, as clients send before InitProducerId: that takes a while.
     deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        found = ask(side, FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1})
+        if error_of(found) == 0:
+            break
+        time.sleep(0.5)
     while True:
         answer = ask(side, INIT_PRODUCER_ID, 4, body)
         if error_of(answer) not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
@@ -244,6 +251,11 @@ def transaction_scenarios() -> None:
                 },
             )
         }
+        deadline = time.monotonic() + 60  # Kafka makes __consumer_offsets on the first one
+        while error_of(ask(side, FIND_COORDINATOR, 3, {"key": group, "key_type": 0})) != 0:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         out["txn_offset_commit"] = ask(
             side,
             TXN_OFFSET_COMMIT,
