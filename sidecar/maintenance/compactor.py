@@ -403,9 +403,7 @@ class Compactor(BackgroundLoop):
                 if stored_batch.is_control(f[1]):
                     records = []  # a marker's key is no record key
                 else:
-                    records = [
-                        r for r in stored_batch.records(entry_id, f[1]) if r.key is not None
-                    ]
+                    records = [r for r in stored_batch.records(entry_id, f[1]) if r.key is not None]
                 if len(latest) + len(records) > MAX_KEYS and base > start:
                     return latest, base
                 for r in records:
