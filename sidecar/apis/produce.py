@@ -225,7 +225,11 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             elif (name, p.index) in unverified:
                 items.append(
                     PartitionResult(
-                        p.index, unverified[(name, p.index)], message=_UNVERIFIED_MESSAGE
+                        p.index,
+                        unverified[(name, p.index)],
+                        message=_UNVERIFIED_MESSAGE
+                        if unverified[(name, p.index)] == errors.INVALID_TXN_STATE
+                        else None,
                     )
                 )
             elif await _shard_short_of_replicas(broker, name, p.index, waits.get(name)):
