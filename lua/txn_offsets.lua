@@ -19,8 +19,11 @@ if op == 'stage' then
   return (#ARGV - 3) / 2
 end
 local pending = redis.call('HGETALL', KEYS[1])
-if op == 'C' and #pending > 0 then
-  redis.call('HSET', KEYS[2], unpack(pending))
+if op == 'C' then
+  -- unpack() takes at most ~8000 values: in steps of 2000
+  for i = 1, #pending, 2000 do
+    redis.call('HSET', KEYS[2], unpack(pending, i, math.min(i + 1999, #pending)))
+  end
 end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[2])

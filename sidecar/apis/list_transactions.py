@@ -1,16 +1,17 @@
 """ListTransactions (key 66), v0-v2: every transactional id with its producer id and
 state (`kafka-transactions list`), filtered by state, producer id, duration (v1+,
-transactions open longer than it) and an id pattern (v2+, a Java regular expression,
-matched as Python's re does). Unknown state names come back in unknown_state_filters.
-Authorization as Kafka's: ids one may not DESCRIBE are left out."""
+transactions running longer than it) and an id pattern (v2+, matched whole with RE2 in
+linear time, so a client's pattern cannot stall the sidecar; Kafka uses Java's regex).
+Unknown state names come back in unknown_state_filters. Authorization as Kafka's: ids
+one may not DESCRIBE are left out."""
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
 from sidecar.broker import Broker
+from sidecar.groups.topic_regex import regex_error, regex_matches
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security import checks
@@ -39,9 +40,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     pids_wanted = set(body.producer_id_filters)
     duration = getattr(body, "duration_filter", -1)
     pattern_text = getattr(body, "transactional_id_pattern", None)
-    try:
-        pattern = re.compile(pattern_text) if pattern_text else None
-    except re.error:
+    if pattern_text and regex_error(pattern_text) is not None:
         data: dict[str, Any] = {
             "throttle_time": 0,
             "error_code": errors.INVALID_REQUEST,
@@ -59,7 +58,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
         running = state.state in ("Ongoing", "PrepareCommit", "PrepareAbort")
         if duration >= 0 and (not running or now - state.start_ms <= duration):
             continue
-        if pattern is not None and not pattern.fullmatch(state.transactional_id):
+        if pattern_text and not regex_matches(pattern_text, state.transactional_id):
             continue
         if not checks.allowed(
             broker, request, Operation.DESCRIBE, checks.TRANSACTIONAL_ID, state.transactional_id

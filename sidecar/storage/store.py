@@ -110,6 +110,11 @@ def _raw(response: Any, **_: Any) -> Any:
     return response
 
 
+# Aborted transactions one read_committed fetch lists at most (the ones with the earliest
+# markers): a reader far behind a log of many aborts gets them over several fetches.
+MAX_ABORTED = 10_000
+
+
 class RedisStore(PartitionLogOps):
     def __init__(self, redis: Redis, description: str) -> None:
         self.redis = redis

@@ -17,6 +17,7 @@ from sidecar.protocol import stored_batch
 from sidecar.storage import keys, resilience, scripts
 from sidecar.storage.store import StoreError
 
+CHUNK = 2000  # members or offset pairs per script call
 OPEN_STATES = (b"Ongoing", b"PrepareCommit", b"PrepareAbort")
 
 
@@ -89,10 +90,13 @@ class TxnStore:
         self, transactional_id: str, pid: int, epoch: int, kind: str, members: list[str]
     ) -> None:
         """Add partitions ("topic/partition", kind 'p') or groups (kind 'g') to the
-        producer's transaction, opening one if none is."""
-        started, deadline = await self._txn(transactional_id, "add", pid, epoch, kind, *members)
-        if started:
-            await self.redis.zadd(keys.TXN_DEADLINES, {transactional_id: int(deadline)})
+        producer's transaction, opening one if none is. In chunks: Lua's unpack() takes at
+        most ~8000 values."""
+        for i in range(0, max(len(members), 1), CHUNK):
+            chunk = members[i : i + CHUNK]
+            started, deadline = await self._txn(transactional_id, "add", pid, epoch, kind, *chunk)
+            if started:
+                await self.redis.zadd(keys.TXN_DEADLINES, {transactional_id: int(deadline)})
 
     async def end(
         self, transactional_id: str, pid: int, epoch: int, commit: bool
@@ -246,7 +250,8 @@ class TxnStore:
     async def stage_offsets(
         self, group_id: str, producer_id: int, pairs: list[object], keep_ms: int
     ) -> None:
-        await self._offsets(group_id, producer_id, "stage", keep_ms, *pairs)
+        for i in range(0, len(pairs), 2 * CHUNK):
+            await self._offsets(group_id, producer_id, "stage", keep_ms, *pairs[i : i + 2 * CHUNK])
 
     async def settle_offsets(self, group_id: str, producer_id: int, commit: bool) -> None:
         await self._offsets(group_id, producer_id, "C" if commit else "A", 0)
