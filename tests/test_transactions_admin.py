@@ -5,6 +5,7 @@ which frees read_committed readers."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from confluent_kafka import Producer
@@ -15,6 +16,8 @@ from rawkafka import RawKafka
 
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 LIST_OFFSETS = 2
+LIST_TRANSACTIONS = 66
+INVALID_REQUEST = 42
 
 
 def _table(out: str) -> list[list[str]]:
@@ -77,3 +80,31 @@ def test_kafka_transactions_lists_describes_and_aborts_a_hanging_transaction(
         header, *producers = tool("describe-producers", "--topic", topic, "--partition", "0")
         [after] = [dict(zip(header, p, strict=True)) for p in producers if p[0] == pid]
         assert after["CurrentTransactionStartOffset"] == "None"  # the tool's word for -1
+
+
+def test_list_transactions_patterns_run_in_linear_time_and_bad_ones_are_refused(
+    skiff: Skiff,
+) -> None:
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    txn_id = "a" * 60 + f"-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(30)
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+
+        def listed(pattern: str | None) -> tuple[int, list[str]]:
+            body = {
+                "state_filters": [],
+                "producer_id_filters": [],
+                "duration_filter": -1,
+                "transactional_id_pattern": pattern,
+            }
+            answer = kafka.request(LIST_TRANSACTIONS, 2, body)
+            return int(answer.error_code), [t.transactional_id for t in answer.transaction_states]
+
+        started = time.monotonic()
+        # Catastrophic for a backtracking matcher on 60 a's; RE2 answers at once.
+        assert listed("(a+)+$") == (0, [])
+        assert time.monotonic() - started < 5
+        code, ids = listed("a+-.*")
+        assert code == 0 and txn_id in ids
+        assert listed("(") == (INVALID_REQUEST, [])
