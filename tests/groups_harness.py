@@ -107,6 +107,14 @@ class Cluster:
         raise NotImplementedError
 
 
+# A dead sidecar's registration and coordinator leases last 3 s; sidecars renew every 0.5 s
+# (for tests that kill sidecars).
+FAILOVER_ENV = {
+    "SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000",
+    "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500",
+}
+
+
 class SkiffCluster(Cluster):
     """``sidecars`` Skiff processes on one redis-server of their own (its own, so that the
     session-wide Skiff of other test modules does not join this cluster), node ids 0, 1, ..."""

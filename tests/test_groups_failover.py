@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from groups_harness import (
+    FAILOVER_ENV,
     Cluster,
     GroupRun,
     committed_offsets,
@@ -37,11 +38,6 @@ with warnings.catch_warnings():
     from kafka import TopicPartition as KpTopicPartition
 
 PARTITIONS = 6
-# A dead sidecar's registration and coordinator leases last 3 s; sidecars renew every 0.5 s.
-FAILOVER_ENV = {
-    "SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000",
-    "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500",
-}
 
 
 @pytest.fixture

@@ -19,12 +19,7 @@ import pytest
 from clients.java_streams_client import run_txn, wordcount_cmd
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from conftest import stop_process
-from groups_harness import Cluster, SkiffCluster, create_topic, start_cluster
-
-FAILOVER_ENV = {
-    "SKIFF_BROKER_SESSION_TIMEOUT_MS": "3000",
-    "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": "500",
-}
+from groups_harness import FAILOVER_ENV, Cluster, SkiffCluster, create_topic, start_cluster
 
 
 @pytest.fixture

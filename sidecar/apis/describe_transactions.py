@@ -22,7 +22,7 @@ MAX_VERSION = 0
 NOT_FOUND = errors.code("TRANSACTIONAL_ID_NOT_FOUND")
 
 
-def _empty(transactional_id: str, code: int) -> dict[str, Any]:
+def unknown(transactional_id: str, code: int) -> dict[str, Any]:
     """As Kafka answers an id it does not describe: the schema's zero values."""
     return {
         "error_code": code,
@@ -47,11 +47,11 @@ async def handle(broker: Broker, request: Any) -> bytes:
     states = []
     for transactional_id in ids:
         if transactional_id not in found:
-            states.append(_empty(transactional_id, checks.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            states.append(unknown(transactional_id, checks.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
             continue
         state = found[transactional_id]
         if state is None:
-            states.append(_empty(transactional_id, NOT_FOUND))
+            states.append(unknown(transactional_id, NOT_FOUND))
             continue
         described = checks.allowed_topics(
             broker, request, Operation.DESCRIBE, (t for t, _ in state.partitions)

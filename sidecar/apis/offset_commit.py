@@ -23,12 +23,13 @@ MIN_VERSION = 2
 MAX_VERSION = 9
 
 
-async def handle(broker: Broker, request: Any) -> bytes:
-    version = request.header.api_version
+async def checked_offsets(
+    broker: Broker, request: Any, now: int, expire: int, denied: str | None = None
+) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], CommittedOffset]]:
+    """Kafka's per-partition checks of OffsetCommit and TxnOffsetCommit: (the error of
+    each refused partition, the offsets to commit). `denied`: an error for every
+    partition, checked first (TxnOffsetCommit's transactional id)."""
     body = request.body
-    now = int(time.time() * 1000)
-    retention = ms(body.retention_time) if 2 <= version <= 4 else -1
-    expire = now + retention if retention >= 0 else -1
     results: dict[tuple[str, int], str] = {}
     valid: dict[tuple[str, int], CommittedOffset] = {}
     group_denied = not checks.group_allowed(broker, request, Operation.READ, body.group_id)
@@ -38,7 +39,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if group_denied:
+            if denied:
+                results[tp] = denied
+            elif group_denied:
                 results[tp] = "GROUP_AUTHORIZATION_FAILED"
             elif topic.name not in readable:
                 results[tp] = "TOPIC_AUTHORIZATION_FAILED"
@@ -49,6 +52,16 @@ async def handle(broker: Broker, request: Any) -> bytes:
             else:
                 epoch = getattr(p, "committed_leader_epoch", -1)
                 valid[tp] = CommittedOffset(p.committed_offset, epoch, metadata, now, expire)
+    return results, valid
+
+
+async def handle(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    body = request.body
+    now = int(time.time() * 1000)
+    retention = ms(body.retention_time) if 2 <= version <= 4 else -1
+    expire = now + retention if retention >= 0 else -1
+    results, valid = await checked_offsets(broker, request, now, expire)
     if valid and await queue_store(broker).exists(body.group_id):
         # A queue (share) group's offsets move by acknowledgements only, as in Kafka.
         results.update({tp: "GROUP_ID_NOT_FOUND" for tp in valid})

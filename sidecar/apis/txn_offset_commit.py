@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sidecar.apis.offset_commit import checked_offsets
 from sidecar.apis.partition_errors import topic_partition_errors
 from sidecar.broker import Broker
 from sidecar.protocol.kio_codec import encode_response
@@ -27,31 +28,11 @@ async def handle(broker: Broker, request: Any) -> bytes:
     version = request.header.api_version
     body = request.body
     now = int(time.time() * 1000)
-    results: dict[tuple[str, int], str] = {}
-    valid: dict[tuple[str, int], CommittedOffset] = {}
     txn_denied = not checks.allowed(
         broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, body.transactional_id
     )
-    group_denied = not checks.group_allowed(broker, request, Operation.READ, body.group_id)
-    readable = checks.allowed_topics(broker, request, Operation.READ, (t.name for t in body.topics))
-    for topic in body.topics:
-        info = await broker.store.get_topic(topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            metadata = p.committed_metadata or ""
-            if txn_denied:
-                results[tp] = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
-            elif group_denied:
-                results[tp] = "GROUP_AUTHORIZATION_FAILED"
-            elif topic.name not in readable:
-                results[tp] = "TOPIC_AUTHORIZATION_FAILED"
-            elif info is None or not 0 <= p.partition_index < info.partitions:
-                results[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
-            elif len(metadata.encode()) > broker.settings.offset_metadata_max_bytes:
-                results[tp] = "OFFSET_METADATA_TOO_LARGE"
-            else:
-                epoch = getattr(p, "committed_leader_epoch", -1)
-                valid[tp] = CommittedOffset(p.committed_offset, epoch, metadata, now, -1)
+    denied = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" if txn_denied else None
+    results, valid = await checked_offsets(broker, request, now, -1, denied)
     if valid:
         error = await _stage(broker, body, valid)
         results.update(dict.fromkeys(valid, error))

@@ -47,6 +47,7 @@ from sidecar.apis import (
     describe_cluster,
     describe_configs,
     describe_log_dirs,
+    describe_transactions,
     fetch,
     produce,
     sasl_handshake,
@@ -327,16 +328,7 @@ def _describe_producers(broker: Broker, request: Any) -> bytes:
 
 def _describe_transactions(broker: Broker, request: Any) -> bytes:
     states = [
-        {
-            "error_code": COORDINATOR_NOT_AVAILABLE,
-            "transactional_id": i,
-            "transaction_state": "",
-            "transaction_timeout": 0,
-            "transaction_start_time": 0,
-            "producer_id": 0,
-            "producer_epoch": 0,
-            "topics": [],
-        }
+        describe_transactions.unknown(i, COORDINATOR_NOT_AVAILABLE)
         for i in request.body.transactional_ids
     ]
     return encode_response(
