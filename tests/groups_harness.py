@@ -138,28 +138,15 @@ class SkiffCluster(Cluster):
 
     def _start_all(self) -> None:
         self.generation += 1
-        for node, port in self.nodes.items():
+        for node in self.nodes:
             log = self.work / f"skiff-{node}.log"
             with open(log, "a") as f:
                 f.write(f"--- start #{self.generation} ---\n")
-            self.procs[node] = start_skiff(
-                log,
-                "--redis-url",
-                self.redis.url,
-                "--num-partitions",
-                "6",
-                port=port,
-                env={**self.env, "SKIFF_NODE_ID": str(node)},
-            )
+            self._start(node)
 
-    def kill(self, node: int) -> None:
-        stop_process(self.procs[node].proc, signal.SIGKILL)
-
-    def revive(self, node: int) -> None:
-        """Start a killed sidecar again: same node id, same port (a pod restarted)."""
-        log = self.work / f"skiff-{node}.log"
+    def _start(self, node: int) -> None:
         self.procs[node] = start_skiff(
-            log,
+            self.work / f"skiff-{node}.log",
             "--redis-url",
             self.redis.url,
             "--num-partitions",
@@ -167,6 +154,13 @@ class SkiffCluster(Cluster):
             port=self.nodes[node],
             env={**self.env, "SKIFF_NODE_ID": str(node)},
         )
+
+    def kill(self, node: int) -> None:
+        stop_process(self.procs[node].proc, signal.SIGKILL)
+
+    def revive(self, node: int) -> None:
+        """Start a killed sidecar again: same node id, same port (a pod restarted)."""
+        self._start(node)
 
     def alive(self, node: int) -> bool:
         return self.procs[node].alive()
