@@ -81,11 +81,13 @@ def _consume(
         consumer.close()
 
 
-def _latest(kafka: RawKafka, topic: str, isolation_level: int) -> int:
+def _latest(kafka: RawKafka, topic: str, isolation_level: int, partition: int = 0) -> int:
     body = {
         "replica_id": -1,
         "isolation_level": isolation_level,
-        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": LATEST}]}],
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": LATEST}]}
+        ],
     }
     [p] = kafka.request(LIST_OFFSETS, 7, body).topics[0].partitions
     assert p.error_code == 0, p
@@ -426,25 +428,13 @@ def test_franz_go_group_transact_session_is_exactly_once(skiff: Skiff, kafka: Ra
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["committed"] == 100 and summary["aborted_rounds"] >= 1
-    ends = [_latest_of(kafka, sink, p) for p in range(2)]
+    ends = [_latest(kafka, sink, 1, p) for p in range(2)]
     got = _consume(bootstrap, sink, "read_committed", ends, partitions=2)
     assert sorted(v for _, _, v in got) == sorted(b"%d!" % i for i in range(100))
     check = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     committed = check.committed([TopicPartition(source, p) for p in range(2)], 30)
     check.close()
     assert [tp.offset for tp in committed] == [50, 50]
-
-
-def _latest_of(kafka: RawKafka, topic: str, partition: int) -> int:
-    body = {
-        "replica_id": -1,
-        "isolation_level": 1,
-        "topics": [
-            {"name": topic, "partitions": [{"partition_index": partition, "timestamp": LATEST}]}
-        ],
-    }
-    [p] = kafka.request(LIST_OFFSETS, 7, body).topics[0].partitions
-    return int(p.offset)
 
 
 def test_a_commit_cut_short_by_a_redis_restart_completes_on_the_retry(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from sidecar.storage import keys, resilience, scripts
 from sidecar.storage.store import StoreError
 
 CHUNK = 2000  # members or offset pairs per script call
-OPEN_STATES = (b"Ongoing", b"PrepareCommit", b"PrepareAbort")
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +282,3 @@ class TxnStore:
                 pipe.hmget(keys.pending_offsets_key(group_id, int(pid)), fields)
             replies = await pipe.execute()
         return {tp for reply in replies for tp, v in zip(partitions, reply, strict=True) if v}
-
-
-def open_state(state: bytes) -> bool:
-    return state in OPEN_STATES

@@ -41,16 +41,11 @@ def build_tool() -> Path:
     )
 
 
-_TOOL = CliTool(
-    "java-streams",
-    lambda: [java_binary(JavaStreamsError), *JVM_QUICK_START, QUIET, "-jar", str(build_tool())],
-    JavaStreamsError,
-    JVM_SLACK_S,
-)
-
-
 def _java() -> list[str]:
     return [java_binary(JavaStreamsError), *JVM_QUICK_START, QUIET, "-jar", str(build_tool())]
+
+
+_TOOL = CliTool("java-streams", _java, JavaStreamsError, JVM_SLACK_S)
 
 
 def run_txn(bootstrap: str, topic: str, transactional_id: str, timeout_s: float = 120) -> list[str]:
