@@ -50,7 +50,7 @@ _HANDED_OUT: dict[int, None] = {}
 _HANDED_OUT_MAX = 4096
 
 
-def _hand_out(ports: range) -> bool:
+def hand_out_ports(ports: range) -> bool:
     if any(p in _HANDED_OUT for p in ports):
         return False
     for p in ports:
@@ -81,7 +81,7 @@ def free_port_block(count: int) -> int:
                     s.bind(("127.0.0.1", base + offset))
         except OSError:
             continue
-        if _hand_out(range(base, base + count)):
+        if hand_out_ports(range(base, base + count)):
             return base
 
 

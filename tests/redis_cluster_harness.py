@@ -4,6 +4,7 @@ redis-server with `--cluster-enabled yes` on a free port, joined by
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
-from conftest import REDIS_NODE_ARGS, free_port, stop_process, wait_for_port
+from conftest import REDIS_NODE_ARGS, hand_out_ports, stop_process, wait_for_port
 
 
 @dataclass
@@ -127,20 +128,30 @@ class ClusterAsServer:
         return self.cluster.client()
 
 
+# Node ports and their bus ports (port + 10000) both below the kernel's ephemeral range
+# (32768+), so no outgoing connection can take a bus port between the check and the bind.
+_NODE_PORTS = range(20000, 22700)
+
+
 def cluster_ports(count: int) -> list[int]:
     """Free ports whose cluster bus port (port + 10000) is free too."""
     ports: list[int] = []
     while len(ports) < count:
-        port = free_port()
-        if port > 55000 or port in ports or port + 10000 in ports:
+        port = random.choice(_NODE_PORTS)
+        if port in ports or not _bindable(port) or not _bindable(port + 10000):
             continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        ports.append(port)
+        if hand_out_ports(range(port, port + 1)):
+            ports.append(port)
     return ports
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _start_node(binary: str, port: int, tmp: Path) -> subprocess.Popen[bytes]:
@@ -171,14 +182,22 @@ def start_redis_cluster(tmp: Path, nodes: int = 6, replicas: int = 1) -> RedisCl
     cli = shutil.which("redis-cli")
     if binary is None or cli is None:
         raise RuntimeError("redis-server and redis-cli are needed for a Redis Cluster")
-    ports = cluster_ports(nodes)
-    procs = []
-    cluster = RedisClusterNodes(ports, procs, tmp)
-    try:
+    for attempt in range(3):
+        ports = cluster_ports(nodes)
+        procs: list[subprocess.Popen[bytes]] = []
+        cluster = RedisClusterNodes(ports, procs, tmp / f"try{attempt}")
         for port in ports:
-            procs.append(_start_node(binary, port, tmp))
-        for port, proc in zip(ports, procs, strict=True):
-            wait_for_port(port, proc)
+            procs.append(_start_node(binary, port, cluster.dir))
+        try:
+            for port, proc in zip(ports, procs, strict=True):
+                wait_for_port(port, proc)
+            break
+        except RuntimeError:
+            # Another process bound a port between the check and the node's bind.
+            cluster.stop()
+            if attempt == 2:
+                raise
+    try:
         created = subprocess.run(
             [
                 cli,
