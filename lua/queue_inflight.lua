@@ -23,14 +23,18 @@
 --               ARGV[7] dead-letter holder
 --               reply {now, offset, count, kind, ...} as lua/queue_acquire.lua
 -- op 'claim':   ARGV[3] holder ARGV[4] max records ARGV[5] cap on records in flight
---               [ARGV[6] skip to ARGV[7] seen cursor]
---               reply {now, lso, first, end}: offsets first..end-1 leased to holder,
---               no more than leave the records in the lease zset at most ARGV[5]
---               (group.share.partition.max.record.locks; lua/queue_reserve.lua on
---               `record` topics).
---               With ARGV[6]: the caller read the log and found no record from ARGV[7]
---               (the cursor then) to ARGV[6] (compacted away); while the cursor is still
---               ARGV[7] the claim starts at ARGV[6], as XREADGROUP passes deleted entries
+--               ARGV[6] '1': read_committed (share.isolation.level), '0': uncommitted
+--               [ARGV[7] skip to ARGV[8] seen cursor]
+--               reply {now, lso, first, end, last abort}: offsets first..end-1 leased
+--               to holder, no more than leave the records in the lease zset at most
+--               ARGV[5] (group.share.partition.max.record.locks; lua/queue_reserve.lua
+--               on `record` topics), and read_committed none at or past the last
+--               stable offset (meta 'ls'). Last abort: meta 'ab' (-1: none), the
+--               offset of the partition's last ABORT marker; the caller filters the
+--               claimed records of aborted transactions only when it is >= first.
+--               With ARGV[7]: the caller read the log and found no record from ARGV[8]
+--               (the cursor then) to ARGV[7] (compacted away); while the cursor is still
+--               ARGV[8] the claim starts at ARGV[7], as XREADGROUP passes deleted entries
 -- op 'settle':  ARGV[3] holder ARGV[4] lock ms ARGV[5] action ARGV[6] dead-letter holder
 --               ARGV[7] wake-up channel ARGV[8..] offsets; reply as lua/queue_settle.lua
 -- op 'state':   ARGV[3] lock ms ARGV[4] records to look at; reply as lua/queue_state.lua
@@ -144,10 +148,13 @@ if op == 'claim' then
   if not pos then
     return redis.error_reply('NOGROUP no queue group on this partition')
   end
-  local m = redis.call('HMGET', meta, 'hw', 'lso')
+  local m = redis.call('HMGET', meta, 'hw', 'lso', 'ls', 'ab')
   local hw, lso = tonumber(m[1] or '0'), tonumber(m[2] or '0')
-  if ARGV[6] and pos == tonumber(ARGV[7]) then
-    pos = math.min(math.max(pos, tonumber(ARGV[6])), hw)
+  if ARGV[6] == '1' and m[3] then
+    hw = math.min(hw, tonumber(m[3]))
+  end
+  if ARGV[7] and pos == tonumber(ARGV[8]) then
+    pos = math.min(math.max(pos, tonumber(ARGV[7])), hw)
   end
   pos = math.max(pos, lso)
   local room = tonumber(ARGV[5]) - redis.call('ZCARD', lease)
@@ -166,7 +173,7 @@ if op == 'claim' then
       redis.call('HSET', rec, unpack(h))
     end
   end
-  return {now, lso, pos, last}
+  return {now, lso, pos, last, tonumber(m[4] or '-1')}
 end
 
 if op == 'settle' then

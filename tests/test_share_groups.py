@@ -813,6 +813,7 @@ def test_group_configs_are_described_and_checked(skiff: Skiff) -> None:
             ("errors.deadletterqueue.topic.name", "dl", 8),
             ("share.auto.offset.reset", "latest", 5),
             ("share.delivery.count.limit", "5", 5),
+            ("share.isolation.level", "read_uncommitted", 5),
             ("share.record.lock.duration.ms", "45000", 8),
         ]
         bad = [
@@ -820,6 +821,7 @@ def test_group_configs_are_described_and_checked(skiff: Skiff) -> None:
             ("share.record.lock.duration.ms", "10", 40),
             ("share.record.lock.duration.ms", "soon", 40),
             ("share.auto.offset.reset", "middle", 40),
+            ("share.isolation.level", "dirty", 40),
         ]
         for name, value, code in bad:
             resp = kafka.request(
@@ -1351,6 +1353,7 @@ def test_broker_group_share_configs_are_the_group_config_defaults(
             ("errors.deadletterqueue.topic.name", None, 5),
             ("share.auto.offset.reset", "latest", 5),
             ("share.delivery.count.limit", "7", 8),
+            ("share.isolation.level", "read_uncommitted", 5),
             ("share.record.lock.duration.ms", "20000", 5),
         ]
         with RawKafka("127.0.0.1", server.port) as kafka:

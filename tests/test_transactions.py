@@ -21,10 +21,14 @@ from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from log_helpers import create, wait_for
 from rawkafka import RawKafka
 from redis import asyncio as aioredis
+from test_groups_protocol import subscription
 
 from sidecar.storage.txn_store import TxnStore
 
 INIT_PRODUCER_ID, LIST_OFFSETS, FETCH = 22, 2, 1
+JOIN_GROUP, SYNC_GROUP, OFFSET_FETCH = 11, 14, 9
+ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 25, 26, 28
+MEMBER_ID_REQUIRED, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 79, 22, 25
 INVALID_TRANSACTION_TIMEOUT = 50
 LATEST = -1
 
@@ -316,6 +320,99 @@ def test_consume_transform_produce_commits_offsets_with_the_output(
     assert tp.offset == 10
 
 
+def _join_alone(kafka: RawKafka, group: str, topic: str) -> tuple[str, int]:
+    """A classic group of one member (JoinGroup v9 twice, SyncGroup as leader): its
+    member id and generation."""
+    body = {
+        "group_id": group,
+        "session_timeout": 30_000,
+        "rebalance_timeout": 10_000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": subscription(topic)}],
+        "reason": None,
+    }
+    first = kafka.request(JOIN_GROUP, 9, body)
+    assert first.error_code == MEMBER_ID_REQUIRED, first
+    joined = kafka.request(JOIN_GROUP, 9, {**body, "member_id": first.member_id})
+    assert joined.error_code == 0, joined
+    synced = kafka.request(
+        SYNC_GROUP,
+        5,
+        {
+            "group_id": group,
+            "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": joined.member_id, "assignment": b""}],
+        },
+    )
+    assert synced.error_code == 0, synced
+    return joined.member_id, joined.generation_id
+
+
+def test_txn_offset_commit_fences_members_of_other_generations(
+    skiff: Skiff, kafka: RawKafka
+) -> None:
+    """KIP-447: TxnOffsetCommit v3+ carries the consumer's member id and generation; a
+    zombie's (an older generation, a member the group no longer has) is refused, as by
+    Kafka's group coordinator, and only the current member's offsets commit."""
+    topic = _topic(kafka)
+    group, txn_id = f"g-{topic}", f"tx-{topic}"
+    member, generation = _join_alone(kafka, group, topic)
+    init = {"transactional_id": txn_id, "transaction_timeout": 60000}
+    resp = kafka.request(INIT_PRODUCER_ID, 4, {**init, "producer_id": -1, "producer_epoch": -1})
+    pid, epoch = resp.producer_id, resp.producer_epoch
+    ids = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
+    assert kafka.request(ADD_OFFSETS_TO_TXN, 3, {**ids, "group_id": group}).error_code == 0
+
+    def commit(offset: int, generation_id: int, member_id: str, group_id: str = group) -> int:
+        resp = kafka.request(
+            TXN_OFFSET_COMMIT,
+            3,
+            {
+                **ids,
+                "group_id": group_id,
+                "generation_id": generation_id,
+                "member_id": member_id,
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": offset,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": None,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        return int(resp.topics[0].partitions[0].error_code)
+
+    assert commit(5, generation - 1, member) == ILLEGAL_GENERATION
+    assert commit(5, generation + 1, member) == ILLEGAL_GENERATION
+    assert commit(5, generation, "zombie-member") == UNKNOWN_MEMBER_ID
+    assert commit(5, 3, "", f"no-such-{group}") == ILLEGAL_GENERATION
+    # No member fields (a producer given only the group id): accepted, as by Kafka.
+    assert commit(6, -1, "") == 0
+    assert commit(7, generation, member) == 0
+    assert kafka.request(END_TXN, 3, {**ids, "committed": True}).error_code == 0
+    fetched = kafka.request(
+        OFFSET_FETCH,
+        7,
+        {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+         "require_stable": True},
+    )  # fmt: skip
+    assert fetched.topics[0].partitions[0].committed_offset == 7
+
+
 @pytest.fixture
 def quick_timeouts(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
     server = start_skiff(
@@ -357,9 +454,12 @@ def compacting(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
     stop_process(server.proc)
 
 
-def test_compaction_keeps_markers_and_stops_at_the_last_stable_offset(
+def test_compaction_drops_aborted_batches_keeps_markers_and_stops_at_the_stable_offset(
     compacting: Skiff, own_redis: RedisServer
 ) -> None:
+    """As Kafka's cleaner: aborted transactions' records are removed and never make a
+    key's committed record look superseded; markers stay; nothing at or past the last
+    stable offset is cleaned."""
     bootstrap = f"127.0.0.1:{compacting.port}"
     with RawKafka("127.0.0.1", compacting.port) as kafka:
         topic = f"txn-{uuid.uuid4().hex[:10]}"
@@ -370,6 +470,7 @@ def test_compaction_keeps_markers_and_stops_at_the_last_stable_offset(
             (b"k2", b"v1", True),  # 2, marker 3
             (b"k1", b"x", False),  # 4, ABORT marker 5
             (b"k1", b"v2", True),  # 6, marker 7
+            (b"k2", b"y", False),  # 8, ABORT marker 9: k2's v1 at 2 is still its value
         ]:
             producer.begin_transaction()
             producer.produce(topic, value, key)
@@ -379,19 +480,23 @@ def test_compaction_keeps_markers_and_stops_at_the_last_stable_offset(
             else:
                 producer.abort_transaction(30)
         producer.begin_transaction()
-        producer.produce(topic, b"v2", b"k2")  # 8, open: the last stable offset
+        producer.produce(topic, b"v2", b"k2")  # 10, open: the last stable offset
         producer.flush(30)
         meta = f"skiff:{{{topic}/0}}:meta"
         wait_for(
-            lambda: int(own_redis.client().hget(meta, "cleaned") or 0) == 8,
+            lambda: int(own_redis.client().hget(meta, "cleaned") or 0) == 10,
             what="a compaction pass up to the last stable offset",
         )
-        # k1's older values went; k2 at 2 stays, as the open transaction's k2 may abort.
-        committed = _consume(bootstrap, topic, "read_committed", 8)
-        assert committed == [(0, 2, b"v1"), (0, 6, b"v2")]
-        producer.commit_transaction(30)  # marker 9
-        committed = _consume(bootstrap, topic, "read_committed", 10)
-        assert committed[-1] == (0, 8, b"v2")
+        # k1's older values and both aborted records went; k2 at 2 stays, as its later
+        # write aborted and the open transaction's may abort too.
+        want = [(0, 2, b"v1"), (0, 6, b"v2")]
+        assert _consume(bootstrap, topic, "read_committed", 10) == want
+        assert _consume(bootstrap, topic, "read_uncommitted", 10) == [*want, (0, 10, b"v2")]
+        # 2 records, the 5 markers (1, 3, 5, 7, 9) and the open transaction's batch.
+        assert own_redis.client().xlen(f"skiff:{{{topic}/0}}:log") == 8
+        producer.commit_transaction(30)  # marker 11
+        committed = _consume(bootstrap, topic, "read_committed", 12)
+        assert committed[-1] == (0, 10, b"v2")
 
 
 def test_franz_go_group_transact_session_is_exactly_once(skiff: Skiff, kafka: RawKafka) -> None:

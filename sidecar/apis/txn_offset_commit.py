@@ -1,8 +1,10 @@
 """TxnOffsetCommit (key 28), v0-v5: offsets a transaction commits for a group, held
 apart until EndTxn commits them (then the group's) or aborts them (dropped); see
-transactions/coordinator.py. Authorization as Kafka's: WRITE on the transactional id
-(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else
-GROUP_AUTHORIZATION_FAILED), READ on each topic (else TOPIC_AUTHORIZATION_FAILED)."""
+transactions/coordinator.py. The group's coordinator answers it and fences members of
+other generations (KIP-447, groups/coordinator.py validate_txn_commit). Authorization
+as Kafka's: WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+READ on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from typing import Any
 from sidecar.apis.offset_commit import checked_offsets
 from sidecar.apis.partition_errors import topic_partition_errors
 from sidecar.broker import Broker
+from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.queues.core import queue_store
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage import keys
@@ -34,10 +38,27 @@ async def handle(broker: Broker, request: Any) -> bytes:
     denied = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" if txn_denied else None
     results, valid = await checked_offsets(broker, request, now, -1, denied)
     if valid:
-        error = await _stage(broker, body, valid)
+        error = await _group_error(broker, body)
+        if error == "NONE":
+            error = await _stage(broker, body, valid)
         results.update(dict.fromkeys(valid, error))
     data = {"throttle_time": 0, "topics": topic_partition_errors(body.topics, results)}
     return encode_response(API_KEY, version, data)
+
+
+async def _group_error(broker: Broker, body: Any) -> str:
+    """The group coordinator's checks (v3+ carry the member's generation, KIP-447)."""
+    if await queue_store(broker).exists(body.group_id):
+        return "GROUP_ID_NOT_FOUND"  # a share group's offsets move by acknowledgements
+    try:
+        return await broker.groups.validate_txn_commit(
+            body.group_id,
+            getattr(body, "generation_id", -1),
+            getattr(body, "member_id", ""),
+            getattr(body, "group_instance_id", None),
+        )
+    except CoordinatorError as exc:
+        return exc.code
 
 
 async def _stage(broker: Broker, body: Any, valid: dict[tuple[str, int], CommittedOffset]) -> str:

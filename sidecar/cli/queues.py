@@ -131,7 +131,7 @@ def _describe(args: argparse.Namespace) -> int:
     print(
         f"Queue group: {desc['group']}  lock: {desc['lock_ms']} ms  delivery limit: "
         f"{desc['delivery_limit']}  dead letters: {desc['dead_letter_topic'] or '-'}  "
-        f"start: {desc['auto_offset_reset']}"
+        f"start: {desc['auto_offset_reset']}  isolation: {desc['isolation_level']}"
     )
     print()
     rows = [

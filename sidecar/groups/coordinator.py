@@ -863,6 +863,36 @@ class GroupCoordinator:
             return "NOT_COORDINATOR"
         return "NONE"
 
+    async def validate_txn_commit(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> str:
+        """TxnOffsetCommit's group checks (KIP-447, Kafka's validateOffsetCommit with
+        isTransactional): a zombie member of an older generation is fenced with
+        ILLEGAL_GENERATION. Without generation, member and instance id (v0-v2, or a
+        producer given only the group id) any classic group accepts; an unknown group
+        is created as a simple group when the generation is -1."""
+        group = await self.coordinate(group_id, create=generation < 0)
+        if group is None:
+            return "ILLEGAL_GENERATION"
+        if group.state == State.DEAD:
+            return "COORDINATOR_NOT_AVAILABLE"
+        cg = group.consumer
+        if cg is not None and (generation >= 0 or cg.members):
+            cg_member = cg.members.get(member_id)
+            if cg_member is None:
+                return "UNKNOWN_MEMBER_ID"
+            # STALE_MEMBER_EPOCH of a KIP-848 member is ILLEGAL_GENERATION here (Kafka).
+            return "NONE" if generation == cg_member.epoch else "ILLEGAL_GENERATION"
+        if generation < 0 and group.state == State.EMPTY:
+            return "NONE"
+        if generation >= 0 or member_id != "" or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error:
+                return error
+            if generation != group.generation and group.legacy_epochs.get(member_id) != generation:
+                return "ILLEGAL_GENERATION"
+        return "NONE"
+
     async def fetch_offsets(
         self,
         group_id: str,

@@ -276,7 +276,10 @@ class Compactor(BackgroundLoop):
         keys): a leased record removed here can still be settled, and is finished
         instead of handed out again (queues/core.py finds no body for it)."""
         store, name, config = self.store, info.name, info.config
-        latest, end = await self._batch_latest(name, partition, plan.start, plan.end)
+        # Aborted transactions' batches are dropped and never shadow a key's committed
+        # record, as in Kafka's cleaner (all of the log below `end` is decided).
+        aborted = await store.aborted_ranges(name, partition, plan.lso, plan.end, limit=None)
+        latest, end = await self._batch_latest(name, partition, plan.start, plan.end, aborted)
         if latest is None:
             return None
         last = plan.hw - 1
@@ -317,6 +320,9 @@ class Compactor(BackgroundLoop):
                     kept_bytes += len(data)
                     pending += (entry_id, data)
                     pending_bytes += len(data)
+                    continue
+                if aborted and stored_batch.in_aborted(entry_id, data, aborted):
+                    removed += stored_batch.record_count(data)
                     continue
                 batch = list(stored_batch.records(entry_id, data))
                 keep = []
@@ -387,9 +393,10 @@ class Compactor(BackgroundLoop):
         return _finished(name, partition, end, removed, kept)
 
     async def _batch_latest(
-        self, name: str, partition: int, start: int, end: int
+        self, name: str, partition: int, start: int, end: int, aborted: list[tuple[int, int, int]]
     ) -> tuple[dict[bytes, int] | None, int]:
-        """_latest_offsets of a `batch` topic; a full map ends the part at a batch."""
+        """_latest_offsets of a `batch` topic, aborted transactions' records left out; a
+        full map ends the part at a batch."""
         latest: dict[bytes, int] = {}
         pos = start
         while pos < end:
@@ -400,8 +407,10 @@ class Compactor(BackgroundLoop):
                 base = stored_batch.base_offset(entry_id, f[1])
                 if base >= end:
                     return latest, end
-                if stored_batch.is_control(f[1]):
-                    records = []  # a marker's key is no record key
+                if stored_batch.is_control(f[1]) or (
+                    aborted and stored_batch.in_aborted(entry_id, f[1], aborted)
+                ):
+                    records = []  # a marker's key is no record key; aborted ones count not
                 else:
                     records = [r for r in stored_batch.records(entry_id, f[1]) if r.key is not None]
                 if len(latest) + len(records) > MAX_KEYS and base > start:

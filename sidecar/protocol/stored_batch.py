@@ -433,6 +433,20 @@ def is_control(data: bytes) -> bool:
     return bool(data[ATTRIBUTES_AT + 1] & CONTROL_BIT)
 
 
+PRODUCER_ID = struct.Struct(">q")
+PRODUCER_ID_AT = 43
+
+
+def in_aborted(entry_id: bytes, data: bytes, aborted: list[tuple[int, int, int]]) -> bool:
+    """Whether the batch is a data batch of an aborted transaction: transactional, and
+    its producer's (producer id, first offset, ABORT marker offset) range holds it."""
+    if not data[ATTRIBUTES_AT + 1] & TRANSACTIONAL_BIT or is_control(data):
+        return False
+    pid = PRODUCER_ID.unpack_from(data, PRODUCER_ID_AT)[0]
+    base = base_offset(entry_id, data)
+    return any(p == pid and first <= base < marker for p, first, marker in aborted)
+
+
 def _stamp(data: bytes | bytearray | memoryview, now: int) -> bytearray:
     """LogAppendTime: the timestamp type bit set, the max timestamp the append time."""
     out = bytearray(data)

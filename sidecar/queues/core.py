@@ -94,6 +94,7 @@ REJECT_MARK = 1_000_000  # added to a rejected record's count until its copy is 
 # Stream entries: fields t, k, v, h, f in this order (docs/architecture.md, "Stream
 # entries"); XRANGE and XREADGROUP replies stay flat lists (store.py), values at:
 T, K, V, H, F = 1, 3, 5, 7, 9
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 GROUP_ID = re.compile(r"^[^\x00-\x1f]{1,249}$")  # Kafka group ids are any string
 
 
@@ -138,6 +139,13 @@ class QueueConfig:
     delivery_limit: int = DEFAULT_DELIVERY_LIMIT
     dead_letter_topic: str | None = None
     auto_offset_reset: str = "latest"
+    # Kafka's share.isolation.level: read_committed hands out committed records only,
+    # up to the last stable offset; records of aborted transactions are finished.
+    isolation_level: str = "read_uncommitted"
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -146,6 +154,7 @@ class QueueConfig:
             "delivery_limit": self.delivery_limit,
             "dead_letter_topic": self.dead_letter_topic,
             "auto_offset_reset": self.auto_offset_reset,
+            "isolation_level": self.isolation_level,
         }
 
 
@@ -291,6 +300,7 @@ def _parse_config(
         int(get.get("delivery_limit", delivery_limit)),
         get.get("dead_letter_topic") or None,
         get.get("auto_offset_reset", "latest"),
+        get.get("isolation_level", "read_uncommitted"),
     )
 
 
@@ -316,6 +326,12 @@ def validate_config(changes: dict[str, Any]) -> dict[str, Any]:
                 raise QueueError(
                     "INVALID_CONFIG",
                     f"auto_offset_reset is earliest or latest: {reprlib.repr(value)}",
+                )
+        elif name == "isolation_level":
+            if value not in ISOLATION_LEVELS:
+                raise QueueError(
+                    "INVALID_CONFIG",
+                    f"isolation_level is read_committed or read_uncommitted: {reprlib.repr(value)}",
                 )
         elif name == "dead_letter_topic":
             if value is not None and (not isinstance(value, str) or not value):
@@ -394,7 +410,8 @@ class QueueStore:
     async def configure(self, group: str, **changes: Any) -> QueueConfig:
         """Create the group (defaults for what is not given) or change its settings:
         lock_ms, delivery_limit, dead_letter_topic (None/"" for none),
-        auto_offset_reset (where partitions the group has not read yet start)."""
+        auto_offset_reset (where partitions the group has not read yet start),
+        isolation_level (read_uncommitted, read_committed)."""
         check_group_id(group)
         fields = validate_config(changes)
         if await self.redis.sismember(keys.GROUPS, group):
@@ -676,17 +693,22 @@ class QueueStore:
         skeys = inflight_keys(cfg.group, topic, partition)
         out: list[Acquired] = []
         skip: list[int] = []  # [the next record's offset, the cursor when it was seen]
+        committed = "1" if cfg.read_committed else "0"
         while left > 0:
             reply = await scripts.QUEUE_INFLIGHT(
                 self.redis,
                 skeys,
-                ["claim", consumer_group(cfg.group), holder, left, self.max_record_locks, *skip],
+                ["claim", consumer_group(cfg.group), holder, left, self.max_record_locks]
+                + [committed, *skip],
             )
-            now, _, first, end = (int(v) for v in reply)
+            now, _, first, end, last_abort = (int(v) for v in reply)
             if end <= first:
                 break
             following: list[int] = []
-            bodies = await self._batch_bodies(topic, partition, list(range(first, end)), following)
+            aborted = await self._aborted(cfg, topic, partition, first, end, last_abort)
+            bodies = await self._batch_bodies(
+                topic, partition, list(range(first, end)), following, aborted
+            )
             # Compaction may have left whole batches out: the next claim starts at the
             # next record, not one gap offset after another.
             skip = [following[0], end] if following and following[0] > end else []
@@ -703,6 +725,15 @@ class QueueStore:
                 break
             await self._run_settle(cfg, holder, topic, partition, gone, "finish")
         return out
+
+    async def _aborted(
+        self, cfg: QueueConfig, topic: str, partition: int, first: int, end: int, last_abort: int
+    ) -> list[tuple[int, int, int]]:
+        """read_committed: the aborted transactions with data among the claimed offsets
+        first..end-1 (none to look up when the last ABORT marker is below them)."""
+        if not cfg.read_committed or last_abort < first:
+            return []
+        return await self.store.aborted_ranges(topic, partition, first, end)
 
     async def acquire_batches(
         self,
@@ -736,10 +767,14 @@ class QueueStore:
         left = max_records - len(got)
         claim_args = ["claim", consumer_group(group), holder]
         cap = self.max_record_locks
+        committed = "1" if cfg.read_committed else "0"
+        aborted: list[tuple[int, int, int]] = []
         if left > 0:
-            _, _, first, end = (
+            _, _, first, end, last_abort = (
                 int(v)
-                for v in await scripts.QUEUE_INFLIGHT(self.redis, skeys, [*claim_args, left, cap])
+                for v in await scripts.QUEUE_INFLIGHT(
+                    self.redis, skeys, [*claim_args, left, cap, committed]
+                )
             )
             if end > first:
                 got.update((o, 1) for o in range(first, end))
@@ -748,13 +783,15 @@ class QueueStore:
                 tail = await self.redis.xrange(log_key, f"0-{end}", "+", count=1)
                 last = stored_batch.last_offset(tail[0][0]) if tail else end - 1
                 if last >= end:
-                    _, _, f2, e2 = (
+                    _, _, f2, e2, _ = (
                         int(v)
                         for v in await scripts.QUEUE_INFLIGHT(
-                            self.redis, skeys, [*claim_args, last + 1 - end, cap]
+                            self.redis, skeys, [*claim_args, last + 1 - end, cap, committed]
                         )
                     )
                     got.update((o, 1) for o in range(f2, e2))
+                    end = max(end, e2)
+                aborted = await self._aborted(cfg, topic, partition, first, end, last_abort)
         if not got:
             return [], []
         entries = await self._batch_entries(log_key, sorted(got))
@@ -767,6 +804,12 @@ class QueueStore:
             base = stored_batch.base_offset(entry_id, data)
             mine = [o for o in range(base, last + 1) if o in got]
             if not mine:
+                continue
+            # Markers hold no record for anyone, aborted data none for read_committed:
+            # their offsets are finished (Kafka archives them), never sent.
+            if stored_batch.is_control(data) or (
+                aborted and stored_batch.in_aborted(entry_id, data, aborted)
+            ):
                 continue
             if out and size + len(data) > max_bytes:
                 back += mine
@@ -821,11 +864,13 @@ class QueueStore:
         partition: int,
         offsets: list[int],
         following: list[int] | None = None,
+        aborted: list[tuple[int, int, int]] | None = None,
     ) -> dict[int, list[bytes]]:
         """Record fields by offset from a `batch` topic: per run of consecutive offsets
         the batches ending inside it and the one holding its last offset, in one
         pipeline (a batch's entry id is 0-<its last offset + 1>). `following` gets the
-        offset of the first record read after the last offset asked for, if any."""
+        offset of the first record read after the last offset asked for, if any.
+        Batches of the `aborted` transactions (store.aborted_ranges) are left out."""
         log_key = keys.partition_keys(topic, partition)[0]
         runs, replies = await self._batch_runs(log_key, sorted(set(offsets)))
         wanted = set(offsets)
@@ -834,6 +879,8 @@ class QueueStore:
         out: dict[int, list[bytes]] = {}
         for i in range(len(runs)):
             for entry in [*replies[2 * i], *replies[2 * i + 1]]:
+                if aborted and stored_batch.in_aborted(entry[0], entry[1][1], aborted):
+                    continue
                 for entry_id, fields in self._expanded(topic, partition, entry):
                     offset = int(entry_id[2:]) - 1
                     if offset in wanted:

@@ -69,6 +69,7 @@ SCHEMAS: dict[str, Any] = {
             "delivery_limit": {**NINT, "minimum": 1, "maximum": 1000, "default": 5},
             "dead_letter_topic": {"anyOf": [TOPIC, {"type": "null"}]},
             "auto_offset_reset": {"enum": ["earliest", "latest", None]},
+            "isolation_level": {"enum": ["read_uncommitted", "read_committed", None]},
         }
     ),
     "QueueConfig": _obj(
@@ -78,8 +79,16 @@ SCHEMAS: dict[str, Any] = {
             "delivery_limit": INT,
             "dead_letter_topic": NSTR,
             "auto_offset_reset": {"type": "string", "enum": ["earliest", "latest"]},
+            "isolation_level": {"type": "string", "enum": ["read_uncommitted", "read_committed"]},
         },
-        ["group", "lock_ms", "delivery_limit", "dead_letter_topic", "auto_offset_reset"],
+        [
+            "group",
+            "lock_ms",
+            "delivery_limit",
+            "dead_letter_topic",
+            "auto_offset_reset",
+            "isolation_level",
+        ],
     ),
     "GroupList": _obj({"groups": {"type": "array", "items": STR}}, ["groups"]),
     "Deleted": _obj({"deleted": STR}, ["deleted"]),
@@ -222,6 +231,7 @@ SCHEMAS: dict[str, Any] = {
             "delivery_limit": INT,
             "dead_letter_topic": NSTR,
             "auto_offset_reset": STR,
+            "isolation_level": STR,
             "pending": INT,
             "lag": INT,
             "partitions": {"type": "array", "items": _ref("PartitionState")},

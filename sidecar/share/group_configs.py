@@ -8,6 +8,7 @@ the latter mapped onto the queue core's group settings:
 | share.delivery.count.limit | delivery_limit | 1..1000 (Kafka: 2..10) |
 | share.auto.offset.reset | auto_offset_reset | earliest, latest |
 | errors.deadletterqueue.topic.name | dead_letter_topic | a topic name (KIP-1191's name) |
+| share.isolation.level | isolation_level | read_uncommitted, read_committed |
 
 SET sets, DELETE goes back to the default (for the lock duration and the delivery limit
 the server's: --group-share-record-lock-duration-ms, --group-share-delivery-count-limit);
@@ -32,12 +33,14 @@ _NAMES = {
     "share.delivery.count.limit": "delivery_limit",
     "share.auto.offset.reset": "auto_offset_reset",
     "errors.deadletterqueue.topic.name": "dead_letter_topic",
+    "share.isolation.level": "isolation_level",
 }
 _DEFAULTS: dict[str, Any] = {
     "lock_ms": DEFAULT_LOCK_MS,
     "delivery_limit": DEFAULT_DELIVERY_LIMIT,
     "auto_offset_reset": "latest",
     "dead_letter_topic": None,
+    "isolation_level": "read_uncommitted",
 }
 
 
@@ -97,7 +100,13 @@ def _changes(resource: Any, unset: list[str]) -> dict[str, Any] | str:
 
 
 GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 8, 5  # Kafka's DescribeConfigs sources
-_TYPES = {"lock_ms": 3, "delivery_limit": 3, "auto_offset_reset": 2, "dead_letter_topic": 2}
+_TYPES = {
+    "lock_ms": 3,
+    "delivery_limit": 3,
+    "auto_offset_reset": 2,
+    "dead_letter_topic": 2,
+    "isolation_level": 2,
+}
 
 
 def _entry(

@@ -728,6 +728,24 @@ class RedisStore(PartitionLogOps):
             out.append((int(pid), int(first)))
         return out
 
+    async def aborted_ranges(
+        self, topic: str, partition: int, start: int, end: int, limit: int | None = 10_000
+    ) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, ABORT marker offset) of the aborted transactions
+        with data in [start, end): their markers are at or after `start`, their first
+        offsets before `end` (at most `limit` looked at, as Fetch's aborted list; None:
+        all, which the compactor needs to be exact: at most one per two offsets)."""
+        page = (0, limit) if limit is not None else (None, None)
+        members = await self.redis.zrangebyscore(
+            keys.aborted_key(topic, partition), start, "+inf", *page, withscores=True
+        )
+        out = []
+        for m, marker in members:
+            pid, first = m.split()
+            if int(first) < end:
+                out.append((int(pid), int(first), int(marker)))
+        return out
+
     async def watermarks(self, topic: str, partition: int) -> tuple[int, int, int, int]:
         """(log start offset, high watermark, max timestamp, offset of max timestamp)."""
         meta = keys.partition_keys(topic, partition)[1]
