@@ -29,6 +29,8 @@ INIT_PRODUCER_ID, LIST_OFFSETS, FETCH = 22, 2, 1
 JOIN_GROUP, SYNC_GROUP, OFFSET_FETCH = 11, 14, 9
 ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 25, 26, 28
 MEMBER_ID_REQUIRED, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 79, 22, 25
+INVALID_TXN_STATE = 48
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, TRANSACTIONAL_ID_NOT_FOUND = 65, 66, 105
 INVALID_TRANSACTION_TIMEOUT = 50
 LATEST = -1
 
@@ -399,7 +401,8 @@ def test_txn_offset_commit_fences_members_of_other_generations(
     assert commit(5, generation - 1, member) == ILLEGAL_GENERATION
     assert commit(5, generation + 1, member) == ILLEGAL_GENERATION
     assert commit(5, generation, "zombie-member") == UNKNOWN_MEMBER_ID
-    assert commit(5, 3, "", f"no-such-{group}") == ILLEGAL_GENERATION
+    # A group the transaction did not add: refused before any member check (Kafka 4.x).
+    assert commit(5, 3, "", f"no-such-{group}") == INVALID_TXN_STATE
     # No member fields (a producer given only the group id): accepted, as by Kafka.
     assert commit(6, -1, "") == 0
     assert commit(7, generation, member) == 0
@@ -421,9 +424,42 @@ def quick_timeouts(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
         own_redis.url,
         "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
         "100",
+        "--transactional-id-expiration-ms",
+        "3000",
     )
     yield server
     stop_process(server.proc)
+
+
+def test_an_idle_transactional_id_expires(quick_timeouts: Skiff) -> None:
+    """transactional.id.expiration.ms after its last transaction an id is gone, as in
+    Kafka: DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND, ListTransactions
+    leaves it out, and a new InitProducerId starts it afresh at epoch 0."""
+    bootstrap = f"127.0.0.1:{quick_timeouts.port}"
+    with RawKafka("127.0.0.1", quick_timeouts.port) as kafka:
+        topic = _topic(kafka)
+        txn_id = f"tx-{topic}"
+        producer = _producer(bootstrap, txn_id)
+        producer.begin_transaction()
+        producer.produce(topic, b"one")
+        producer.commit_transaction(30)
+
+        def described() -> int:
+            resp = kafka.request(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})
+            return int(resp.transaction_states[0].error_code)
+
+        def listed() -> list[str]:
+            resp = kafka.request(
+                LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []}
+            )
+            return [t.transactional_id for t in resp.transaction_states]
+
+        assert described() == 0 and txn_id in listed()
+        wait_for(lambda: described() == TRANSACTIONAL_ID_NOT_FOUND, what="the id's expiry")
+        assert txn_id not in listed()
+        init = {"transactional_id": txn_id, "transaction_timeout": 60000}
+        resp = kafka.request(INIT_PRODUCER_ID, 4, {**init, "producer_id": -1, "producer_epoch": -1})
+        assert (resp.error_code, resp.producer_epoch) == (0, 0)
 
 
 def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(

@@ -38,7 +38,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
     denied = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" if txn_denied else None
     results, valid = await checked_offsets(broker, request, now, -1, denied)
     if valid:
-        error = await _group_error(broker, body)
+        # As Kafka 4.x: the transaction is verified first, then the group's member.
+        error = await _verify(broker, body)
+        if error == "NONE":
+            error = await _group_error(broker, body)
         if error == "NONE":
             error = await _stage(broker, body, valid)
         results.update(dict.fromkeys(valid, error))
@@ -61,17 +64,22 @@ async def _group_error(broker: Broker, body: Any) -> str:
         return exc.code
 
 
-async def _stage(broker: Broker, body: Any, valid: dict[tuple[str, int], CommittedOffset]) -> str:
-    """Kafka's coordinator accepts the commit only from the transaction's producer, at its
-    epoch, with the group added (AddOffsetsToTxn)."""
+async def _verify(broker: Broker, body: Any) -> str:
+    """Kafka accepts the commit only from the transaction's producer, at its epoch, with
+    the group added (AddOffsetsToTxn)."""
     txns = broker.transactions.txns
     pid, epoch, state, _ = await txns.producer(body.transactional_id, [])
     if pid != body.producer_id:
         return "INVALID_PRODUCER_ID_MAPPING"
     if epoch != body.producer_epoch:
         return "INVALID_PRODUCER_EPOCH"
-    if state != b"Ongoing":
+    if state != b"Ongoing" or not await txns.has_group(body.transactional_id, body.group_id):
         return "INVALID_TXN_STATE"
+    return "NONE"
+
+
+async def _stage(broker: Broker, body: Any, valid: dict[tuple[str, int], CommittedOffset]) -> str:
+    txns = broker.transactions.txns
     pairs: list[object] = []
     for (topic, partition), value in valid.items():
         pairs += [keys.offset_field(topic, partition), value.encode()]

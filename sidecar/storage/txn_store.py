@@ -155,6 +155,11 @@ class TxnStore:
             return -1, -1, b"Empty", inside
         return int(pid), int(epoch), state or b"Empty", inside
 
+    async def has_group(self, transactional_id: str, group_id: str) -> bool:
+        """Whether AddOffsetsToTxn added the group to the open transaction."""
+        groups = keys.transaction_keys(transactional_id)[2]
+        return bool(await self.redis.sismember(groups, group_id))
+
     async def describe(self, ids: list[str]) -> list[TxnState | None]:
         """Each id's state (None: unknown or expired)."""
         async with self.redis.pipeline(transaction=False) as pipe:

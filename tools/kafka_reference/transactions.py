@@ -287,3 +287,48 @@ def transaction_scenarios() -> None:
         return _masked(out, pid)
 
     add("txn.offsets", offsets, "AddOffsetsToTxn v3, TxnOffsetCommit v3, EndTxn commit")
+
+    def member_checks(side: Side) -> Any:
+        """KIP-447: TxnOffsetCommit v3's member id and generation, checked as the group
+        coordinator checks a transactional commit."""
+        from .groups import Scene
+
+        name, txn_id, pid, epoch = _started(side, "txn-members")
+        with Scene(side) as sc:
+            a = sc.member("A", f"{RUN}-txn-members")
+            a.join_new()
+            sync = a.sync(assignments={a.member_id: b""})
+            ids = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
+            added = ask(side, ADD_OFFSETS, 3, {**ids, "group_id": a.group})
+
+            def commit(generation: int, member: str, group: str = a.group) -> Any:
+                partition = {
+                    "partition_index": 0,
+                    "committed_offset": 5,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": None,
+                }
+                body = {
+                    **ids,
+                    "group_id": group,
+                    "generation_id": generation,
+                    "member_id": member,
+                    "group_instance_id": None,
+                    "topics": [{"name": name, "partitions": [partition]}],
+                }
+                return ask(side, TXN_OFFSET_COMMIT, 3, body)
+
+            out = {
+                "sync": sync,
+                "add_offsets": added,
+                "older_generation": commit(a.generation - 1, a.member_id),
+                "newer_generation": commit(a.generation + 1, a.member_id),
+                "unknown_member": commit(a.generation, "no-such-member"),
+                "unknown_group": commit(3, "", f"{RUN}-txn-no-group"),
+                "no_member_fields": commit(-1, ""),
+                "current_member": commit(a.generation, a.member_id),
+                "end": _end(side, txn_id, pid, epoch, True),
+            }
+            return _masked(sc.out(out), pid)
+
+    add("txn.offsets_members", member_checks, "TxnOffsetCommit v3 generation and member checks")
