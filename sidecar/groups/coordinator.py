@@ -842,11 +842,9 @@ class GroupCoordinator:
         elif generation < 0 and group.state == State.EMPTY:
             pass  # a standalone commit: the group only stores offsets
         elif generation >= 0 or member_id != "" or instance_id is not None:
-            error = group.validate_member(member_id, instance_id)
+            error = _classic_member_error(group, generation, member_id, instance_id)
             if error:
                 return error
-            if generation != group.generation and group.legacy_epochs.get(member_id) != generation:
-                return "ILLEGAL_GENERATION"
             if group.state == State.COMPLETING:
                 return "REBALANCE_IN_PROGRESS"
             member = group.members[member_id]
@@ -886,11 +884,7 @@ class GroupCoordinator:
         if generation < 0 and group.state == State.EMPTY:
             return "NONE"
         if generation >= 0 or member_id != "" or instance_id is not None:
-            error = group.validate_member(member_id, instance_id)
-            if error:
-                return error
-            if generation != group.generation and group.legacy_epochs.get(member_id) != generation:
-                return "ILLEGAL_GENERATION"
+            return _classic_member_error(group, generation, member_id, instance_id) or "NONE"
         return "NONE"
 
     async def fetch_offsets(
@@ -1099,3 +1093,17 @@ class GroupCoordinator:
                     continue
             if group.state == State.EMPTY and len(expired) == len(offsets) and not group.pending:
                 await self._delete(group)
+
+
+def _classic_member_error(
+    group: Group, generation: int, member_id: str, instance_id: str | None
+) -> str | None:
+    """A commit's member checks in a classic group: a known member (Kafka's
+    validateCurrentMember) at the group's generation (or its generation before the
+    group went mixed, KIP-848)."""
+    error = group.validate_member(member_id, instance_id)
+    if error:
+        return error
+    if generation != group.generation and group.legacy_epochs.get(member_id) != generation:
+        return "ILLEGAL_GENERATION"
+    return None
