@@ -11,7 +11,8 @@ scripted conversation on each: group configs, heartbeats (join, stay, fenced epo
 unknown member, leave), share sessions (missing session, acknowledgements on the opening
 fetch, wrong epoch), acknowledgement errors, renew and reject, session close,
 DescribeShareGroupOffsets, ShareGroupDescribe, AlterShareGroupOffsets, ListGroups and a
-classic JoinGroup on a share group. Each step's answer is reduced to the fields that
+classic JoinGroup on a share group; then share.isolation.level over committed, aborted
+and open transactions. Each step's answer is reduced to the fields that
 must agree (topic ids and names masked); the known, explained differences are listed in
 docs/share-groups.md ("Differences from Kafka").
 """
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kafka_reference import SCENARIO_PROPERTIES, Processes, say, start_kafka, start_skiff  # noqa: E402
-from rawkafka import RawKafka, metadata_request  # noqa: E402
+from rawkafka import RawKafka, fetched_records, metadata_request  # noqa: E402
 from share_raw import (  # noqa: E402
     ACCEPT,
     GAP,
@@ -356,6 +357,77 @@ def conversation(port: int, topic: str, group: str) -> list[Step]:
     return out
 
 
+def isolation_conversation(port: int, topic: str, group: str) -> list[Step]:
+    """share.isolation.level on a log of plain records and committed, aborted and open
+    transactions: what each level acquires, and which records come with it."""
+    bootstrap = f"127.0.0.1:{port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    txn.init_transactions(60)
+
+    def write(values: list[bytes], end: str | None) -> None:
+        producer = plain if end is None else txn
+        if end is not None:
+            txn.begin_transaction()
+        for v in values:
+            producer.produce(topic, v, partition=0)
+        assert producer.flush(30) == 0
+        if end == "commit":
+            txn.commit_transaction(30)
+        elif end == "abort":
+            txn.abort_transaction(30)
+
+    write([b"p0"], None)
+    write([b"a0", b"a1"], "commit")
+    write([b"b0", b"b1"], "abort")
+    write([b"p1"], None)
+    write([b"c0"], "open")
+    write([b"p2"], None)
+    _wait_coordinator(port, group)
+    with RawKafka("127.0.0.1", port) as k:
+        tid = k.request(3, 12, metadata_request([topic])).topics[0].topic_id
+    out: list[Step] = []
+    for level in ("read_committed", "read_uncommitted"):
+        name = f"{group}-{level}"
+        configs = [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"},
+            {"name": "share.isolation.level", "config_operation": 0, "value": level},
+        ]
+        with RawKafka("127.0.0.1", port) as k:
+            r = k.request(
+                44,
+                1,
+                {
+                    "resources": [{"resource_type": 32, "resource_name": name, "configs": configs}],
+                    "validate_only": False,
+                },
+            )
+        out.append((f"{level}: configs", r.responses[0].error_code))
+        m = ShareMember("127.0.0.1", port, name)
+        try:
+            for _ in range(60):
+                if m.heartbeat(0, [topic]).error_code not in (14, 15, 16):
+                    break
+                time.sleep(0.5)
+            got: list[Any] = []
+            values: list[Any] = []
+            for _ in range(20):
+                resp = m.fetch({tid: [0]}, max_records=500, max_wait_ms=1000)
+                got = acquired_offsets(resp).get((tid, 0), [])
+                if got:
+                    [p] = resp.responses[0].partitions
+                    values = [(r.offset, r.value) for r in fetched_records(p.records)]
+                    break
+            out.append((f"{level}: acquired", got))
+            out.append((f"{level}: records sent", values))
+        finally:
+            m.close()
+    txn.commit_transaction(30)
+    return out
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -381,8 +453,14 @@ def main(argv: list[str] | None = None) -> int:
         kafka_port = start_kafka(procs, args.kafka_version, work, 120.0, SHARE_PROPERTIES)
         skiff_port = start_skiff(procs, work)
         sides: dict[str, Callable[[], list[Step]]] = {
-            "kafka": lambda: conversation(kafka_port, topic, group),
-            "skiff": lambda: conversation(skiff_port, topic, group),
+            "kafka": lambda: (
+                conversation(kafka_port, topic, group)
+                + isolation_conversation(kafka_port, f"{topic}-txn", f"{group}-txn")
+            ),
+            "skiff": lambda: (
+                conversation(skiff_port, topic, group)
+                + isolation_conversation(skiff_port, f"{topic}-txn", f"{group}-txn")
+            ),
         }
         answers = {name: run() for name, run in sides.items()}
     finally:
