@@ -68,6 +68,14 @@ def _wait_coordinator(port: int, group: str) -> None:
     raise RuntimeError(f"no group coordinator on port {port}")
 
 
+def _join_when_loaded(member: ShareMember, topic: str) -> None:
+    """Join by heartbeat, retrying while the coordinator loads or moves (14, 15, 16)."""
+    for _ in range(60):
+        if member.heartbeat(0, [topic]).error_code not in (14, 15, 16):
+            return
+        time.sleep(0.5)
+
+
 def _setup(port: int, topic: str, group: str) -> uuid.UUID:
     bootstrap = f"127.0.0.1:{port}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -331,10 +339,7 @@ def conversation(port: int, topic: str, group: str) -> list[Step]:
         c = ShareMember("127.0.0.1", port, group2)
         d = ShareMember("127.0.0.1", port, group2)
         try:
-            for _ in range(60):
-                if c.heartbeat(0, [topic]).error_code not in (14, 15, 16):
-                    break
-                time.sleep(0.5)
+            _join_when_loaded(c, topic)
             got = None
             for _ in range(20):
                 got = acquired_offsets(c.fetch({tid: [0]}, max_records=500, max_wait_ms=1000))
@@ -407,10 +412,7 @@ def isolation_conversation(port: int, topic: str, group: str) -> list[Step]:
         out.append((f"{level}: configs", r.responses[0].error_code))
         m = ShareMember("127.0.0.1", port, name)
         try:
-            for _ in range(60):
-                if m.heartbeat(0, [topic]).error_code not in (14, 15, 16):
-                    break
-                time.sleep(0.5)
+            _join_when_loaded(m, topic)
             got: list[Any] = []
             values: list[Any] = []
             for _ in range(20):
