@@ -26,7 +26,8 @@
 --          MULTI/EXEC (NOMKSTREAM, ID 0-<ARGV[15] + n>), so that its bytes never pass
 --          through Lua (storage/store.py, "external" appends)
 -- ARGV[15..] 'r': per record t (ms), k, v, h (Kafka header encoding), f (flags), one
---            entry each, ID 0-<offset+1>;
+--            entry each, ID 0-<offset+1>; a transactional batch's (KEYS[7] given) also
+--            get p = "<producer id> <epoch>";
 --            'b': the v2 batch's bytes, one entry (field b) with ID 0-<last offset+1>,
 --            so XRANGE from 0-<o+1> starts at the batch holding offset o;
 --            'x': the base offset the sidecar predicted (the partition's hw)
@@ -174,13 +175,21 @@ if batch_mode then
   end
 else
   local first, last
+  -- A transactional record carries its producer (field p), which Fetch puts in the
+  -- batch header so read_committed readers can drop aborted transactions' records.
+  local producer = KEYS[7] and (pid .. ' ' .. ARGV[6])
   for i = FIXED + 1, FIXED + 5 * n, 5 do
     local t = ARGV[i]
     if append_time >= 0 then
       t = append_time
     end
-    last = redis.call('XADD', log, '0-*', 't', t, 'k', ARGV[i + 1], 'v', ARGV[i + 2],
-      'h', ARGV[i + 3], 'f', ARGV[i + 4])
+    if producer then
+      last = redis.call('XADD', log, '0-*', 't', t, 'k', ARGV[i + 1], 'v', ARGV[i + 2],
+        'h', ARGV[i + 3], 'f', ARGV[i + 4], 'p', producer)
+    else
+      last = redis.call('XADD', log, '0-*', 't', t, 'k', ARGV[i + 1], 'v', ARGV[i + 2],
+        'h', ARGV[i + 3], 'f', ARGV[i + 4])
+    end
     if not first then
       first = last
     end

@@ -10,6 +10,10 @@
 --                      (member "<token>:<count>", score: expiry ms)
 -- ARGV[1] consumer group (q:<group>)   ARGV[2] token   ARGV[3] max records
 -- ARGV[4] cap on records in flight     ARGV[5] reservation lifetime ms
+-- ARGV[6] '1': read_committed (share.isolation.level): KEYS[3] (meta) is read and the
+-- room ends at the last stable offset (`ls`, or the high watermark when no transaction
+-- is open), counting from the group's last delivered entry plus every live
+-- reservation, so no XREADGROUP reads past it (docs/transactions.md)
 -- Reply: the room reserved (0: none, nothing stored).
 -- Error NOGROUP when the consumer group does not exist.
 local t = redis.call('TIME')
@@ -20,6 +24,25 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   held = held + tonumber(string.match(member, ':(%d+)$'))
 end
 local room = math.min(tonumber(ARGV[3]), tonumber(ARGV[4]) - held)
+if ARGV[6] == '1' and room > 0 then
+  local marks = redis.call('HMGET', KEYS[3], 'ls', 'hw')
+  local stable = tonumber(marks[1] or marks[2] or '0')
+  local next = 0  -- the offset after the last delivered entry (IDs are 0-<offset+1>)
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local name, last
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
+    end
+    if name == ARGV[1] then
+      next = tonumber(string.match(last, '%-(%d+)$'))
+    end
+  end
+  local reserved = 0
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+    reserved = reserved + tonumber(string.match(member, ':(%d+)$'))
+  end
+  room = math.min(room, stable - next - reserved)
+end
 if room <= 0 then
   return 0
 end

@@ -8,8 +8,10 @@
 -- ARGV[1] producer id   ARGV[2] producer epoch   ARGV[3] transaction number (seq; -1:
 -- an operator's abort through WriteTxnMarkers, written whatever was marked before)
 -- ARGV[4] 'C' commit or 'A' abort   ARGV[5] wake-up channel   ARGV[6] storage identity
--- ARGV[7] the control batch (`batch` topics only: docs/transactions.md)
--- ARGV[8] its size in bytes (byte accounting, as lua/append.lua)
+-- ARGV[7] the control batch   ARGV[8] its size in bytes (byte accounting, as
+-- lua/append.lua)   ARGV[9] storage format: 'b' (the batch is the entry) or 'r' (one
+-- record entry, as lua/append.lua writes them: ARGV[10] key, ARGV[11] value (the control
+-- record's), ARGV[12] flags, and p = "<producer id> <epoch>")
 -- A marker is written once per transaction and partition: the producer's state keeps
 -- the number of the last transaction marked (x), so a coordinator that completes a
 -- transaction another one had started writes no second marker. A marker of an older
@@ -36,7 +38,12 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local hw = tonumber(meta[1])
-redis.call('XADD', KEYS[1], '0-' .. (hw + 1), 'b', ARGV[7])
+if ARGV[9] == 'r' then
+  redis.call('XADD', KEYS[1], '0-' .. (hw + 1), 't', now, 'k', ARGV[10], 'v', ARGV[11],
+    'h', '', 'f', ARGV[12], 'p', pid .. ' ' .. ARGV[2])
+else
+  redis.call('XADD', KEYS[1], '0-' .. (hw + 1), 'b', ARGV[7])
+end
 local before = tonumber(meta[3] or '0')
 redis.call('ZADD', KEYS[4], before, hw)
 redis.call('HSET', KEYS[2], 'hw', hw + 1, 'bytes', before + tonumber(ARGV[8]))

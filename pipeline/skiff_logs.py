@@ -19,6 +19,11 @@ CHUNK = 10_000  # records per XRANGE / per Arrow batch
 BATCH_ENTRIES = 20  # stored batches per XRANGE of a `batch` topic
 _PREFIX = struct.Struct(">qi")  # a v2 batch's base offset and length
 _LAST_DELTA = struct.Struct(">i")  # its lastOffsetDelta, at byte 23
+# Transaction markers hold no record for a reader (docs/transactions.md): a `batch`
+# topic's are control batches (attributes bit 5, at byte 22), a `record` topic's entries
+# flagged 0x80 (sidecar.protocol.record_batch.FLAG_CONTROL).
+_CONTROL_ATTRIBUTE = 0x20
+_CONTROL_FLAG = 0x80
 
 
 class PartitionLog(Protocol):
@@ -162,7 +167,7 @@ def _stored_batches_to_batch(
     for entry_id, fields in entries:
         data = fields[1]
         last = int(entry_id[2:]) - 1
-        if last < start:
+        if last < start or data[22] & _CONTROL_ATTRIBUTE:
             continue
         (delta,) = _LAST_DELTA.unpack_from(data, 23)
         placed = _PREFIX.pack(last - delta, len(data) - 12) + data[12:]
@@ -182,6 +187,7 @@ def _stored_batches_to_batch(
 
 
 def _entries_to_batch(topic: str, partition: int, entries: list[Any]) -> pa.RecordBatch:
+    entries = [e for e in entries if not int(e[1][9]) & _CONTROL_FLAG]
     fields = [e[1] for e in entries]  # [b"t", t, b"k", k, b"v", v, b"h", h, b"f", f]
     flags = [int(f[9]) for f in fields]
     return record_batch(

@@ -2,7 +2,7 @@
 read_committed group is handed committed records only, never past the last stable
 offset, and the offsets of aborted transactions and markers are finished without a
 delivery; read_uncommitted hands out every data record (markers never). Real
-transactional producers (librdkafka) on a `batch` topic, over TCP."""
+transactional producers (librdkafka) on both storage formats, over TCP."""
 
 from __future__ import annotations
 
@@ -47,11 +47,11 @@ def _txn(producer: Producer, topic: str, values: list[bytes]) -> None:
     assert producer.flush(30) == 0
 
 
-def _mixed_log(bootstrap: str, topic: str) -> Producer:
+def _mixed_log(bootstrap: str, topic: str, fmt: str) -> Producer:
     """Offsets 0 p0 | 1-2 committed a0 a1, 3 COMMIT | 4-5 aborted b0 b1, 6 ABORT |
     7 p1 | 8 c0 of a transaction left open (the last stable offset) | 9 p2. Returns
     the producer of the open transaction."""
-    create_topic(bootstrap, topic, fmt="batch")
+    create_topic(bootstrap, topic, fmt=fmt)
     _plain(bootstrap, topic, b"p0")
     producer = _transactional(bootstrap, f"tx-{topic}")
     _txn(producer, topic, [b"a0", b"a1"])
@@ -68,10 +68,11 @@ def _values(records: list[dict]) -> list[tuple[int, str]]:
     return [(r["offset"], r["value"]) for r in records]
 
 
-def test_http_queue_groups_read_committed_and_uncommitted(skiff: Skiff, api: Api) -> None:
+@pytest.mark.parametrize("fmt", ["batch", "record"])
+def test_http_queue_groups_read_committed_and_uncommitted(skiff: Skiff, api: Api, fmt: str) -> None:
     tag = uuid.uuid4().hex[:10]
     topic = f"qi-{tag}"
-    producer = _mixed_log(skiff.bootstrap, topic)
+    producer = _mixed_log(skiff.bootstrap, topic, fmt)
     committed_group, uncommitted_group = f"qc-{tag}", f"qu-{tag}"
     configure(api, committed_group, isolation_level="read_committed")
     configure(api, uncommitted_group)
@@ -130,9 +131,12 @@ def _described_isolation(port: int, group: str) -> tuple[str, int]:
     return c.value, c.config_source
 
 
-def test_share_group_read_committed_skips_aborted_records_and_markers(skiff: Skiff) -> None:
+@pytest.mark.parametrize("fmt", ["batch", "record"])
+def test_share_group_read_committed_skips_aborted_records_and_markers(
+    skiff: Skiff, fmt: str
+) -> None:
     topic = f"si-{uuid.uuid4().hex[:10]}"
-    producer = _mixed_log(skiff.bootstrap, topic)
+    producer = _mixed_log(skiff.bootstrap, topic, fmt)
     group = f"sg-{uuid.uuid4().hex[:10]}"
     assert _described_isolation(skiff.port, group) == ("read_uncommitted", 5)  # DEFAULT
     _configure(
@@ -167,9 +171,12 @@ def test_share_group_read_committed_skips_aborted_records_and_markers(skiff: Ski
         m.close()
 
 
-def test_share_group_read_uncommitted_gets_aborted_records_but_no_markers(skiff: Skiff) -> None:
+@pytest.mark.parametrize("fmt", ["batch", "record"])
+def test_share_group_read_uncommitted_gets_aborted_records_but_no_markers(
+    skiff: Skiff, fmt: str
+) -> None:
     topic = f"su-{uuid.uuid4().hex[:10]}"
-    producer = _mixed_log(skiff.bootstrap, topic)
+    producer = _mixed_log(skiff.bootstrap, topic, fmt)
     producer.abort_transaction(30)  # marker at 10
     group = f"sg-{uuid.uuid4().hex[:10]}"
     _configure(skiff, group, **{"share.auto.offset.reset": "earliest"})

@@ -1,7 +1,7 @@
 """Kafka transactions (docs/transactions.md) with librdkafka (confluent-kafka) and the raw
 protocol: commit and abort, read_committed against read_uncommitted, the last stable
 offset, zombie fencing, timeouts, a consume-transform-produce loop with
-send_offsets_to_transaction, and what `record` topics answer."""
+send_offsets_to_transaction, on both storage formats."""
 
 from __future__ import annotations
 
@@ -123,11 +123,12 @@ def _fetch_committed(kafka: RawKafka, topic: str, offset: int) -> Any:
     return kafka.request(FETCH, 12, body).responses[0].partitions[0]
 
 
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
 def test_commit_and_abort_as_read_committed_and_uncommitted_consumers_see_them(
-    skiff: Skiff, kafka: RawKafka
+    skiff: Skiff, kafka: RawKafka, storage_format: str
 ) -> None:
     bootstrap = f"127.0.0.1:{skiff.port}"
-    topic = _topic(kafka)
+    topic = _topic(kafka, storage_format)
     producer = _producer(bootstrap, f"tx-{topic}")
     producer.begin_transaction()
     for i in range(3):
@@ -178,11 +179,12 @@ def _producer_id(kafka: RawKafka, txn_id: str) -> int:
     return int(resp.producer_id)
 
 
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
 def test_an_open_transaction_holds_back_read_committed_readers(
-    skiff: Skiff, kafka: RawKafka
+    skiff: Skiff, kafka: RawKafka, storage_format: str
 ) -> None:
     bootstrap = f"127.0.0.1:{skiff.port}"
-    topic = _topic(kafka)
+    topic = _topic(kafka, storage_format)
     plain = Producer({"bootstrap.servers": bootstrap})
     plain.produce(topic, b"before")
     plain.flush(30)
@@ -209,11 +211,12 @@ def test_an_open_transaction_holds_back_read_committed_readers(
     assert got == [(0, 0, b"before"), (0, 1, b"t0"), (0, 2, b"t1"), (0, 3, b"after")]
 
 
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
 def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(
-    skiff: Skiff, kafka: RawKafka
+    skiff: Skiff, kafka: RawKafka, storage_format: str
 ) -> None:
     bootstrap = f"127.0.0.1:{skiff.port}"
-    topic = _topic(kafka)
+    topic = _topic(kafka, storage_format)
     txn_id = f"tx-{topic}"
     zombie = _producer(bootstrap, txn_id)
     zombie.begin_transaction()
@@ -249,24 +252,12 @@ def test_transaction_timeout_above_the_maximum_is_refused(kafka: RawKafka) -> No
     assert (resp.error_code, resp.producer_id) == (INVALID_TRANSACTION_TIMEOUT, -1)
 
 
-def test_record_topics_refuse_transactional_batches(skiff: Skiff, kafka: RawKafka) -> None:
-    bootstrap = f"127.0.0.1:{skiff.port}"
-    topic = _topic(kafka, "record")
-    producer = _producer(bootstrap, f"tx-{topic}")
-    producer.begin_transaction()
-    errors: list[KafkaError] = []
-    producer.produce(topic, b"x", on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(30)
-    assert [e.code() for e in errors] == [KafkaError.INVALID_REQUEST]
-    producer.abort_transaction(30)
-    assert _latest(kafka, topic, 0) == 0
-
-
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
 def test_consume_transform_produce_commits_offsets_with_the_output(
-    skiff: Skiff, kafka: RawKafka
+    skiff: Skiff, kafka: RawKafka, storage_format: str
 ) -> None:
     bootstrap = f"127.0.0.1:{skiff.port}"
-    source, sink = _topic(kafka), _topic(kafka)
+    source, sink = _topic(kafka, storage_format), _topic(kafka, storage_format)
     plain = Producer({"bootstrap.servers": bootstrap})
     for i in range(10):
         plain.produce(source, b"%d" % i)
@@ -490,8 +481,9 @@ def compacting(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
     stop_process(server.proc)
 
 
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
 def test_compaction_drops_aborted_batches_keeps_markers_and_stops_at_the_stable_offset(
-    compacting: Skiff, own_redis: RedisServer
+    compacting: Skiff, own_redis: RedisServer, storage_format: str
 ) -> None:
     """As Kafka's cleaner: aborted transactions' records are removed and never make a
     key's committed record look superseded; markers stay; nothing at or past the last
@@ -499,7 +491,15 @@ def test_compaction_drops_aborted_batches_keeps_markers_and_stops_at_the_stable_
     bootstrap = f"127.0.0.1:{compacting.port}"
     with RawKafka("127.0.0.1", compacting.port) as kafka:
         topic = f"txn-{uuid.uuid4().hex[:10]}"
-        create(kafka, topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+        create(
+            kafka,
+            topic,
+            {
+                "cleanup.policy": "compact",
+                "min.cleanable.dirty.ratio": "0.01",
+                "skiff.storage.format": storage_format,
+            },
+        )
         producer = _producer(bootstrap, f"tx-{topic}")
         for key, value, commit in [
             (b"k1", b"v1", True),  # 0, marker 1
@@ -604,7 +604,7 @@ def test_a_commit_cut_short_by_a_redis_restart_completes_on_the_retry(tmp_path: 
                 assert decided is not None
                 assert sorted(decided.partitions) == [(topic, 0), (topic, 1)]
                 identity = json.loads(await client.get("skiff:identity"))["cluster_id"]
-                assert await txns.write_marker(topic, 0, decided, identity) == 1
+                assert await txns.write_marker(topic, 0, decided, identity, True) == 1
             finally:
                 await client.aclose()
 

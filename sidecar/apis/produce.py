@@ -139,7 +139,12 @@ def _prepare(
     if info is not None and info.batch_format:  # a legacy message set, as one v2 batch
         return broker.store.prepare_records(info, index, args, 0, retention)
     return broker.store.prepare_append(
-        topic, index, args, batch_bytes(view, batch.records), retention
+        topic,
+        index,
+        args,
+        batch_bytes(view, batch.records),
+        retention,
+        transactional=_is_transactional(records),
     )
 
 
@@ -234,15 +239,6 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
                 )
             elif await _shard_short_of_replicas(broker, name, p.index, waits.get(name)):
                 items.append(PartitionResult(p.index, errors.NOT_ENOUGH_REPLICAS))
-            elif _is_transactional(p.records) and not info.batch_format:
-                items.append(
-                    PartitionResult(
-                        p.index,
-                        errors.INVALID_REQUEST,
-                        message=f"topic {name} has skiff.storage.format=record: transactions "
-                        "need skiff.storage.format=batch (docs/transactions.md)",
-                    )
-                )
             else:
                 prepared = _prepare(broker, name, p.index, p.records, version < 3, info)
                 items.append(

@@ -27,14 +27,12 @@ async def _write(broker: Broker, marker: Any, topic: str, partition: int) -> int
     info = await broker.store.get_topic(topic)
     if info is None or not 0 <= partition < info.partitions:
         return errors.UNKNOWN_TOPIC_OR_PARTITION
-    if not info.batch_format:
-        return errors.INVALID_REQUEST
     decided = Decided(
         marker.transaction_result, -1, marker.producer_epoch, marker.producer_id, [], []
     )
     try:
         await broker.transactions.txns.write_marker(
-            topic, partition, decided, broker.store.identity.cluster_id or ""
+            topic, partition, decided, broker.store.identity.cluster_id or "", info.batch_format
         )
     except StoreError as exc:
         return errors.code(exc.code)

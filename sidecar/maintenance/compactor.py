@@ -42,7 +42,12 @@ from sidecar.config.topic import LONG_MAX
 from sidecar.maintenance.background import BackgroundLoop
 from sidecar.maintenance.log_bytes import record_bytes
 from sidecar.protocol import stored_batch
-from sidecar.protocol.record_batch import FLAG_KEY_NULL, FLAG_VALUE_NULL
+from sidecar.protocol.record_batch import (
+    FLAG_CONTROL,
+    FLAG_KEY_NULL,
+    FLAG_VALUE_NULL,
+    record_in_aborted,
+)
 from sidecar.storage import keys
 from sidecar.storage.store import RedisStore, StoreError, TopicInfo
 
@@ -180,7 +185,10 @@ class Compactor(BackgroundLoop):
             plan.horizon,
             plan.total,
         )
-        latest, end = await self._latest_offsets(name, partition, start, end)
+        # As on `batch` topics: aborted transactions' records go and never shadow a key's
+        # committed record; markers stay.
+        aborted = await store.aborted_ranges(name, partition, lso, end, limit=None)
+        latest, end = await self._latest_offsets(name, partition, start, end, aborted)
         if latest is None:
             return None  # lease lost
         kept = removed = 0
@@ -200,6 +208,14 @@ class Compactor(BackgroundLoop):
                     break
                 pos = offset + 1
                 flags = int(f[9])
+                if flags & FLAG_CONTROL:
+                    kept += 1
+                    kept_bytes += record_bytes(f[3], f[5], f[7])
+                    continue
+                if aborted and record_in_aborted(offset, f, aborted):
+                    doomed.append(offset)
+                    removed += 1
+                    continue
                 key = f[3]
                 tombstone = bool(flags & FLAG_VALUE_NULL)
                 if offset != last and (
@@ -239,10 +255,10 @@ class Compactor(BackgroundLoop):
         return _finished(name, partition, end, removed, kept)
 
     async def _latest_offsets(
-        self, name: str, partition: int, start: int, end: int
+        self, name: str, partition: int, start: int, end: int, aborted: list[tuple[int, int, int]]
     ) -> tuple[dict[bytes, int] | None, int]:
         """key -> latest offset over the dirty part [start, end), and the end actually
-        covered (earlier when the map is full)."""
+        covered (earlier when the map is full); markers and aborted records left out."""
         latest: dict[bytes, int] = {}
         pos = start
         while pos < end:
@@ -253,7 +269,10 @@ class Compactor(BackgroundLoop):
                 offset = int(entry_id[2:]) - 1
                 if offset >= end:
                     return latest, end
-                if not int(f[9]) & FLAG_KEY_NULL:
+                flags = int(f[9])
+                if not flags & (FLAG_KEY_NULL | FLAG_CONTROL) and not (
+                    aborted and record_in_aborted(offset, f, aborted)
+                ):
                     if len(latest) >= MAX_KEYS and f[3] not in latest:
                         return latest, offset
                     latest[f[3]] = offset

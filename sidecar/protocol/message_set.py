@@ -30,6 +30,7 @@ from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from sidecar.protocol.inflate import LZ4, MAX_INFLATED, InflateError, inflate
 from sidecar.protocol.record_batch import (
     CODEC_SHIFT,
+    FLAG_CONTROL,
     FLAG_KEY_NULL,
     FLAG_LOG_APPEND,
     FLAG_VALUE_NULL,
@@ -246,6 +247,8 @@ def encode_entries(entries: list[Any], max_bytes: int, magic: int) -> tuple[byte
     for entry_id, f in entries:
         flags = f[9]
         bits = 0 if flags == b"0" else int(flags)
+        if bits & FLAG_CONTROL:
+            continue  # a transaction marker: no message to a v0-v3 reader, as on Kafka
         key = None if bits & FLAG_KEY_NULL else f[3]
         value = None if bits & FLAG_VALUE_NULL else f[5]
         n = overhead + len(f[3]) + len(f[5])

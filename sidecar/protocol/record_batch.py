@@ -35,6 +35,12 @@ FLAG_LOG_APPEND = 4
 CODEC_SHIFT = 3
 FLAG_CODEC_MASK = 0x38
 CODEC_IDS = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Transactions on `record` topics (docs/transactions.md): a transactional record, and a
+# transaction marker (its key and value are the control record's); both entries carry a
+# sixth field, p = b"<producer id> <epoch>", that Fetch puts in the batch header.
+FLAG_TRANSACTIONAL = 0x40
+FLAG_CONTROL = 0x80
+PRODUCER_FIELD = b"p"
 
 
 class InvalidBatch(Exception):
@@ -112,7 +118,11 @@ def decode_batch(raw: memoryview, log_append: bool = False) -> DecodedBatch:
     if batch.is_control_batch:
         raise InvalidBatch("INVALID_RECORD", "control batches cannot be produced")
     codec = batch.compression_type & 0x07
-    base_flags = (FLAG_LOG_APPEND if log_append else 0) | (codec << CODEC_SHIFT)
+    base_flags = (
+        (FLAG_LOG_APPEND if log_append else 0)
+        | (codec << CODEC_SHIFT)
+        | (FLAG_TRANSACTIONAL if batch.is_transactional else 0)
+    )
     if codec:
         # Decompressed here, bounded (protocol/inflate), not by the reader, which would
         # inflate whatever the section stands for; the records are then read from the
@@ -174,6 +184,36 @@ def decode_batch(raw: memoryview, log_append: bool = False) -> DecodedBatch:
 BASE_OFFSET = struct.Struct(">q")
 ATTRIBUTES_AT = 21
 CRC_AT = 17
+CONTROL_BIT = 0x20  # in the attributes' low byte
+
+
+def _field(fields: list[Any], at: int) -> bytes:
+    return fields[at] if len(fields) > at else b""
+
+
+def _producer(field: bytes) -> tuple[int, int]:
+    """(producer id, epoch) from a transactional entry's p field; (-1, -1) if unreadable
+    (an entry some other Redis client wrote)."""
+    try:
+        pid, epoch = field.split()
+        return int(pid), int(epoch)
+    except ValueError:
+        return -1, -1
+
+
+def record_in_aborted(offset: int, fields: list[Any], aborted: list[tuple[int, int, int]]) -> bool:
+    """Whether a `record` topic's entry is a record of an aborted transaction: flagged
+    transactional (not a marker), and its producer's (producer id, first offset, ABORT
+    marker offset) range holds it (store.aborted_ranges)."""
+    if int(fields[9]) & (FLAG_TRANSACTIONAL | FLAG_CONTROL) != FLAG_TRANSACTIONAL:
+        return False
+    pid = _producer(_field(fields, 11))[0]
+    return any(p == pid and first <= offset < marker for p, first, marker in aborted)
+
+
+def is_control_entry(fields: list[Any]) -> bool:
+    """Whether a `record` topic's entry is a transaction marker."""
+    return bool(int(fields[9]) & FLAG_CONTROL)
 
 
 def entry_offset(entry_id: bytes) -> int:
@@ -327,6 +367,7 @@ def _finish(
     log_append: bool,
     codec: int = 0,
     level: int = 0,
+    control: bool = False,
 ) -> bytearray:
     buf = builder.build()
     BASE_OFFSET.pack_into(buf, 0, base_offset)
@@ -335,7 +376,9 @@ def _finish(
     if log_append:
         # The builder only writes CreateTime batches: set the timestamp-type bit.
         buf[ATTRIBUTES_AT + 1] |= TIMESTAMP_TYPE_BIT
-    if codec or log_append:
+    if control:
+        buf[ATTRIBUTES_AT + 1] |= CONTROL_BIT
+    if codec or log_append or control:
         # The CRC32C covers everything from the attributes on.
         CRC.pack_into(buf, CRC_AT, crc32c(memoryview(buf)[ATTRIBUTES_AT:]))
     return buf
@@ -380,12 +423,25 @@ def encode_entries_sized(
     full = False
     by_producer = compression.codec == PRODUCER
     # Flag bits that must be equal within one batch.
-    mask = FLAG_LOG_APPEND | (FLAG_CODEC_MASK if by_producer else 0)
+    mask = (
+        FLAG_LOG_APPEND
+        | FLAG_TRANSACTIONAL
+        | FLAG_CONTROL
+        | (FLAG_CODEC_MASK if by_producer else 0)
+    )
     while i < n and not full:
         first_fields = entries[i][1]
         group = int(first_fields[9]) & mask
         log_append = bool(group & FLAG_LOG_APPEND)
-        codec = group >> CODEC_SHIFT if by_producer else compression.codec
+        # A transaction's records share their producer's batch (its id and epoch in the
+        # header, as Kafka's clients match them against the aborted list); a marker is a
+        # control batch of its own, uncompressed, as Kafka's coordinator writes it.
+        transactional = group & (FLAG_TRANSACTIONAL | FLAG_CONTROL)
+        control = bool(group & FLAG_CONTROL)
+        producer = _field(first_fields, 11) if transactional else b""
+        codec = (group & FLAG_CODEC_MASK) >> CODEC_SHIFT if by_producer else compression.codec
+        if control:
+            codec = 0
         base_offset = entry_offset(entries[i][0])
         # Offsets are contiguous (unless a plain Redis client deleted entries), so the
         # offset delta is the index and no per-record ID needs parsing.
@@ -399,7 +455,10 @@ def encode_entries_sized(
             need = len(first_fields[3]) + len(first_fields[5]) + len(first_fields[7])
             if room < BATCH_HEADER + RECORD_OVERHEAD_MAX + need:
                 break
-        builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, max(room, 1))
+        pid, epoch = _producer(producer) if transactional else (-1, -1)
+        builder = DefaultRecordBatchBuilder(
+            2, 0, 1 if transactional else 0, pid, epoch, -1, max(room, 1)
+        )
         append = builder.append
         start = i
         # Fast path: a record whose flags equal the batch's first record's belongs to
@@ -426,6 +485,8 @@ def encode_entries_sized(
                     break
                 key = None if bits & FLAG_KEY_NULL else f[3]
                 value = None if bits & FLAG_VALUE_NULL else f[5]
+            if transactional and (control and i > start or _field(f, 11) != producer):
+                break
             headers = f[7]
             delta = i - start if contiguous else entry_offset(entry_id) - base_offset
             pairs = decode_headers(headers) if headers else []
@@ -436,7 +497,7 @@ def encode_entries_sized(
         if i == start:
             break  # the budget is spent
         raw_size += builder.size()
-        batch = _finish(builder, base_offset, log_append, codec, compression.level(codec))
+        batch = _finish(builder, base_offset, log_append, codec, compression.level(codec), control)
         out.append(batch)
         size += len(batch)
         taken += i - start

@@ -34,6 +34,7 @@ from sidecar.protocol.record_batch import (
     ATTRIBUTES_AT,
     BATCH_HEADER,
     CODEC_SHIFT,
+    CONTROL_BIT,
     CRC,
     CRC_AT,
     FLAG_KEY_NULL,
@@ -62,7 +63,6 @@ MAX_TS_AT = 35
 FIRST_AND_MAX_TS = struct.Struct(">qq")
 FIRST_TS_AT = 27
 COUNT_AT = 57
-CONTROL_BIT = 0x20
 CODEC_MASK = 0x07
 # The partition leader epoch Fetch reports in batches: what the `record` path's builder
 # writes, so both formats answer alike (Skiff's Metadata reports no leader epochs).
@@ -415,12 +415,16 @@ ABORT, COMMIT = 0, 1  # control record types (Kafka's ControlRecordType)
 TRANSACTIONAL_BIT = 0x10
 
 
+def control_record(commit: bool) -> tuple[bytes, bytes]:
+    """A transaction marker's record (EndTransactionMarker): key (version 0, type),
+    value (version 0, coordinator epoch 0)."""
+    return struct.pack(">hh", 0, COMMIT if commit else ABORT), struct.pack(">hi", 0, 0)
+
+
 def control_batch(producer_id: int, producer_epoch: int, commit: bool, now_ms: int) -> bytes:
-    """A transaction marker as Kafka's coordinator writes it (EndTransactionMarker): a
-    transactional control batch of one record, key (version 0, type), value (version 0,
-    coordinator epoch 0); stored with base offset 0 as every batch."""
-    key = struct.pack(">hh", 0, COMMIT if commit else ABORT)
-    value = struct.pack(">hi", 0, 0)
+    """A transaction marker as Kafka's coordinator writes it: a transactional control
+    batch of one record (control_record); stored with base offset 0 as every batch."""
+    key, value = control_record(commit)
     builder = DefaultRecordBatchBuilder(2, 0, 1, producer_id, producer_epoch, -1, 2**31 - 1)
     builder.append(0, now_ms, key, value, [])
     out = bytearray(builder.build())

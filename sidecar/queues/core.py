@@ -67,6 +67,8 @@ from sidecar.protocol.record_batch import (
     FLAG_VALUE_NULL,
     decode_headers,
     encode_headers,
+    is_control_entry,
+    record_in_aborted,
 )
 from sidecar.queues import metrics
 from sidecar.storage import keys, scripts
@@ -643,15 +645,22 @@ class QueueStore:
         room = int(
             await scripts.QUEUE_RESERVE(
                 self.redis,
-                [log_key, resv],
-                [grp, token, left, self.max_record_locks, RESERVATION_MS],
+                [log_key, resv, meta],
+                [
+                    grp,
+                    token,
+                    left,
+                    self.max_record_locks,
+                    RESERVATION_MS,
+                    "1" if cfg.read_committed else "0",
+                ],
             )
         )
         if room <= 0:
             return out
         delivered = scripts.QUEUE_DELIVERED
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hget(meta, "lso")
+            pipe.hmget(meta, "lso", "ab")
             pipe.xreadgroup(grp, holder, {log_key: ">"}, count=room)
             pipe.time()
             # The new leases' due hint, in the same transaction (lua/queue_delivered.lua).
@@ -668,18 +677,29 @@ class QueueStore:
             # later TIME only moves the hint later, which stays correct.
             await delivered.load(self.redis)
             await delivered(self.redis, [due], [ttl])
-        lso = int(lso_raw or 0)
+        lso = int(lso_raw[0] or 0)
+        last_abort = int(lso_raw[1] or -1)
         deadline = secs * 1000 + micros // 1000 + cfg.lock_ms
         below = []
         # A map {stream: entries} in RESP3, a list of [stream, entries] in RESP2.
         replies = streams.items() if isinstance(streams, dict) else (streams or ())
-        for _, entries in replies:
-            for entry_id, fields in entries:
-                offset = int(entry_id[2:]) - 1
-                if offset < lso:
-                    below.append(offset)  # under the log start, not trimmed yet
-                    continue
-                out.append(_acquired(topic, partition, offset, 1, deadline, fields))
+        read = [entry for _, entries in replies for entry in entries]
+        aborted: list[tuple[int, int, int]] = []
+        if read:
+            first, end = int(read[0][0][2:]) - 1, int(read[-1][0][2:])
+            aborted = await self._aborted(cfg, topic, partition, first, end, last_abort)
+        for entry_id, fields in read:
+            offset = int(entry_id[2:]) - 1
+            # Under the log start (not trimmed yet), a marker, or (read_committed) an
+            # aborted transaction's record: no one is handed it.
+            if (
+                offset < lso
+                or is_control_entry(fields)
+                or (aborted and record_in_aborted(offset, fields, aborted))
+            ):
+                below.append(offset)
+                continue
+            out.append(_acquired(topic, partition, offset, 1, deadline, fields))
         if below:
             await self._run_settle(cfg, holder, topic, partition, below, "finish")
         return out

@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from sidecar.protocol import stored_batch
+from sidecar.protocol.record_batch import is_control_entry
 from sidecar.storage import keys, scripts
 
 
@@ -122,6 +123,8 @@ class PartitionLogOps:
             after = int(entries[-1][0][2:])  # one past the last offset read, either format
             if batches:
                 entries = stored_batch.record_entries(entries, pos)
+            else:  # markers are no records (record_entries leaves them out too)
+                entries = [e for e in entries if not is_control_entry(e[1])]
             yield [e for e in entries if int(e[0][2:]) <= end]
             if after <= pos:
                 return

@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from sidecar.protocol import stored_batch
+from sidecar.protocol.record_batch import FLAG_CONTROL, FLAG_TRANSACTIONAL
 from sidecar.storage import keys, resilience, scripts
 from sidecar.storage.store import StoreError
 
@@ -219,11 +220,12 @@ class TxnStore:
         )
 
     async def write_marker(
-        self, topic: str, partition: int, decided: Decided, identity: str
+        self, topic: str, partition: int, decided: Decided, identity: str, batch_format: bool
     ) -> int:
-        """The transaction's marker on one partition of a `batch` topic: its offset, or
-        -1 when the partition had it already. A seq of -1 (WriteTxnMarkers, as
-        `kafka-transactions abort` sends) writes it whatever was marked before."""
+        """The transaction's marker on one partition: its offset, or -1 when the
+        partition had it already. A seq of -1 (WriteTxnMarkers, as `kafka-transactions
+        abort` sends) writes it whatever was marked before. On a `record` topic the
+        marker is one record entry flagged as a control record."""
         log, meta, _, producers = keys.partition_keys(topic, partition)
         script_keys = [
             log,
@@ -245,6 +247,11 @@ class TxnStore:
             marker,
             len(marker),
         ]
+        if batch_format:
+            argv.append("b")
+        else:
+            key, value = stored_batch.control_record(decided.commit)
+            argv += ("r", key, value, FLAG_CONTROL | FLAG_TRANSACTIONAL)
         try:
             (offset,) = await scripts.TXN_MARKER(self.redis, script_keys, argv)
         except ResponseError as exc:

@@ -67,9 +67,9 @@ class TransactionCoordinator(BackgroundLoop):
         writes = []
         for topic, partition in decided.partitions:
             info = await self.store.get_topic(topic)
-            if info is None or not info.batch_format or not 0 <= partition < info.partitions:
-                continue  # deleted since, or a `record` topic that took no transactional data
-            writes.append(self._mark(topic, partition, decided, identity))
+            if info is None or not 0 <= partition < info.partitions:
+                continue  # deleted since
+            writes.append(self._mark(topic, partition, decided, identity, info.batch_format))
         for group in decided.groups:
             writes.append(self.txns.settle_offsets(group, decided.producer_id, decided.commit))
         for result in await asyncio.gather(*writes, return_exceptions=True):
@@ -77,9 +77,11 @@ class TransactionCoordinator(BackgroundLoop):
                 raise result
         await self.txns.done(transactional_id, decided)
 
-    async def _mark(self, topic: str, partition: int, decided: Decided, identity: str) -> None:
+    async def _mark(
+        self, topic: str, partition: int, decided: Decided, identity: str, batch_format: bool
+    ) -> None:
         try:
-            await self.txns.write_marker(topic, partition, decided, identity)
+            await self.txns.write_marker(topic, partition, decided, identity, batch_format)
         except StoreError as exc:
             if exc.code != "UNKNOWN_TOPIC_OR_PARTITION":
                 raise
