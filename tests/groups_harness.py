@@ -333,12 +333,13 @@ def tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     # replication -1: the broker's default (Skiff keeps copies in Redis, Kafka on all brokers)
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=-1)], operation_timeout=30
-    )
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=config or {})
+    futures = admin.create_topics([new], operation_timeout=30)
     futures[topic].result(timeout=60)
     deadline = time.monotonic() + 30  # until every partition has a leader
     while time.monotonic() < deadline:

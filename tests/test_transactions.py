@@ -166,6 +166,37 @@ def test_commit_and_abort_as_read_committed_and_uncommitted_consumers_see_them(
     assert _fetch_committed(kafka, topic, 7).aborted_transactions == ()
 
 
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
+def test_the_spark_redis_read_path_skips_markers(
+    skiff: Skiff, kafka: RawKafka, redis_server: RedisServer, storage_format: str
+) -> None:
+    """pipeline/skiff_logs.py reads the log straight from Redis, as Spark's Kafka source
+    does by default (read_uncommitted): every data record, no transaction marker."""
+    pytest.importorskip("pyarrow")
+    from pipeline.skiff_logs import RedisLog
+
+    bootstrap = f"127.0.0.1:{skiff.port}"
+    topic = _topic(kafka, storage_format)
+    producer = _producer(bootstrap, f"tx-{topic}")
+    producer.begin_transaction()
+    producer.produce(topic, b"c0", b"k")
+    producer.commit_transaction(30)  # 0, COMMIT marker at 1
+    producer.begin_transaction()
+    producer.produce(topic, b"a0", b"k")
+    producer.flush(30)
+    producer.abort_transaction(30)  # 2, ABORT marker at 3
+    log = RedisLog(redis_server.url)
+    try:
+        assert log.watermarks(topic, 0) == (0, 4)
+        rows = [row for batch in log.read(topic, 0, 0, 4) for row in batch.to_pylist()]
+    finally:
+        log.close()
+    assert [(r["offset"], r["key"], r["value"]) for r in rows] == [
+        (0, b"k", b"c0"),
+        (2, b"k", b"a0"),
+    ]
+
+
 def _producer_id(kafka: RawKafka, txn_id: str) -> int:
     """The producer id a transactional id holds (an init bumps only its epoch)."""
     body = {

@@ -29,9 +29,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     started.stop()
 
 
-def test_java_producer_commits_aborts_and_is_fenced(cluster: Cluster) -> None:
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
+def test_java_producer_commits_aborts_and_is_fenced(cluster: Cluster, storage_format: str) -> None:
     topic = f"jtx-{uuid.uuid4().hex[:8]}"
-    create_topic(cluster.bootstrap, topic, 1)
+    create_topic(cluster.bootstrap, topic, 1, {"skiff.storage.format": storage_format})
     lines = run_txn(cluster.bootstrap, topic, f"id-{topic}")
     # c0-c2 at 0-2, COMMIT 3; a0 a1 at 4-5, ABORT 6; c3 at 7, COMMIT 8; the zombie's
     # record at 9, ABORTed at 10 by the new instance; fresh at 11, COMMIT 12.
