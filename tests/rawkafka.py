@@ -362,13 +362,14 @@ def build_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """A v2 record batch (base offset 0) holding `records`. Records without a timestamp
     get base_timestamp (default: now) plus their index."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
-        is_transactional=0,
+        is_transactional=int(transactional),
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,

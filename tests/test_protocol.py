@@ -53,7 +53,7 @@ UNKNOWN_TOPIC_ID = 100
 # for (Produce v0-v2, Fetch v0-v3, ListOffsets v0: legacy message sets) are tested in
 # test_legacy_formats.py; the tests here build kio requests, so they start above them.
 ADVERTISED = {
-    PRODUCE: (0, 11),
+    PRODUCE: (0, 12),
     FETCH: (0, 15),
     LIST_OFFSETS: (0, 8),
     METADATA: (0, 12),

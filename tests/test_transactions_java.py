@@ -20,6 +20,8 @@ from clients.java_streams_client import run_txn, wordcount_cmd
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from conftest import stop_process
 from groups_harness import FAILOVER_ENV, Cluster, SkiffCluster, create_topic, start_cluster
+from rawkafka import RawKafka
+from test_transactions_v2 import stored_batches
 
 
 @pytest.fixture
@@ -50,6 +52,14 @@ def test_java_producer_commits_aborts_and_is_fenced(cluster: Cluster, storage_fo
     assert "uncommitted-position 13" in lines
     fenced = [line for line in lines if line.startswith(("fenced", "not fenced"))]
     assert fenced in (["fenced ProducerFencedException"], ["fenced InvalidProducerEpochException"])
+    # Kafka 4.x's client uses transaction version 2 (KIP-890): each EndTxn bumps the
+    # epoch, so the markers of its three transactions carry three epochs in a row.
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    with RawKafka(host, int(port)) as kafka:
+        markers = [b for b in stored_batches(kafka, topic) if b[1]]
+    epochs = [epoch for _, _, epoch, _ in markers[:3]]
+    assert [offset for offset, *_ in markers[:3]] == [3, 6, 8]
+    assert epochs == [epochs[0], epochs[0] + 1, epochs[0] + 2], markers
 
 
 class WordCount:

@@ -6,7 +6,15 @@ import re
 from typing import Any
 
 from sidecar.protocol import errors
-from sidecar.protocol.primitives import EMPTY_TAGS, array_len, pack_i16, pack_i32
+from sidecar.protocol.primitives import (
+    EMPTY_TAGS,
+    array_len,
+    pack_i16,
+    pack_i32,
+    pack_i64,
+    string,
+    uvarint,
+)
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -25,7 +33,44 @@ def _ranges(broker: Any) -> list[tuple[int, int, int]]:
     )
 
 
-def encode(version: int, error_code: int, ranges: list[tuple[int, int, int]]) -> bytes:
+# Feature flags (KIP-584): Skiff's only one is transaction.version, levels 0-2 as Kafka
+# 4.x (2: KIP-890 part 2, docs/transactions.md); its level is --transaction-version.
+TRANSACTION_VERSION = "transaction.version"
+SUPPORTED_FEATURES = ((TRANSACTION_VERSION, 0, 2),)
+# The finalized features' epoch: clients take the features of the highest epoch they
+# saw. Kafka's is a metadata offset; Skiff's levels change only with a restart.
+FEATURES_EPOCH = 1
+
+
+def _feature_tags(version: int, transaction_version: int) -> bytes:
+    """The tagged fields of v3+: SupportedFeatures (0; from v4 with the features whose
+    minimum is 0, as Kafka leaves those out of v3, KAFKA-17492), FinalizedFeaturesEpoch
+    (1) and FinalizedFeatures (2; a feature at level 0 is not listed)."""
+    fields: list[tuple[int, bytes]] = []
+    supported = [f for f in SUPPORTED_FEATURES if version >= 4 or f[1] > 0]
+    if supported:
+        body = array_len(len(supported), True) + b"".join(
+            string(name, True) + pack_i16(lo) + pack_i16(hi) + EMPTY_TAGS
+            for name, lo, hi in supported
+        )
+        fields.append((0, body))
+    fields.append((1, pack_i64(FEATURES_EPOCH)))
+    if transaction_version > 0:
+        level = pack_i16(transaction_version)
+        body = array_len(1, True) + string(TRANSACTION_VERSION, True) + level + level + EMPTY_TAGS
+        fields.append((2, body))
+    return uvarint(len(fields)) + b"".join(
+        uvarint(tag) + uvarint(len(body)) + body for tag, body in fields
+    )
+
+
+def encode(
+    version: int,
+    error_code: int,
+    ranges: list[tuple[int, int, int]],
+    transaction_version: int | None = None,
+) -> bytes:
+    """transaction_version None: no features (error answers)."""
     flexible = version >= 3
     parts = [pack_i16(error_code), array_len(len(ranges), flexible)]
     for key, lo, hi in ranges:
@@ -35,7 +80,10 @@ def encode(version: int, error_code: int, ranges: list[tuple[int, int, int]]) ->
     if version >= 1:
         parts.append(pack_i32(0))  # throttle_time_ms
     if flexible:
-        parts.append(EMPTY_TAGS)
+        if transaction_version is None:
+            parts.append(EMPTY_TAGS)
+        else:
+            parts.append(_feature_tags(version, transaction_version))
     return b"".join(parts)
 
 
@@ -57,4 +105,4 @@ async def handle(broker: Any, request: Any) -> bytes:
         for text in (body.client_software_name, body.client_software_version):
             if not _SOFTWARE.fullmatch(text):
                 return encode(version, errors.INVALID_REQUEST, [])
-    return encode(version, errors.NONE, _ranges(broker))
+    return encode(version, errors.NONE, _ranges(broker), broker.settings.transaction_version)

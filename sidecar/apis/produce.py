@@ -35,7 +35,7 @@ from sidecar.protocol.record_batch import InvalidBatch, decode_batch, single_bat
 from sidecar.quotas import PRODUCER_BYTE_RATE
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
-from sidecar.storage import resilience
+from sidecar.storage import keys, resilience
 from sidecar.storage.store import PreparedAppend, StoreError, TopicInfo
 from sidecar.telemetry import requests as telemetry
 from sidecar.telemetry.logs import RateLimitedLog
@@ -46,7 +46,7 @@ API_KEY = 0
 # v0-v2 carry message sets (magic 0, and magic 1 from v2). Older librdkafka also
 # silently stops compressing when the advertised minimum is not 0 (librdkafka 4956).
 MIN_VERSION = 0
-MAX_VERSION = 11
+MAX_VERSION = 12
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     )
     unverified: dict[tuple[str, int], int] = {}
     if txn_id is not None and not txn_denied and _transactional(body):
-        unverified = await _verify_transaction(broker, body, txn_id)
+        unverified = await _verify_transaction(broker, body, txn_id, version, writable)
     for topic in body.topic_data:
         name = topic.name
         items: list[PartitionResult | tuple[int, PreparedAppend]] = []
@@ -298,19 +298,27 @@ _UNVERIFIED_MESSAGE = "the partition is not in the producer's open transaction"
 _PRODUCER = struct.Struct(">qh")  # producer id and epoch, at byte 43 of a v2 batch
 
 
-async def _verify_transaction(broker: Broker, body: Any, txn_id: str) -> dict[tuple[str, int], int]:
+async def _verify_transaction(
+    broker: Broker, body: Any, txn_id: str, version: int, writable: set[str]
+) -> dict[tuple[str, int], int]:
     """Kafka's produce-side transaction verification (KIP-890 part 1): a transactional
     batch is appended only by the id's current producer and epoch, to a partition added
-    to its open transaction (AddPartitionsToTxn). Returns the partitions refused."""
+    to its open transaction (AddPartitionsToTxn). From v12 (transaction version 2,
+    KIP-890 part 2) a partition not in the transaction is added to it here, opening one
+    if none is, as Kafka's partition leader asks its coordinator. Returns the
+    partitions refused."""
     batches = [
         (t.name, p.index, p.records)
         for t in body.topic_data
+        if t.name in writable
         for p in t.partition_data
         if _is_transactional(p.records)
     ]
     wanted = [(name, index) for name, index, _ in batches]
-    pid, epoch, state, inside = await broker.transactions.txns.producer(txn_id, wanted)
+    txns = broker.transactions.txns
+    pid, epoch, state, inside = await txns.producer(txn_id, wanted)
     refused = {}
+    missing = []
     for (name, index, records), member in zip(batches, inside, strict=True):
         got_pid, got_epoch = _PRODUCER.unpack_from(records, 43)  # type: ignore[arg-type]
         if got_pid != pid:
@@ -318,8 +326,37 @@ async def _verify_transaction(broker: Broker, body: Any, txn_id: str) -> dict[tu
         elif got_epoch != epoch:
             refused[(name, index)] = errors.INVALID_PRODUCER_EPOCH
         elif state != b"Ongoing" or not member:
-            refused[(name, index)] = errors.INVALID_TXN_STATE
+            missing.append((name, index))
+    if missing and version >= 12:
+        code = await _add_partitions(broker, txn_id, pid, epoch, missing)
+        missing = [] if code == errors.NONE else missing
+        refused |= dict.fromkeys(missing, code)
+    refused |= dict.fromkeys(missing, errors.INVALID_TXN_STATE)
     return refused
+
+
+# Kafka's partition leader retries CONCURRENT_TRANSACTIONS (the previous transaction
+# completing) for add.partitions.to.txn.retry.backoff.max.ms before answering it.
+_ADD_RETRIES, _ADD_BACKOFF_S = 5, 0.02
+
+
+async def _add_partitions(
+    broker: Broker, txn_id: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+) -> int:
+    """Produce v12+: add the partitions to the producer's transaction (lua/txn.lua add)."""
+    members = [keys.offset_field(t, p) for t, p in partitions]
+    for attempt in range(_ADD_RETRIES):
+        try:
+            await broker.transactions.txns.add(txn_id, pid, epoch, "p", members)
+            return errors.NONE
+        except StoreError as exc:
+            if exc.code == "CONCURRENT_TRANSACTIONS" and attempt < _ADD_RETRIES - 1:
+                await asyncio.sleep(_ADD_BACKOFF_S)
+                continue
+            if exc.code == "PRODUCER_FENCED":
+                return errors.INVALID_PRODUCER_EPOCH
+            return errors.code(exc.code)
+    return errors.CONCURRENT_TRANSACTIONS
 
 
 async def _record_error_log_starts(

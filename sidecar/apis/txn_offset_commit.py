@@ -39,7 +39,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     results, valid = await checked_offsets(broker, request, now, -1, denied)
     if valid:
         # As Kafka 4.x: the transaction is verified first, then the group's member.
-        error = await _verify(broker, body)
+        error = await _verify(broker, body, version)
         if error == "NONE":
             error = await _group_error(broker, body)
         if error == "NONE":
@@ -64,17 +64,24 @@ async def _group_error(broker: Broker, body: Any) -> str:
         return exc.code
 
 
-async def _verify(broker: Broker, body: Any) -> str:
+async def _verify(broker: Broker, body: Any, version: int) -> str:
     """Kafka accepts the commit only from the transaction's producer, at its epoch, with
-    the group added (AddOffsetsToTxn)."""
+    the group added (AddOffsetsToTxn). v5 is transaction version 2 (KIP-890): the group
+    is added here, opening a transaction if none is."""
     txns = broker.transactions.txns
     pid, epoch, state, _ = await txns.producer(body.transactional_id, [])
     if pid != body.producer_id:
         return "INVALID_PRODUCER_ID_MAPPING"
     if epoch != body.producer_epoch:
         return "INVALID_PRODUCER_EPOCH"
-    if state != b"Ongoing" or not await txns.has_group(body.transactional_id, body.group_id):
+    if state == b"Ongoing" and await txns.has_group(body.transactional_id, body.group_id):
+        return "NONE"
+    if version < 5:
         return "INVALID_TXN_STATE"
+    try:
+        await txns.add(body.transactional_id, pid, epoch, "g", [body.group_id])
+    except StoreError as exc:
+        return "INVALID_PRODUCER_EPOCH" if exc.code == "PRODUCER_FENCED" else exc.code
     return "NONE"
 
 

@@ -552,6 +552,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "transaction-version",
+        "2",
+        "the transaction.version feature level ApiVersions finalizes: 2 lets Kafka 4.x "
+        "clients use transaction protocol version 2 (KIP-890), 0 or 1 keeps them on the first",
+        type=int,
+        choices=(0, 1, 2),
+    )
+    _flag(
+        serve,
         "transaction-max-timeout-ms",
         "900000",
         "transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for",
@@ -1107,6 +1116,7 @@ def _run(argv: list[str]) -> int:
         producer_id_expiration_ms=args.producer_id_expiration_ms,
         transactional_id_expiration_ms=args.transactional_id_expiration_ms,
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
+        transaction_version=args.transaction_version,
         transaction_abort_timed_out_transaction_cleanup_interval_ms=(
             args.transaction_abort_timed_out_transaction_cleanup_interval_ms
         ),

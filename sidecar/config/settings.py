@@ -116,6 +116,8 @@ class Settings:
     producer_id_expiration_ms: int = 86_400_000
     transactional_id_expiration_ms: int = 604_800_000
     transaction_max_timeout_ms: int = 900_000
+    # The transaction.version feature finalized in ApiVersions (2: KIP-890 part 2).
+    transaction_version: int = 2
     # How often each sidecar aborts transactions past their timeout (transactions/).
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     # UDP ingest (sidecar/udp_ingest.py): datagrams on udp_listen become records of udp_topic.

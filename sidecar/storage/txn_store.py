@@ -44,6 +44,14 @@ class Decided:
     producer_id: int
     partitions: list[tuple[str, int]]
     groups: list[str]
+    # Transaction version 2 exhausted the epoch: the id's producer id once complete.
+    next_producer_id: int = -1
+
+    def producer_after(self) -> tuple[int, int]:
+        """(producer id, epoch) an EndTxn v5 answers once it is complete."""
+        if self.next_producer_id >= 0:
+            return self.next_producer_id, 0
+        return self.producer_id, self.epoch
 
 
 def _raw_score(score: bytes) -> bytes:
@@ -58,13 +66,13 @@ def _decided(reply: list[bytes | int]) -> Decided | None:
     if not reply or reply[0] in (b"", ""):
         return None
     commit = reply[0] in (b"C", "C")
-    seq, epoch, pid, n = (int(x) for x in reply[1:5])
+    seq, epoch, pid, next_pid, n = (int(x) for x in reply[1:6])
     partitions = []
-    for raw in reply[5 : 5 + n]:
+    for raw in reply[6 : 6 + n]:
         topic, _, partition = bytes(raw).decode().rpartition("/")  # type: ignore[arg-type]
         partitions.append((topic, int(partition)))
-    groups = [bytes(g).decode() for g in reply[5 + n :]]  # type: ignore[arg-type]
-    return Decided(commit, seq, epoch, pid, partitions, groups)
+    groups = [bytes(g).decode() for g in reply[6 + n :]]  # type: ignore[arg-type]
+    return Decided(commit, seq, epoch, pid, partitions, groups, next_pid)
 
 
 class TxnStore:
@@ -105,6 +113,26 @@ class TxnStore:
         return _decided(
             await self._txn(transactional_id, "end", pid, epoch, "1" if commit else "0")
         )
+
+    async def end_v2(
+        self, transactional_id: str, pid: int, epoch: int, commit: bool, spare_pid: int | None
+    ) -> Decided | tuple[int, int]:
+        """EndTxn v5 (transaction version 2): the transaction to complete, or the
+        (producer id, epoch) to answer when there is none (a retry, an empty abort).
+        StoreError SKIFF_NEED_PID: the epoch is exhausted, call again with spare_pid."""
+        reply = await self._txn(
+            transactional_id,
+            "end",
+            pid,
+            epoch,
+            "1" if commit else "0",
+            "2",
+            "" if spare_pid is None else spare_pid,
+        )
+        decided = _decided(reply)
+        if decided is not None:
+            return decided
+        return int(reply[1]), int(reply[2])
 
     async def expire(self, transactional_id: str, timed_out_only: bool) -> Decided | int | None:
         """Abort the open transaction (only if past its timeout), epoch bumped; or the

@@ -59,6 +59,24 @@ class TransactionCoordinator(BackgroundLoop):
         if decided is not None:
             await self.complete(transactional_id, decided)
 
+    async def end_v2(
+        self, transactional_id: str, pid: int, epoch: int, commit: bool
+    ) -> tuple[int, int]:
+        """EndTxn v5 (transaction version 2, KIP-890): the epoch moves on at every end;
+        returns the (producer id, epoch) the producer goes on with. A producer id is
+        taken only when the epoch is exhausted (the script asks for one)."""
+        try:
+            outcome = await self.txns.end_v2(transactional_id, pid, epoch, commit, None)
+        except StoreError as exc:
+            if exc.code != "SKIFF_NEED_PID":
+                raise
+            spare = await self.store.next_producer_id()
+            outcome = await self.txns.end_v2(transactional_id, pid, epoch, commit, spare)
+        if isinstance(outcome, tuple):
+            return outcome
+        await self.complete(transactional_id, outcome)
+        return outcome.producer_after()
+
     async def complete(self, transactional_id: str, decided: Decided) -> None:
         """Write the markers and settle the offsets of a decided transaction, then mark
         it complete. Raises StoreError if Redis fails; it stays decided, and the next
