@@ -167,7 +167,7 @@ def test_random_frames(skiff: Skiff) -> None:
     for i in range(40):
         body = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 200)))
         if i % 2:  # a plausible header (a served API and version) and a random body
-            key, lo, hi = rng.choice([(0, 3, 11), (1, 4, 15), (3, 0, 12), (19, 2, 7)])
+            key, lo, hi = rng.choice([(0, 3, 12), (1, 4, 15), (3, 0, 12), (19, 2, 7)])
             body = struct.pack(">hhih", key, rng.randint(lo, hi), i, -1) + body
         with RawKafka("127.0.0.1", skiff.port, timeout=5) as kafka:
             kafka.send_raw(struct.pack(">i", len(body)) + body)
@@ -265,7 +265,7 @@ def test_half_close_after_a_request_closes(skiff: Skiff) -> None:
         (DELETE_TOPICS, 7, "unsupported API key 20 version 7"),
         # Newer than served: Kafka 3.9 closes the connection for these too, whether or
         # not the response has a top-level error code.
-        (PRODUCE, 12, "unsupported API key 0 version 12"),
+        (PRODUCE, 13, "unsupported API key 0 version 13"),
         (LIST_OFFSETS, 9, "unsupported API key 2 version 9"),
         (METADATA, 13, "unsupported API key 3 version 13"),
         (FETCH, 16, "unsupported API key 1 version 16"),

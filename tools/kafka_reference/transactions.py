@@ -88,24 +88,30 @@ def _add(side: Side, txn_id: str, pid: int, epoch: int, name: str, version: int 
         time.sleep(0.2)  # 51 CONCURRENT_TRANSACTIONS: the last one still completing
 
 
-def _produce(side: Side, name: str, txn_id: str, batch: bytes) -> Any:
+def _produce(side: Side, name: str, txn_id: str, batch: bytes, version: int = 9) -> Any:
     body = {
         "transactional_id": txn_id,
         "acks": -1,
         "timeout": 5000,
         "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": batch}]}],
     }
-    return ask(side, PRODUCE, 9, body)
+    return ask(side, PRODUCE, version, body)
 
 
-def _end(side: Side, txn_id: str, pid: int, epoch: int, commit: bool) -> Any:
+def _produce_error(answer: Any) -> int | None:
+    if not isinstance(answer, dict):
+        return None
+    return int(answer["responses"][0]["partition_responses"][0]["error_code"])
+
+
+def _end(side: Side, txn_id: str, pid: int, epoch: int, commit: bool, version: int = 3) -> Any:
     body = {
         "transactional_id": txn_id,
         "producer_id": pid,
         "producer_epoch": epoch,
         "committed": commit,
     }
-    return ask(side, END_TXN, 3, body)
+    return ask(side, END_TXN, version, body)
 
 
 def _fetch_committed(side: Side, name: str) -> Any:
@@ -332,3 +338,75 @@ def transaction_scenarios() -> None:
             return _masked(sc.out(out), pid)
 
     add("txn.offsets_members", member_checks, "TxnOffsetCommit v3 generation and member checks")
+
+    def version_2(side: Side) -> Any:
+        """Transaction version 2 (KIP-890 part 2; Kafka 4.x finalizes it): Produce v12
+        adds the partition, TxnOffsetCommit v5 the group, EndTxn v5 bumps the epoch."""
+        name, txn_id, pid, epoch = _started(side, "txn-v2")
+        group = f"{RUN}-txn-v2-group"
+        deadline = time.monotonic() + 60  # Kafka makes __consumer_offsets on the first one
+        while error_of(ask(side, FIND_COORDINATOR, 3, {"key": group, "key_type": 0})) != 0:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+
+        def produce(e: int, seq: int, values: list[bytes]) -> Any:
+            answer = _produce(side, name, txn_id, _txn_batch(pid, e, seq, values), 12)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and _produce_error(answer) == 51:
+                time.sleep(0.2)  # CONCURRENT_TRANSACTIONS: the last one still completing
+                answer = _produce(side, name, txn_id, _txn_batch(pid, e, seq, values), 12)
+            return answer
+
+        partition = {
+            "partition_index": 0,
+            "committed_offset": 1,
+            "committed_leader_epoch": -1,
+            "committed_metadata": "",
+        }
+
+        def settled(answer: Any) -> Any:
+            """Kafka answers EndTxn before its markers are written: wait for them, so
+            what follows meets a completed transaction on both sides."""
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                described = ask(side, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})
+                state = described["transaction_states"][0]["transaction_state"]
+                if state.startswith("Complete"):
+                    break
+                time.sleep(0.1)
+            return answer
+
+        out: dict[str, Any] = {
+            "produce": produce(epoch, 0, [b"a", b"b"]),
+            "offsets": ask(
+                side,
+                TXN_OFFSET_COMMIT,
+                5,
+                {
+                    "transactional_id": txn_id,
+                    "group_id": group,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "generation_id": -1,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "topics": [{"name": name, "partitions": [partition]}],
+                },
+            ),
+            "end": settled(_end(side, txn_id, pid, epoch, True, 5)),
+            "end_again": _end(side, txn_id, pid, epoch, True, 5),
+            "end_other_way": _end(side, txn_id, pid, epoch, False, 5),
+            "old_epoch_produce": produce(epoch, 2, [b"late"]),
+            "next_produce": produce(epoch + 1, 0, [b"x"]),
+            "next_abort": settled(_end(side, txn_id, pid, epoch + 1, False, 5)),
+            "commit_nothing": _end(side, txn_id, pid, epoch + 2, True, 5),
+            "abort_nothing": _end(side, txn_id, pid, epoch + 2, False, 5),
+            "fetch_committed": _fetch_committed(side, name),
+            "describe_producers": ask(
+                side, DESCRIBE_PRODUCERS, 0, {"topics": [{"name": name, "partition_indexes": [0]}]}
+            ),
+        }
+        return _masked(out, pid)
+
+    add("txn.v2", version_2, "Produce v12, TxnOffsetCommit v5, EndTxn v5 (Kafka 4.x only)")
