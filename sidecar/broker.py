@@ -14,6 +14,7 @@ from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
 from sidecar.quotas import QuotaManager
 from sidecar.security.authorizer import AllowAll, Authorizer
+from sidecar.storage.features import Features
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
 from sidecar.telemetry.logs import RateLimitedLog
@@ -73,10 +74,13 @@ class Broker:
     quotas: QuotaManager = field(default_factory=QuotaManager)
     # Kafka transactions, their state in Redis (sidecar/transactions/).
     transactions: TransactionCoordinator = field(init=False)
+    # Finalized feature levels (ApiVersions, UpdateFeatures), in Redis.
+    features: Features = field(init=False)
 
     def __post_init__(self) -> None:
         self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)
         self.transactions = TransactionCoordinator(self.settings, self.store)
+        self.features = Features(self.store.redis, self.settings.transaction_version)
         self.quotas.attach(self.store.redis)
 
     async def topic_for_produce_or_metadata(self, name: str) -> TopicInfo | None:

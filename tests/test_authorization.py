@@ -308,6 +308,8 @@ EXPECTED: dict[int, Denied] = {
     41: Denied(only(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)),
     # ElectLeaders: ALTER on the cluster
     43: Denied(CLUSTER_DENIED),
+    # UpdateFeatures: ALTER on the cluster
+    57: Denied(CLUSTER_DENIED),
     # AlterPartitionReassignments: ALTER on the cluster
     45: Denied(CLUSTER_DENIED),
     # ListPartitionReassignments: DESCRIBE on the cluster

@@ -108,6 +108,7 @@ ADVERTISED = {
     40: (1, 2),  # ExpireDelegationToken
     41: (1, 3),  # DescribeDelegationToken
     43: (0, 2),  # ElectLeaders
+    57: (0, 2),  # UpdateFeatures
     45: (0, 1),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     23: (2, 4),  # OffsetForLeaderEpoch

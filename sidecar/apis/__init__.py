@@ -71,6 +71,7 @@ from sidecar.apis import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 
@@ -130,6 +131,7 @@ HANDLERS: dict[int, ModuleType] = {
         expire_delegation_token,
         describe_delegation_token,
         elect_leaders,
+        update_features,
         alter_partition_reassignments,
         list_partition_reassignments,
         describe_client_quotas,

@@ -15,6 +15,7 @@ from sidecar.protocol.primitives import (
     string,
     uvarint,
 )
+from sidecar.storage.features import SUPPORTED
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -33,31 +34,26 @@ def _ranges(broker: Any) -> list[tuple[int, int, int]]:
     )
 
 
-# Feature flags (KIP-584): Skiff's only one is transaction.version, levels 0-2 as Kafka
-# 4.x (2: KIP-890 part 2, docs/transactions.md); its level is --transaction-version.
-TRANSACTION_VERSION = "transaction.version"
-SUPPORTED_FEATURES = ((TRANSACTION_VERSION, 0, 2),)
-# The finalized features' epoch: clients take the features of the highest epoch they
-# saw. Kafka's is a metadata offset; Skiff's levels change only with a restart.
-FEATURES_EPOCH = 1
-
-
-def _feature_tags(version: int, transaction_version: int) -> bytes:
-    """The tagged fields of v3+: SupportedFeatures (0; from v4 with the features whose
-    minimum is 0, as Kafka leaves those out of v3, KAFKA-17492), FinalizedFeaturesEpoch
-    (1) and FinalizedFeatures (2; a feature at level 0 is not listed)."""
+def _feature_tags(version: int, levels: dict[str, int], epoch: int) -> bytes:
+    """The tagged fields of v3+ (storage/features.py): SupportedFeatures (0; from v4
+    with the features whose minimum is 0, as Kafka leaves those out of v3, KAFKA-17492),
+    FinalizedFeaturesEpoch (1) and FinalizedFeatures (2; a feature at level 0 is not
+    listed)."""
     fields: list[tuple[int, bytes]] = []
-    supported = [f for f in SUPPORTED_FEATURES if version >= 4 or f[1] > 0]
+    supported = [(n, lo, hi) for n, (lo, hi) in SUPPORTED.items() if version >= 4 or lo > 0]
     if supported:
         body = array_len(len(supported), True) + b"".join(
             string(name, True) + pack_i16(lo) + pack_i16(hi) + EMPTY_TAGS
             for name, lo, hi in supported
         )
         fields.append((0, body))
-    fields.append((1, pack_i64(FEATURES_EPOCH)))
-    if transaction_version > 0:
-        level = pack_i16(transaction_version)
-        body = array_len(1, True) + string(TRANSACTION_VERSION, True) + level + level + EMPTY_TAGS
+    fields.append((1, pack_i64(epoch)))
+    finalized = [(name, level) for name, level in sorted(levels.items()) if level > 0]
+    if finalized:
+        body = array_len(len(finalized), True) + b"".join(
+            string(name, True) + pack_i16(level) + pack_i16(level) + EMPTY_TAGS
+            for name, level in finalized
+        )
         fields.append((2, body))
     return uvarint(len(fields)) + b"".join(
         uvarint(tag) + uvarint(len(body)) + body for tag, body in fields
@@ -68,9 +64,9 @@ def encode(
     version: int,
     error_code: int,
     ranges: list[tuple[int, int, int]],
-    transaction_version: int | None = None,
+    features: tuple[dict[str, int], int] | None = None,
 ) -> bytes:
-    """transaction_version None: no features (error answers)."""
+    """features: (finalized levels, epoch); None: no features (error answers)."""
     flexible = version >= 3
     parts = [pack_i16(error_code), array_len(len(ranges), flexible)]
     for key, lo, hi in ranges:
@@ -80,10 +76,10 @@ def encode(
     if version >= 1:
         parts.append(pack_i32(0))  # throttle_time_ms
     if flexible:
-        if transaction_version is None:
+        if features is None:
             parts.append(EMPTY_TAGS)
         else:
-            parts.append(_feature_tags(version, transaction_version))
+            parts.append(_feature_tags(version, *features))
     return b"".join(parts)
 
 
@@ -105,4 +101,5 @@ async def handle(broker: Any, request: Any) -> bytes:
         for text in (body.client_software_name, body.client_software_version):
             if not _SOFTWARE.fullmatch(text):
                 return encode(version, errors.INVALID_REQUEST, [])
-    return encode(version, errors.NONE, _ranges(broker), broker.settings.transaction_version)
+    features = await broker.features.finalized() if version >= 3 else None
+    return encode(version, errors.NONE, _ranges(broker), features)

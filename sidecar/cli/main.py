@@ -554,8 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         "transaction-version",
         "2",
-        "the transaction.version feature level ApiVersions finalizes: 2 lets Kafka 4.x "
-        "clients use transaction protocol version 2 (KIP-890), 0 or 1 keeps them on the first",
+        "the transaction.version feature level ApiVersions finalizes until UpdateFeatures "
+        "(kafka-features) sets one: 2 lets Kafka 4.x clients use transaction protocol "
+        "version 2 (KIP-890), 0 or 1 keeps them on the first",
         type=int,
         choices=(0, 1, 2),
     )

@@ -12,6 +12,8 @@ CLUSTER_ID = "skiff:cluster_id"  # string: the cluster id Metadata reports
 # (storage/identity.py); CLUSTER_ID mirrors its cluster_id for older readers.
 IDENTITY = "skiff:identity"
 PRODUCER_ID_SEQ = "skiff:producer_id_seq"  # counter: the last producer id handed out
+# hash: feature name -> finalized level, and `epoch` (storage/features.py)
+FEATURES = "skiff:features"
 # ACLs (storage/acl_store.py): a hash of bindings and its version counter, one slot.
 ACLS = "skiff:{acls}"
 ACLS_VERSION = "skiff:{acls}:version"
