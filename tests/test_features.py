@@ -87,8 +87,11 @@ def test_update_features_reaches_every_sidecar_with_kafkas_checks(
     assert _update(a.port, "transaction.version", 2, SAFE_DOWNGRADE).error_code == (
         INVALID_UPDATE_VERSION
     )
-    # v0: allow_downgrade; level 0 leaves the feature out of FinalizedFeatures.
-    assert _update(b.port, "transaction.version", 0, SAFE_DOWNGRADE, version=0).error_code == 0
+    # v0's allow_downgrade does not reach Kafka's controller: v0 only upgrades.
+    refused = _update(b.port, "transaction.version", 0, SAFE_DOWNGRADE, version=0)
+    assert refused.error_code == INVALID_UPDATE_VERSION
+    # Level 0 leaves the feature out of FinalizedFeatures.
+    assert _update(b.port, "transaction.version", 0, SAFE_DOWNGRADE).error_code == 0
     assert _finalized(b.port)[0] == {}
 
 

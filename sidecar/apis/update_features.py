@@ -3,10 +3,10 @@ AdminClient.updateFeatures change finalized feature levels (storage/features.py)
 Kafka's controller checks (FeatureControlManager.updateFeature) and messages: a feature
 Skiff does not support, a level outside its range or below 0, a downgrade without a
 downgrade type or an upgrade with one, an unknown upgrade type are INVALID_UPDATE_VERSION
-and nothing changes (the first failure fails the request). v0's allow_downgrade means a
-safe downgrade. validate_only checks without changing. Needs ALTER on the cluster (else
-CLUSTER_AUTHORIZATION_FAILED). v0-v1 answer a result per feature on success; v2 only
-the top-level error."""
+and nothing changes (the first failure fails the request). As on Kafka 4.x, v0's
+allow_downgrade is ignored (v0 only upgrades). validate_only checks without changing.
+Needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED). v0-v1 answer a result
+per feature on success; v2 only the top-level error."""
 
 from __future__ import annotations
 
@@ -59,15 +59,17 @@ async def handle(broker: Broker, request: Any) -> bytes:
         current, _ = await broker.features.finalized()
         wanted: dict[str, int] = {}
         for update in updates:
-            if version == 0:
-                upgrade_type = SAFE_DOWNGRADE if update.allow_downgrade else UPGRADE
-            else:
-                upgrade_type = update.upgrade_type
+            # Kafka's controller reads the upgrade type field, whose default v0 keeps:
+            # v0's allow_downgrade never reaches it, so v0 can only upgrade.
+            upgrade_type = getattr(update, "upgrade_type", UPGRADE)
             level = update.max_version_level
             why = _reason(update.feature, level, upgrade_type, current.get(update.feature, 0))
             if why is not None:
                 code = INVALID_UPDATE_VERSION
-                message = f"Invalid update version {level} for feature {update.feature}. {why}"
+                message = (
+                    "The update failed for all features since the following feature had an "
+                    f"error: Invalid update version {level} for feature {update.feature}. {why}"
+                )
                 break
             wanted[update.feature] = level
         if code == errors.NONE and wanted and not getattr(body, "validate_only", False):
@@ -75,7 +77,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     data: dict[str, Any] = {"throttle_time": 0, "error_code": code, "error_message": message}
     if version < 2:
         data["results"] = (
-            [{"feature": u.feature, "error_code": 0, "error_message": None} for u in updates]
+            [{"feature": u.feature, "error_code": 0, "error_message": "NONE"} for u in updates]
             if code == errors.NONE
             else []
         )

@@ -36,6 +36,7 @@ from .admin import (
     describe_cluster_scenarios,
     describe_configs_scenarios,
     describe_configs_v0_scenarios,
+    update_features_scenarios,
 )
 from .basics import api_versions_scenarios, metadata_scenarios, unsupported_scenarios
 from .broker import SCENARIO_PROPERTIES, Processes, _raise_interrupt, say, start_kafka, start_skiff
@@ -101,6 +102,7 @@ for _family in (
     alter_configs_scenarios,
     create_partitions_scenarios,
     describe_cluster_scenarios,
+    update_features_scenarios,
     create_topics_bad_input_scenarios,
     delete_topics_v0_scenarios,
     unsupported_scenarios,

@@ -1,8 +1,10 @@
 """Topic administration: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
-CreatePartitions, DescribeCluster, CreateTopics' bad input and DeleteTopics v0."""
+CreatePartitions, DescribeCluster, CreateTopics' bad input and DeleteTopics v0; and
+UpdateFeatures."""
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 from collections.abc import Callable
@@ -500,6 +502,44 @@ def describe_cluster_scenarios() -> None:
     add("describe_cluster.v1.broker_endpoint", case(1, True, 1))
     add("describe_cluster.v1.controller_endpoint", case(1, False, 2))
     add("describe_cluster.v1.unknown_endpoint", case(1, False, 5))
+
+
+UPDATE_FEATURES = 57
+
+
+def update_features_scenarios() -> None:
+    """UpdateFeatures (kafka-features): Kafka's checks on transaction.version and on a
+    feature Skiff lacks; what would change a level is sent with validate_only, so the
+    broker's transaction.version stays 2 for the other scenarios."""
+
+    def case(version: int, feature: str, level: int, upgrade: int) -> Callable[[Side], Any]:
+        def run(side: Side) -> Any:
+            update: dict[str, Any] = {"feature": feature, "max_version_level": level}
+            if version == 0:
+                update["allow_downgrade"] = upgrade != 1
+            else:
+                update["upgrade_type"] = upgrade
+            body = {"timeout": 60_000, "feature_updates": [update], "validate_only": True}
+            answer = ask(side, UPDATE_FEATURES, version, body)
+            if isinstance(answer, dict) and answer.get("error_message"):
+                # "Local controller <node id> ...": the node ids differ
+                answer["error_message"] = re.sub(
+                    r"controller \d+", "controller N", answer["error_message"]
+                )
+            return answer
+
+        return run
+
+    add("update_features.v1.same_level", case(1, "transaction.version", 2, 1))
+    add("update_features.v1.safe_downgrade", case(1, "transaction.version", 0, 2))
+    add("update_features.v1.downgrade_as_upgrade", case(1, "transaction.version", 1, 1))
+    add("update_features.v1.upgrade_as_downgrade", case(1, "transaction.version", 3, 2))
+    add("update_features.v1.beyond_supported", case(1, "transaction.version", 3, 1))
+    add("update_features.v1.negative", case(1, "transaction.version", -1, 3))
+    add("update_features.v1.bad_upgrade_type", case(1, "transaction.version", 2, 7))
+    add("update_features.v1.unknown_feature", case(1, "skiff.nothing", 1, 1))
+    add("update_features.v0.allow_downgrade", case(0, "transaction.version", 1, 2))
+    add("update_features.v2.downgrade_as_upgrade", case(2, "transaction.version", 1, 1))
 
 
 def create_topics_bad_input_scenarios() -> None:
