@@ -25,7 +25,8 @@ clients back off and retry by themselves instead of failing or hanging.
 - AlterClientQuotas: REQUEST_TIMED_OUT per entity (nothing stored).
 - CreateAcls, DeleteAcls: REQUEST_TIMED_OUT per creation or filter (DescribeAcls answers
   from memory).
-- ElectLeaders, AlterPartitionReassignments: REQUEST_TIMED_OUT, and per partition named.
+- ElectLeaders, AlterPartitionReassignments: REQUEST_TIMED_OUT, and per partition named;
+  UpdateFeatures: REQUEST_TIMED_OUT (nothing changed).
 - Create/Renew/Expire/DescribeDelegationToken: REQUEST_TIMED_OUT, after the checks that
   need no Redis (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, DELEGATION_TOKEN_AUTH_DISABLED).
 
@@ -575,6 +576,18 @@ def _elect_leaders(broker: Broker, request: Any) -> bytes:
     return encode_response(43, request.header.api_version, {"throttle_time": 0, **data})
 
 
+def _update_features(broker: Broker, request: Any) -> bytes:
+    version = request.header.api_version
+    data: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": REQUEST_TIMED_OUT,
+        "error_message": UNAVAILABLE,
+    }
+    if version < 2:
+        data["results"] = []
+    return encode_response(57, version, data)
+
+
 def _alter_partition_reassignments(broker: Broker, request: Any) -> bytes:
     return alter_partition_reassignments.response(
         request, REQUEST_TIMED_OUT, UNAVAILABLE, lambda t, p: (REQUEST_TIMED_OUT, UNAVAILABLE)
@@ -682,6 +695,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     40: _delegation_token(40),
     41: _delegation_token(41),
     43: _elect_leaders,
+    57: _update_features,
     45: _alter_partition_reassignments,
     23: _offset_for_leader_epoch,
     74: _list_config_resources,
