@@ -151,6 +151,37 @@ def _latest_committed(side: Side, name: str) -> Any:
     return answer["topics"][0]["partitions"][0]["offset"]
 
 
+def _group_coordinator(side: Side, group: str) -> None:
+    """Wait for the group's coordinator: Kafka makes __consumer_offsets on the first ask."""
+    deadline = time.monotonic() + 60
+    while error_of(ask(side, FIND_COORDINATOR, 3, {"key": group, "key_type": 0})) != 0:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+
+
+def _offsets_body(
+    txn_id: str, group: str, pid: int, epoch: int, name: str, offset: int, metadata: str
+) -> dict[str, Any]:
+    """TxnOffsetCommit of partition 0's offset, without member fields."""
+    partition = {
+        "partition_index": 0,
+        "committed_offset": offset,
+        "committed_leader_epoch": -1,
+        "committed_metadata": metadata,
+    }
+    return {
+        "transactional_id": txn_id,
+        "group_id": group,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": name, "partitions": [partition]}],
+    }
+
+
 def _started(side: Side, label: str) -> tuple[str, str, int, int]:
     name, txn_id = topic(label), f"{RUN}-{label}"
     make_topic(side, name)
@@ -257,38 +288,9 @@ def transaction_scenarios() -> None:
                 },
             )
         }
-        deadline = time.monotonic() + 60  # Kafka makes __consumer_offsets on the first one
-        while error_of(ask(side, FIND_COORDINATOR, 3, {"key": group, "key_type": 0})) != 0:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        out["txn_offset_commit"] = ask(
-            side,
-            TXN_OFFSET_COMMIT,
-            3,
-            {
-                "transactional_id": txn_id,
-                "group_id": group,
-                "producer_id": pid,
-                "producer_epoch": epoch,
-                "generation_id": -1,
-                "member_id": "",
-                "group_instance_id": None,
-                "topics": [
-                    {
-                        "name": name,
-                        "partitions": [
-                            {
-                                "partition_index": 0,
-                                "committed_offset": 5,
-                                "committed_leader_epoch": -1,
-                                "committed_metadata": "m",
-                            }
-                        ],
-                    }
-                ],
-            },
-        )
+        _group_coordinator(side, group)
+        body = _offsets_body(txn_id, group, pid, epoch, name, 5, "m")
+        out["txn_offset_commit"] = ask(side, TXN_OFFSET_COMMIT, 3, body)
         out["end"] = _end(side, txn_id, pid, epoch, True)
         return _masked(out, pid)
 
@@ -344,11 +346,7 @@ def transaction_scenarios() -> None:
         adds the partition, TxnOffsetCommit v5 the group, EndTxn v5 bumps the epoch."""
         name, txn_id, pid, epoch = _started(side, "txn-v2")
         group = f"{RUN}-txn-v2-group"
-        deadline = time.monotonic() + 60  # Kafka makes __consumer_offsets on the first one
-        while error_of(ask(side, FIND_COORDINATOR, 3, {"key": group, "key_type": 0})) != 0:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        _group_coordinator(side, group)
 
         def produce(e: int, seq: int, values: list[bytes]) -> Any:
             answer = _produce(side, name, txn_id, _txn_batch(pid, e, seq, values), 12)
@@ -357,13 +355,6 @@ def transaction_scenarios() -> None:
                 time.sleep(0.2)  # CONCURRENT_TRANSACTIONS: the last one still completing
                 answer = _produce(side, name, txn_id, _txn_batch(pid, e, seq, values), 12)
             return answer
-
-        partition = {
-            "partition_index": 0,
-            "committed_offset": 1,
-            "committed_leader_epoch": -1,
-            "committed_metadata": "",
-        }
 
         def settled(answer: Any) -> Any:
             """Kafka answers EndTxn before its markers are written: wait for them, so
@@ -380,19 +371,7 @@ def transaction_scenarios() -> None:
         out: dict[str, Any] = {
             "produce": produce(epoch, 0, [b"a", b"b"]),
             "offsets": ask(
-                side,
-                TXN_OFFSET_COMMIT,
-                5,
-                {
-                    "transactional_id": txn_id,
-                    "group_id": group,
-                    "producer_id": pid,
-                    "producer_epoch": epoch,
-                    "generation_id": -1,
-                    "member_id": "",
-                    "group_instance_id": None,
-                    "topics": [{"name": name, "partitions": [partition]}],
-                },
+                side, TXN_OFFSET_COMMIT, 5, _offsets_body(txn_id, group, pid, epoch, name, 1, "")
             ),
             "end": settled(_end(side, txn_id, pid, epoch, True, 5)),
             "end_again": _end(side, txn_id, pid, epoch, True, 5),
