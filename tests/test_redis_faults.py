@@ -673,8 +673,9 @@ def check_admin_apis_while_redis_is_down(
             NONE,
             [] if version == 0 else [(str(node.broker_id), 4)],
         )
-    # UpdateFeatures: REQUEST_TIMED_OUT, nothing changed (as a controller timeout).
-    update = {"feature": "transaction.version", "max_version_level": 1, "upgrade_type": 2}
+    # UpdateFeatures: REQUEST_TIMED_OUT, nothing changed (as a controller timeout). The
+    # level stays 2: v0 can only upgrade (its refusal needs no Redis).
+    update = {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}
     for version in _versions(57):
         body = {"timeout": 1000, "feature_updates": [update], "validate_only": False}
         assert kafka.request(57, version, body).error_code == REQUEST_TIMED_OUT, version

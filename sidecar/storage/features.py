@@ -6,6 +6,8 @@ clients take the features of the highest epoch they have seen."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 
@@ -21,6 +23,7 @@ SUPPORTED = {TRANSACTION_VERSION: (0, 2)}
 # The epoch before any UpdateFeatures (Kafka's is a metadata offset).
 INITIAL_EPOCH = 1
 REFRESH_SECONDS = 1.0  # how stale a sidecar's view of another's update may be
+FIRST_READ_SECONDS = 0.5  # the first ApiVersions waits this long for Redis at most
 
 
 class Features:
@@ -28,21 +31,32 @@ class Features:
         self.redis = redis
         self._levels = {TRANSACTION_VERSION: default_transaction_version}
         self._epoch = INITIAL_EPOCH
-        self._read_at = 0.0
+        self._read_at = float("-inf")
+        self._refresh: asyncio.Task[None] | None = None
 
     async def finalized(self) -> tuple[dict[str, int], int]:
-        """(feature -> finalized level, epoch), read from Redis at most once a second;
-        the last known answer when Redis does not answer (ApiVersions must)."""
-        now = time.monotonic()
-        if now - self._read_at >= REFRESH_SECONDS:
-            self._read_at = now
-            try:
-                stored = await self.redis.hgetall(keys.FEATURES)
-            except Exception as exc:  # noqa: BLE001 - any Redis failure: keep the last
-                log.debug("reading finalized features: %s", exc)
-            else:
-                self._load(stored)
+        """(feature -> finalized level, epoch). ApiVersions must answer whatever Redis
+        does: this never waits on Redis but for the first read, which waits at most
+        FIRST_READ_SECONDS; later reads run in the background, at most once a second,
+        and meanwhile the last answer stands."""
+        first = self._read_at == float("-inf")
+        if time.monotonic() - self._read_at >= REFRESH_SECONDS and (
+            self._refresh is None or self._refresh.done()
+        ):
+            self._read_at = time.monotonic()
+            self._refresh = asyncio.create_task(self._read())
+        if first and self._refresh is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._refresh), FIRST_READ_SECONDS)
         return dict(self._levels), self._epoch
+
+    async def _read(self) -> None:
+        try:
+            stored = await self.redis.hgetall(keys.FEATURES)
+        except Exception as exc:  # noqa: BLE001 - any Redis failure: keep the last answer
+            log.debug("reading finalized features: %s", exc)
+        else:
+            self._load(stored)
 
     def _load(self, stored: dict[bytes, bytes]) -> None:
         for raw_name, raw_level in stored.items():
