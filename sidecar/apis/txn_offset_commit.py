@@ -69,19 +69,21 @@ async def _verify(broker: Broker, body: Any, version: int) -> str:
     the group added (AddOffsetsToTxn). v5 is transaction version 2 (KIP-890): the group
     is added here, opening a transaction if none is."""
     txns = broker.transactions.txns
-    pid, epoch, state, _ = await txns.producer(body.transactional_id, [])
-    if pid != body.producer_id:
-        return "INVALID_PRODUCER_ID_MAPPING"
-    if epoch != body.producer_epoch:
-        return "INVALID_PRODUCER_EPOCH"
-    if state == b"Ongoing" and await txns.has_group(body.transactional_id, body.group_id):
+    txn_id, pid, epoch = body.transactional_id, body.producer_id, body.producer_epoch
+    if version >= 5:
+        # lua/txn.lua `add` checks the producer id and epoch itself: one round trip.
+        try:
+            await txns.add(txn_id, pid, epoch, "g", [body.group_id])
+        except StoreError as exc:
+            return "INVALID_PRODUCER_EPOCH" if exc.code == "PRODUCER_FENCED" else exc.code
         return "NONE"
-    if version < 5:
+    stored_pid, stored_epoch, state, _ = await txns.producer(txn_id, [])
+    if stored_pid != pid:
+        return "INVALID_PRODUCER_ID_MAPPING"
+    if stored_epoch != epoch:
+        return "INVALID_PRODUCER_EPOCH"
+    if state != b"Ongoing" or not await txns.has_group(txn_id, body.group_id):
         return "INVALID_TXN_STATE"
-    try:
-        await txns.add(body.transactional_id, pid, epoch, "g", [body.group_id])
-    except StoreError as exc:
-        return "INVALID_PRODUCER_EPOCH" if exc.code == "PRODUCER_FENCED" else exc.code
     return "NONE"
 
 
