@@ -13,7 +13,7 @@
 -- Reply: {log start offset, high watermark, 1 if more work remains else 0}
 -- Errors (nothing written): UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE.
 
-local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'bytes', 'cbytes', 'ls')
+local meta = redis.call('HMGET', KEYS[2], 'hw', 'lso', 'bytes', 'cbytes', 'ls', 'llso')
 if not meta[1] then
   return redis.error_reply('UNKNOWN_TOPIC_OR_PARTITION')
 end
@@ -45,6 +45,13 @@ else
     local candidate
     if hit[1] then
       candidate = tonumber(hit[1])
+      -- Tiered storage: below the local log start (llso) the batches are in the object
+      -- store, their times not in this index. When the first batch left here is not
+      -- expired, neither may they be: the archiver drops expired segments first.
+      if meta[6] and tonumber(meta[6]) > lso and
+          redis.call('ZRANGE', KEYS[3], 0, 0)[1] == hit[1] then
+        candidate = nil
+      end
     elseif redis.call('ZCARD', KEYS[3]) > 0 then
       candidate = hw  -- every record is expired: the log start becomes the high watermark
     end

@@ -76,6 +76,19 @@ def ranges(start: Positions, end: Positions, min_partitions: int = 0) -> list[Of
     return split
 
 
+def split_at(found: list[OffsetRange], cuts: dict[tuple[str, int], list[int]]) -> list[OffsetRange]:
+    """Each range cut at the offsets `cuts` names for its partition (tiered storage: the
+    archived segments' ends, so each Spark task reads one segment)."""
+    out: list[OffsetRange] = []
+    for r in found:
+        bounds = [c for c in cuts.get((r.topic, r.partition), []) if r.start < c < r.end]
+        edges = [r.start, *sorted(bounds), r.end]
+        out += [
+            OffsetRange(r.topic, r.partition, a, b) for a, b in zip(edges, edges[1:], strict=False)
+        ]
+    return out
+
+
 def cap(start: Positions, latest: Positions, limit: int) -> Positions:
     """At most `limit` records past `start` in all, shared in proportion to what each
     partition has waiting (as the Kafka source's maxOffsetsPerTrigger)."""

@@ -83,8 +83,11 @@ class RedisLog:
     0-<last offset+1> (`batch` topics). Every call names one key, so on a Redis Cluster
     (`redis+cluster://h1:p1,h2:p2`) each goes to its slot's node."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, remote_storage: str | None = None) -> None:
         import redis
+
+        self.remote_storage = remote_storage
+        self._remote: Any = None
 
         self.redis = (
             _cluster(url)
@@ -112,6 +115,10 @@ class RedisLog:
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         key = f"skiff:{{{topic}/{partition}}}:log"
         if self._batch_format(topic):
+            local_start = self.redis.hget(f"skiff:{{{topic}/{partition}}}:meta", "llso")
+            if local_start is not None and start < int(local_start):
+                yield from self._read_archived(topic, partition, start, min(end, int(local_start)))
+                start = int(local_start)
             yield from self._read_batches(key, topic, partition, start, end)
             return
         pos = start
@@ -143,6 +150,56 @@ class RedisLog:
             if batch.num_rows:
                 yield batch
             pos = int(entries[-1][0][2:])
+
+    def segment_ends(self, topic: str, partition: int) -> list[int]:
+        """The end offsets of the partition's archived segments (tiered storage), where
+        the reader starts a new input partition: one Spark task per segment."""
+        members = self.redis.zrange(f"skiff:{{{topic}/{partition}}}:remote", 0, -1)
+        return [int(m.split(b" ", 1)[0]) for m in members]
+
+    def _read_archived(
+        self, topic: str, partition: int, start: int, end: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Records in [start, end) from the archived segment objects (sidecar/tiered/:
+        Kafka batches with their base offsets, back to back), read straight from the object
+        store. A segment deleted meanwhile (retention) is skipped, as trimmed records are."""
+        if self.remote_storage is None:
+            raise ValueError(
+                f"offsets {start}-{end - 1} of {topic}-{partition} are in tiered storage: give "
+                "the skiff source the option remote.storage (the sidecars' --remote-storage "
+                "URL; AWS_* variables for S3)"
+            )
+        import obstore
+        from obstore.store import from_url
+
+        if self._remote is None:
+            self._remote = from_url(self.remote_storage)
+        listed = self.redis.zrangebyscore(
+            f"skiff:{{{topic}/{partition}}}:remote", "-inf", end - 1, withscores=True
+        )
+        for member, _ in listed:
+            seg_end, _, _, _, path = member.decode().split(" ", 4)
+            if int(seg_end) <= start:
+                continue
+            try:
+                data = bytes(obstore.get(self._remote, path).bytes())
+            except FileNotFoundError:
+                continue
+            entries = []
+            pos = 0
+            while pos + 61 <= len(data):
+                base, length = _PREFIX.unpack_from(data, pos)
+                size = 12 + length
+                if size < 61 or pos + size > len(data):
+                    raise ValueError(f"segment {path} is corrupt at byte {pos}")
+                (delta,) = _LAST_DELTA.unpack_from(data, pos + 23)
+                entries.append((b"0-%d" % (base + delta + 1), [b"b", data[pos : pos + size]]))
+                pos += size
+                if len(entries) == BATCH_ENTRIES:
+                    yield _stored_batches_to_batch(topic, partition, entries, start, end)
+                    entries = []
+            if entries:
+                yield _stored_batches_to_batch(topic, partition, entries, start, end)
 
     def close(self) -> None:
         self.redis.close()
@@ -295,7 +352,7 @@ def open_log(options: dict[str, str], path: str | None = None) -> PartitionLog:
     if path == "redis":
         if not redis_url:
             raise ValueError("readPath=redis needs the option redis.url")
-        return RedisLog(redis_url)
+        return RedisLog(redis_url, options.get("remote.storage"))
     if path == "kafka":
         if not bootstrap:
             raise ValueError("the skiff source needs kafka.bootstrap.servers or redis.url")

@@ -9,7 +9,9 @@ Options (docs/spark.md): `topics` (comma-separated), `redis.url` (read the strea
 straight from Redis) and/or `kafka.bootstrap.servers` (read through a sidecar; needed
 for writes), `readPath` (redis|kafka, default redis when redis.url is given),
 `startingOffsets` / `endingOffsets` (earliest, latest, or JSON as the Kafka source's),
-`minPartitions`, `maxRecordsPerTrigger`; for writes `topic`; `kafka.<property>` goes to
+`minPartitions`, `maxRecordsPerTrigger`, `remote.storage` (tiered storage: the
+sidecars' --remote-storage URL, to read archived segments straight from the object
+store); for writes `topic`; `kafka.<property>` goes to
 confluent-kafka. One Spark task per topic-partition (or per offset range with
 minPartitions), each reading its range in chunks of 10,000 records as Arrow batches."""
 
@@ -29,7 +31,16 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .arrow_rows import SCHEMA_DDL
-from .offsets import EARLIEST, LATEST, OffsetRange, Positions, cap, ranges, resolve
+from .offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetRange,
+    Positions,
+    cap,
+    ranges,
+    resolve,
+    split_at,
+)
 from .skiff_logs import PartitionLog, open_log
 from .skiff_writer import SkiffStreamWriter, SkiffWriter
 
@@ -75,6 +86,14 @@ def read_range(options: dict[str, str], partition: InputPartition) -> Iterator[p
         log.close()
 
 
+def _segment_cuts(log: PartitionLog, found: list[OffsetRange]) -> dict[tuple[str, int], list[int]]:
+    """Tiered storage, Redis read path: where each partition's archived segments end."""
+    ends = getattr(log, "segment_ends", None)
+    if ends is None:
+        return {}
+    return {(r.topic, r.partition): ends(r.topic, r.partition) for r in found}
+
+
 class SkiffReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
@@ -85,9 +104,10 @@ class SkiffReader(DataSourceReader):
         try:
             start = resolve(self.options.get("startingoffsets", ""), topics, log, EARLIEST)
             end = resolve(self.options.get("endingoffsets", ""), topics, log, LATEST)
+            found = ranges(start, end, int(self.options.get("minpartitions", "0")))
+            found = split_at(found, _segment_cuts(log, found))
         finally:
             log.close()
-        found = ranges(start, end, int(self.options.get("minpartitions", "0")))
         # Spark needs at least one partition; an empty range reads nothing.
         return found or [OffsetRange(topics[0], 0, 0, 0)]
 
@@ -133,7 +153,12 @@ class SkiffStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._position = {t: dict(parts) for t, parts in end.items()}
-        return ranges(start, end, int(self.options.get("minpartitions", "0")))
+        found = ranges(start, end, int(self.options.get("minpartitions", "0")))
+        log = self._log()
+        try:
+            return split_at(found, _segment_cuts(log, found))
+        finally:
+            log.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition)

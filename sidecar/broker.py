@@ -18,6 +18,7 @@ from sidecar.storage.features import Features
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
 from sidecar.telemetry.logs import RateLimitedLog
+from sidecar.tiered.remote_log import RemoteLog
 from sidecar.transactions.coordinator import TransactionCoordinator
 from sidecar.validation.topic_names import invalid_name_reason
 
@@ -76,6 +77,8 @@ class Broker:
     transactions: TransactionCoordinator = field(init=False)
     # Finalized feature levels (ApiVersions, UpdateFeatures), in Redis.
     features: Features = field(init=False)
+    # Tiered storage's remote tier (sidecar/tiered/); None: tiered storage is off.
+    remote: RemoteLog | None = None
 
     def __post_init__(self) -> None:
         self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)

@@ -32,7 +32,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 broker,
                 resource,
                 [n for n, _ in pairs],
-                lambda pairs=pairs: legacy_alter(pairs),
+                lambda pairs=pairs: legacy_alter(
+                    pairs, broker.store.topic_defaults, broker.remote is not None
+                ),
                 body.validate_only,
             )
         )

@@ -124,9 +124,22 @@ async def _create(
         if name in existing.get(collision_key(name), set()):
             raise AdminError(errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         try:
-            configs = validate((c.name, c.value) for c in topic.configs)
+            configs = validate(
+                ((c.name, c.value) for c in topic.configs),
+                broker.store.topic_defaults,
+                broker.remote is not None,
+            )
         except ConfigError as exc:
             raise AdminError(errors.INVALID_CONFIG, str(exc)) from None
+        if configs.get("remote.storage.enable", "").lower() == "true" and (
+            storage_format.chosen(configs, broker.store.storage_format_default)
+            != storage_format.BATCH
+        ):
+            raise AdminError(
+                errors.INVALID_CONFIG,
+                "remote.storage.enable=true needs skiff.storage.format=batch: tiered storage "
+                "archives stored batches",
+            )
         if topic.assignments:
             partitions = _check_assignments(broker, topic)
         else:

@@ -84,7 +84,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
             results.append(_denied(name, topic_id))
             continue
         info = await store.get_topic(name, fresh=True) if name else None
+        archived: list[str] = []
+        if info is not None and broker.remote is not None:
+            archived = await broker.remote.topic_objects(info.name, info.partitions)
         ok = info is not None and await store.delete_topic(info.name)
+        if ok and broker.remote is not None:
+            broker.remote.delete_later(archived)
         results.append(
             {
                 "name": name,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from sidecar.storage import keys, resilience
 from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.store import StoreError, TopicInfo
 from sidecar.telemetry import requests as telemetry
+from sidecar.tiered.remote_log import RemoteReadError
 
 API_KEY = 1
 MIN_VERSION = 0
@@ -52,6 +54,9 @@ MAX_RECORDS_PER_READ = 5000
 MAX_BATCHES_PER_READ = 500  # `batch` topics: stream entries are produced batches
 _LOOKUP_ERRORS = (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID)
 _avg_record_bytes: dict[tuple[str, int], float] = {}  # sizing XRANGE COUNT, a cache only
+# Tiered storage: each partition's local log start as last read (a hint for XRANGE COUNT).
+_local_start: dict[tuple[str, int], int] = {}
+_remote_log = logging.getLogger(__name__)
 
 
 class PartitionFetch:
@@ -163,7 +168,10 @@ async def _read_once(
         batches = t.info is not None and t.info.batch_format
         avg = _avg_record_bytes.get((t.name, p.index), 16384.0 if batches else 200.0)
         most = MAX_BATCHES_PER_READ if batches else MAX_RECORDS_PER_READ
-        reads.append((t.name, p.index, max(p.offset, 0), max(1, min(most, int(limit / avg) + 1))))
+        count = max(1, min(most, int(limit / avg) + 1))
+        if p.offset < _local_start.get((t.name, p.index), -1):
+            count = 1  # archived: read from the object store, the watermarks from Redis
+        reads.append((t.name, p.index, max(p.offset, 0), count))
     # What the read finds is kept for later long polls (unless a wake-up overtook it).
     cache = broker.wakeups.watermarks
     channels = [keys.wake_channel(t.name, p.index).encode() for t, p in wanted]
@@ -197,6 +205,16 @@ async def _read_once(
             p.hw = p.lso = p.stable = -1  # as Kafka reports a failed partition read
             continue
         entries = r.entries
+        if p.offset < r.local_start:
+            # Tiered storage: archived, read from the object store.
+            _local_start[(t.name, p.index)] = r.local_start
+            try:
+                entries = await _remote(broker, t.name, p.index, p.offset, p.max_bytes)
+            except RemoteReadError as exc:
+                _remote_log.warning("fetch %s-%d at %d: %s", t.name, p.index, p.offset, exc)
+                p.error = errors.KAFKA_STORAGE_ERROR
+                p.hw = p.lso = p.stable = -1
+                continue
         if read_committed and r.stable < r.high_watermark:
             entries = _below(entries, r.stable)
         stored = entries
@@ -241,6 +259,16 @@ async def _read_once(
         budget -= len(data)
         total += len(data)
     return total
+
+
+async def _remote(
+    broker: Broker, topic: str, partition: int, offset: int, max_bytes: int
+) -> list[Any]:
+    if broker.remote is None:
+        raise RemoteReadError(
+            "the topic has archived batches, but this sidecar has no --remote-storage"
+        )
+    return await broker.remote.read(topic, partition, offset, max_bytes)
 
 
 def _below(entries: list[Any], stable: int) -> list[Any]:

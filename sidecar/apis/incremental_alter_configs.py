@@ -38,7 +38,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 broker,
                 resource,
                 [n for n, _, _ in ops],
-                lambda ops=ops: incremental_alter(ops, defaults),
+                lambda ops=ops: incremental_alter(ops, defaults, broker.remote is not None),
                 body.validate_only,
             )
         )

@@ -1,6 +1,7 @@
 """ListOffsets (key 2), v0-v8: earliest (-2), latest (-1), max timestamp (-3),
-earliest local (-4, same as earliest here), and the first offset whose timestamp is
->= a given time, found through the partition's time index. v0 answers Kafka's old
+earliest local (-4: the first offset in Redis, past what tiered storage archived), and
+the first offset whose timestamp is >= a given time, found through the archived
+segments' headers and the partition's time index. v0 answers Kafka's old
 list of segment offsets instead (see _old_style_offsets). With isolation_level
 read_committed, latest is the last stable offset (docs/transactions.md)."""
 
@@ -34,13 +35,23 @@ async def _lookup(
 ) -> tuple[int, int]:
     store = broker.store
     if ts >= 0:
+        if broker.remote is not None:
+            local_start, lso = await store.meta(topic, partition, "llso", "lso")
+            if local_start is not None and lso is not None and local_start > lso:
+                found = await broker.remote.offset_for_time(topic, partition, ts, lso)
+                if found is not None:
+                    return found
         return await store.offset_for_time(topic, partition, ts)
     if ts == LATEST and read_committed:
         return await store.last_stable_offset(topic, partition), -1
     lso, hw, _, _ = await store.watermarks(topic, partition)
     if ts == LATEST:
         return hw, -1
-    if ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+    if ts == EARLIEST_LOCAL:
+        # Tiered storage: the first offset still in Redis (KIP-1005).
+        (local_start,) = await store.meta(topic, partition, "llso")
+        return max(lso, local_start or 0), -1
+    if ts in (EARLIEST, EARLIEST_PENDING_UPLOAD):
         return lso, -1
     if ts == MAX_TIMESTAMP:
         return await store.max_timestamp(topic, partition)

@@ -606,6 +606,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "remote-storage",
+        None,
+        "tiered storage's object store, for topics with remote.storage.enable=true: "
+        "s3://bucket/prefix (endpoint and credentials from AWS_ENDPOINT_URL, "
+        "AWS_ACCESS_KEY_ID, ...) or file:///dir; none: <data-dir>/remote with the "
+        "embedded Redis, else tiered storage is off",
+    )
+    _flag(
+        serve,
+        "remote-log-manager-task-interval-ms",
+        "30000",
+        "remote.log.manager.task.interval.ms: how often the archiver moves batches past "
+        "local retention to the object store",
+        type=at_least(1),
+    )
+    _flag(
+        serve,
         "log-cleaner-backoff-ms",
         "15000",
         "log.cleaner.backoff.ms: how long the compactor sleeps when it has nothing to clean",
@@ -1131,6 +1148,8 @@ def _run(argv: list[str]) -> int:
         log_cleanup_policy=args.log_cleanup_policy,
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
+        remote_storage=args.remote_storage,
+        remote_log_manager_task_interval_ms=args.remote_log_manager_task_interval_ms,
         http_listen=args.http_listen,
         console=args.console,
         http_auth=args.http_auth,

@@ -232,7 +232,8 @@ def _refused_locally(args: argparse.Namespace) -> str | None:
     try:
         if args.topics_command == "create":
             topic_names.check(args.topic)
-            configs = topic_configs.validate(args.config)
+            # Whether the server has tiered storage is the server's to say.
+            configs = topic_configs.validate(args.config, remote_storage=True)
             named = configs.get(storage_format.CONFIG)
             if args.format and named and storage_format.parse(named) != args.format:
                 return (

@@ -136,9 +136,14 @@ def check_duplicates_and_nulls(pairs: list[tuple[str, str | None]], null_ok: set
         )
 
 
-def _validated(overrides: dict[str, str]) -> dict[str, str]:
+def _validated(
+    overrides: dict[str, str],
+    defaults: Mapping[str, Any] | None,
+    remote_storage: bool,
+    previous: dict[str, str],
+) -> dict[str, str]:
     try:
-        return topic_configs.validate(overrides.items())
+        return topic_configs.validate(overrides.items(), defaults, remote_storage, previous)
     except ConfigError as exc:
         raise AdminError(errors.INVALID_CONFIG, str(exc)) from None
 
@@ -149,7 +154,11 @@ def _refuse_storage_format(names: Iterable[str]) -> None:
         raise AdminError(errors.INVALID_CONFIG, storage_format.ALTER_REFUSED)
 
 
-def legacy_alter(configs: list[tuple[str, str | None]]) -> Any:
+def legacy_alter(
+    configs: list[tuple[str, str | None]],
+    defaults: Mapping[str, Any] | None = None,
+    remote_storage: bool = False,
+) -> Any:
     """AlterConfigs: the given set replaces every override (a name left out is removed).
     Returns change(current overrides) -> new overrides, for topic_admin.alter_configs."""
     check_duplicates_and_nulls(configs, set())
@@ -157,12 +166,16 @@ def legacy_alter(configs: list[tuple[str, str | None]]) -> Any:
     wanted = {n: v for n, v in configs if v is not None}
 
     def change(current: dict[str, str]) -> dict[str, str]:
-        return _validated(dict(wanted))
+        return _validated(dict(wanted), defaults, remote_storage, current)
 
     return change
 
 
-def incremental_alter(ops: list[tuple[str, int, str | None]], defaults: Mapping[str, Any]) -> Any:
+def incremental_alter(
+    ops: list[tuple[str, int, str | None]],
+    defaults: Mapping[str, Any],
+    remote_storage: bool = False,
+) -> Any:
     """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on the current
     overrides (APPEND/SUBTRACT start from the server default when there is no override,
     and only on LIST configs, as Kafka's ConfigurationControlManager does)."""
@@ -197,6 +210,6 @@ def incremental_alter(ops: list[tuple[str, int, str | None]], defaults: Mapping[
                     elif op == SUBTRACT and item in parts:
                         parts.remove(item)
                 new[name] = ",".join(parts)
-        return _validated(new)
+        return _validated(new, defaults, remote_storage, current)
 
     return change

@@ -185,6 +185,7 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "log.cleanup.policy": FlagMapping("log-cleanup-policy"),
     "log.retention.check.interval.ms": FlagMapping("log-retention-check-interval-ms"),
     "log.cleaner.backoff.ms": FlagMapping("log-cleaner-backoff-ms"),
+    "remote.log.manager.task.interval.ms": FlagMapping("remote-log-manager-task-interval-ms"),
     "offsets.retention.minutes": FlagMapping("offsets-retention-minutes"),
     "offsets.retention.check.interval.ms": FlagMapping("offsets-retention-check-interval-ms"),
     "offset.metadata.max.bytes": FlagMapping("offset-metadata-max-bytes"),

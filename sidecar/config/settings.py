@@ -136,6 +136,11 @@ class Settings:
     log_cleanup_policy: str = "delete"
     log_retention_check_interval_ms: int = 300_000
     log_cleaner_backoff_ms: int = 15_000
+    # Tiered storage (sidecar/tiered/): the object store's URL (s3://bucket/prefix or
+    # file:///dir; None: the embedded Redis's data dir, else tiered storage is off) and
+    # how often the archiver runs (Kafka's remote.log.manager.task.interval.ms).
+    remote_storage: str | None = None
+    remote_log_manager_task_interval_ms: int = 30_000
     # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
     http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
     console: bool = True  # the web console under /console (sidecar/console/)

@@ -415,9 +415,17 @@ def server_defaults(settings: Settings) -> dict[str, Any]:
     return out
 
 
-def validate(configs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
-    """CreateTopics `configs` → the overrides to store (raw strings, the last of a
-    repeated name wins, as in Kafka). Raises ConfigError with Kafka's message."""
+def validate(
+    configs: Iterable[tuple[str, str | None]],
+    defaults: Mapping[str, Any] | None = None,
+    remote_storage: bool = False,
+    previous: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """CreateTopics `configs` (or an alteration's new overrides, `previous` the topic's
+    current ones) → the overrides to store (raw strings, the last of a repeated name
+    wins, as in Kafka). `defaults`: the server defaults the overrides combine with;
+    `remote_storage`: whether this server has tiered storage. Raises ConfigError with
+    Kafka's message."""
     given: dict[str, str | None] = {}
     for name, value in configs:
         given[name] = value
@@ -441,12 +449,59 @@ def validate(configs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
             f"conflict topic config setting min.compaction.lag.ms ({lag_min}) > "
             f"max.compaction.lag.ms ({lag_max})"
         )
-    if parsed.get("remote.storage.enable"):
+    _check_remote(effective(overrides, defaults or KAFKA_DEFAULTS), remote_storage, previous)
+    return overrides
+
+
+def _check_remote(
+    config: Mapping[str, Any], system_enabled: bool, previous: Mapping[str, str] | None
+) -> None:
+    """Kafka's LogConfig.validate for tiered storage (KIP-405, KIP-950)."""
+    if not config["remote.storage.enable"]:
+        was = previous is not None and previous.get("remote.storage.enable", "").lower() == "true"
+        if was and not config["remote.log.delete.on.disable"]:
+            raise ConfigError(
+                "It is invalid to disable remote storage without deleting remote data. If you "
+                "want to keep the remote data and turn to read only, please set "
+                "`remote.storage.enable=true,remote.log.copy.disable=true`. If you want to "
+                "disable remote storage and delete all remote data, please set "
+                "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
+            )
+        return
+    if not system_enabled:
         raise ConfigError(
             "Tiered Storage functionality is disabled in the broker. Topic cannot be "
             "configured with remote log storage."
         )
-    return overrides
+    if config["cleanup.policy"] not in ([], ["delete"]):
+        raise ConfigError(
+            "Remote log storage only supports topics with cleanup.policy=delete or "
+            "cleanup.policy being an empty list."
+        )
+    for kind in ("bytes", "ms"):
+        whole, local = config[f"retention.{kind}"], config[f"local.retention.{kind}"]
+        if whole != -1 and local != -2:
+            name = f"local.retention.{kind}"
+            if local == -1:
+                raise ConfigError(
+                    f"Invalid value -1 for configuration {name}: Value must not be -1 as "
+                    f"retention.{kind} value is set as {whole}."
+                )
+            if local > whole:
+                raise ConfigError(
+                    f"Invalid value {local} for configuration {name}: Value must not be more "
+                    f"than retention.{kind} property value: {whole}"
+                )
+    if config["remote.log.copy.disable"]:
+        for kind in ("bytes", "ms"):
+            local = config[f"local.retention.{kind}"]
+            if local != -2 and local != config[f"retention.{kind}"]:
+                raise ConfigError(
+                    f"When `remote.log.copy.disable` is set to true, the "
+                    f"`local.retention.{kind}` and `retention.{kind}` must be set to the "
+                    "identical value because there will be no more logs copied to the remote "
+                    "storage."
+                )
 
 
 def parse_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:

@@ -36,6 +36,9 @@ from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.scram_store import ScramStore
 from sidecar.storage.store import RedisStore
 from sidecar.telemetry.runtime import Telemetry
+from sidecar.tiered.archiver import Archiver
+from sidecar.tiered.object_store import ObjectStore, ObjectStoreError
+from sidecar.tiered.remote_log import RemoteLog
 from sidecar.udp_ingest import UdpIngest
 
 log = logging.getLogger("skiff")
@@ -136,6 +139,20 @@ async def serve(
         broker = Broker(
             settings, store, wakeups, await store.cluster_id(), cluster, groups, authorizer
         )
+        remote_url = settings.remote_storage
+        if remote_url is None and (embedded is not None or private_redis):
+            remote_url = f"file://{settings.data_dir.resolve()}/remote"
+        if remote_url is not None:
+            try:
+                broker.remote = RemoteLog(ObjectStore(remote_url), store.redis)
+            except ObjectStoreError as exc:
+                log.error("%s: check --remote-storage and the AWS_* variables", exc)
+                raise SystemExit(2) from None
+            archiver = Archiver(
+                store, cluster, broker.remote, settings.remote_log_manager_task_interval_ms
+            )
+            await archiver.start()
+            started.push_async_callback(archiver.stop)
         await broker.transactions.start()
         started.push_async_callback(broker.transactions.stop)
         # An operator's `skiff storage reset --fresh` gives clients a new cluster id.

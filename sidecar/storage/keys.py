@@ -83,6 +83,13 @@ def aborted_key(topic: str, partition: int) -> str:
     return f"{partition_tag(topic, partition)}:aborted"
 
 
+def remote_key(topic: str, partition: int) -> str:
+    """Sorted set, the archived segments of a topic with remote.storage.enable: score =
+    base offset, member = "<end> <bytes> <max timestamp> <bytes before> <object path>"
+    (lua/archive.lua, sidecar/tiered/)."""
+    return f"{partition_tag(topic, partition)}:remote"
+
+
 def all_partition_keys(topic: str, partition: int) -> list[str]:
     """Every key a partition may have: what deleting its topic removes. A new
     per-partition key must be listed here."""
@@ -92,6 +99,7 @@ def all_partition_keys(topic: str, partition: int) -> list[str]:
         cleaned_log_key(topic, partition),
         open_txns_key(topic, partition),
         aborted_key(topic, partition),
+        remote_key(topic, partition),
     ]
 
 

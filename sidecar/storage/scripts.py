@@ -243,3 +243,7 @@ ALL += (
 # ACLs (storage/acl_store.py).
 ACLS = Script("acls")
 ALL += (ACLS,)
+
+# Tiered storage (sidecar/tiered/archiver.py).
+ARCHIVE = Script("archive")
+ALL += (ARCHIVE,)

@@ -104,6 +104,9 @@ class PartitionRead:
     # The offset of the partition's last ABORT marker (-1: none): a read_committed
     # fetch from at or below it asks for the aborted transactions (aborted()).
     last_abort: int = -1
+    # Tiered storage: the first offset still in Redis (-1: nothing archived); below it,
+    # from the log start on, the batches are in the object store (sidecar/tiered/).
+    local_start: int = -1
 
 
 def _raw(response: Any, **_: Any) -> Any:
@@ -683,7 +686,7 @@ class RedisStore(PartitionLogOps):
             for topic, partition, offset, count in requests:
                 log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
                 commands = [
-                    ("HMGET", meta_key, "hw", "lso", "ls", "ab"),
+                    ("HMGET", meta_key, "hw", "lso", "ls", "ab", "llso"),
                     ("XRANGE", log_key, f"0-{offset + 1}", "+", "COUNT", count),
                 ]
                 groups.append((meta_key, commands))
@@ -694,7 +697,7 @@ class RedisStore(PartitionLogOps):
         async with self.redis.pipeline(transaction=True) as pipe:
             for topic, partition, offset, count in requests:
                 log_key, meta_key, _, _ = keys.partition_keys(topic, partition)
-                pipe.hmget(meta_key, "hw", "lso", "ls", "ab")
+                pipe.hmget(meta_key, "hw", "lso", "ls", "ab", "llso")
                 pipe.xrange(log_key, f"0-{offset + 1}", "+", count=count)
             replies = await pipe.execute()
         return self._partition_reads(replies)
@@ -703,7 +706,7 @@ class RedisStore(PartitionLogOps):
     def _partition_reads(replies: list[Any]) -> list[PartitionRead]:
         out = []
         for i in range(0, len(replies), 2):
-            hw, lso, stable, last_abort = replies[i]
+            hw, lso, stable, last_abort, local_start = replies[i]
             if hw is None:
                 raise StoreError("UNKNOWN_TOPIC_OR_PARTITION")
             out.append(
@@ -713,6 +716,7 @@ class RedisStore(PartitionLogOps):
                     replies[i + 1],
                     int(stable if stable is not None else hw),
                     int(last_abort or -1),
+                    int(local_start or -1),
                 )
             )
         return out

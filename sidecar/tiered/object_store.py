@@ -1,0 +1,69 @@
+"""The object store segments go to, through obstore (Rust's object_store): S3 and
+S3-compatible servers (`s3://bucket/prefix`, credentials and endpoint from the usual
+AWS_* environment variables), or a local directory (`file:///path`, the embedded
+default of `skiff serve`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import obstore
+from obstore.store import from_url
+
+
+class ObjectStoreError(Exception):
+    """The object store refused or could not be reached."""
+
+
+class ObjectStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            if url.startswith("file://"):
+                Path(url[len("file://") :]).mkdir(parents=True, exist_ok=True)
+            self._store: Any = from_url(url)
+        except Exception as exc:  # obstore raises its own types, all of them say why
+            raise ObjectStoreError(f"remote storage {url}: {exc}") from None
+
+    async def put(self, path: str, data: bytes | memoryview) -> None:
+        try:
+            await obstore.put_async(self._store, path, data)
+        except Exception as exc:
+            raise ObjectStoreError(f"put {path}: {exc}") from exc
+
+    async def get(self, path: str) -> bytes:
+        try:
+            result = await obstore.get_async(self._store, path)
+            return bytes(await result.bytes_async())
+        except Exception as exc:
+            raise ObjectStoreError(f"get {path}: {exc}") from exc
+
+    async def delete(self, path: str) -> None:
+        try:
+            await obstore.delete_async(self._store, path)
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            if "not found" in str(exc).lower():
+                return
+            raise ObjectStoreError(f"delete {path}: {exc}") from exc
+
+    async def list(self, prefix: str) -> list[tuple[str, int]]:
+        """(path, last modified ms) of every object under `prefix`."""
+        out = []
+        try:
+            async for page in obstore.list(self._store, prefix):
+                for meta in page:
+                    out.append((meta["path"], int(meta["last_modified"].timestamp() * 1000)))
+        except Exception as exc:
+            raise ObjectStoreError(f"list {prefix}: {exc}") from exc
+        return out
+
+    async def prefixes(self, prefix: str | None = None) -> list[str]:
+        """The 'directories' directly under `prefix`."""
+        try:
+            result = await obstore.list_with_delimiter_async(self._store, prefix)
+        except Exception as exc:
+            raise ObjectStoreError(f"list {prefix}: {exc}") from exc
+        return list(result["common_prefixes"])

@@ -1,0 +1,476 @@
+"""Tiered storage (KIP-405): a topic with remote.storage.enable keeps what local retention
+allows in Redis and its older batches as segment objects in a real S3-compatible store
+(SeaweedFS, tests/s3_server.py); clients read both tiers without noticing.
+
+Every test runs a sidecar on its own Redis with the archiver every 100 ms and reads back
+exact bytes at exact offsets, over the Kafka protocol."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clients import franz_client, java_client
+from conftest import RedisServer, Skiff, start_skiff, stop_process
+from log_helpers import (
+    EARLIEST,
+    LATEST,
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    create,
+    delete_records,
+    fetch,
+    new_topic,
+    produce,
+    read_from,
+    wait_for,
+)
+from rawkafka import RawKafka, Rec, build_batch, fetched_records
+from s3_server import S3Server
+
+from sidecar.tiered.segments import batches
+
+CREATE_TOPICS, LIST_OFFSETS, DELETE_TOPICS = 19, 2, 20
+INVALID_CONFIG = 40
+EARLIEST_LOCAL = -4
+BUCKET = "skiff-tiered"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with S3Server() as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+def s3_env(s3: S3Server) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_ACCESS_KEY_ID": s3.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3.secret_key,
+        "AWS_REGION": s3.region,
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def start_tiered(s3: S3Server, redis: RedisServer, log: Path, prefix: str) -> Skiff:
+    return start_skiff(
+        log,
+        "--redis-url",
+        redis.url,
+        "--remote-storage",
+        f"s3://{BUCKET}/{prefix}",
+        "--remote-log-manager-task-interval-ms",
+        "100",
+        "--log-retention-check-interval-ms",
+        "200",
+        env=s3_env(s3),
+    )
+
+
+@pytest.fixture
+def prefix() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def sidecar(s3: S3Server, own_redis: RedisServer, tmp_path: Path, prefix: str) -> Iterator[Skiff]:
+    server = start_tiered(s3, own_redis, tmp_path / "skiff.log", prefix)
+    yield server
+    stop_process(server.proc)
+
+
+def value_of(offset: int) -> bytes:
+    return f"v{offset}".encode().ljust(100, b".")
+
+
+def batch_of(first: int, n: int = 10, ts: int | None = None) -> bytes:
+    return build_batch(
+        [Rec(value=value_of(first + i), key=f"k{first + i}".encode()) for i in range(n)],
+        base_timestamp=ts,
+    )
+
+
+def objects(s3: S3Server, prefix: str) -> dict[str, bytes]:
+    import obstore
+
+    store = s3.store(BUCKET)
+    out = {}
+    for page in obstore.list(store, prefix=prefix):
+        for m in page:
+            try:
+                out[m["path"]] = bytes(obstore.get(store, m["path"]).bytes())
+            except FileNotFoundError:
+                continue  # deleted since listed (retention, the archiver)
+    return out
+
+
+def meta(redis: RedisServer, topic: str, partition: int = 0) -> dict[str, int]:
+    raw = redis.client().hgetall(f"skiff:{{{topic}/{partition}}}:meta")
+    return {k.decode(): int(v) for k, v in raw.items() if v.lstrip(b"-").isdigit()}
+
+
+def list_offset(kafka: RawKafka, topic: str, ts: int) -> tuple[int, int]:
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+    }
+    [p] = kafka.request(LIST_OFFSETS, 8, body).topics[0].partitions
+    assert p.error_code == NONE, p
+    return int(p.offset), int(p.timestamp)
+
+
+def archived_to(redis: RedisServer, topic: str, offset: int, partition: int = 0) -> bool:
+    return meta(redis, topic, partition).get("llso", 0) >= offset
+
+
+def assert_all(kafka: RawKafka, topic: str, start: int, end: int) -> None:
+    recs = read_from(kafka, topic, start)
+    assert [r.offset for r in recs] == list(range(start, end))
+    assert all(r.value == value_of(r.offset) for r in recs)  # type: ignore[arg-type]
+    assert all(r.key == f"k{r.offset}".encode() for r in recs)
+
+
+def test_archived_batches_read_back_exactly(
+    sidecar: Skiff, own_redis: RedisServer, s3: S3Server, prefix: str
+) -> None:
+    """Local retention moves the oldest batches to the object store as segments in
+    Kafka's log format; Fetch from anywhere (inside a batch too) returns the same bytes
+    as before, ListOffsets spans both tiers, and Redis keeps only the local part."""
+    now = int(time.time() * 1000)
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("tiered")
+        batch_bytes = len(batch_of(0))
+        create(
+            kafka,
+            topic,
+            {
+                "remote.storage.enable": "true",
+                "local.retention.bytes": str(batch_bytes * 3),
+                "segment.bytes": str(batch_bytes * 4),
+            },
+        )
+        for i in range(40):
+            p = produce(kafka, topic, batch_of(10 * i, ts=now + 1000 * i))
+            assert (p.error_code, p.base_offset) == (NONE, 10 * i)
+        before = [fetch(kafka, topic, 10 * i).records for i in range(0, 40, 7)]
+        # All but the last 3-4 batches leave Redis.
+        wait_for(lambda: archived_to(own_redis, topic, 360), what="archiving")
+        m = meta(own_redis, topic)
+        assert m["lso"] == 0 and m["hw"] == 400
+        log_key = f"skiff:{{{topic}/0}}:log"
+        first_local = own_redis.client().xrange(log_key, count=1)[0][0]
+        assert int(first_local[2:]) - 1 >= m["llso"]  # nothing archived is still in Redis
+        assert own_redis.client().xlen(log_key) <= 4
+
+        # The segments: consecutive, at most segment.bytes each, Kafka batches.
+        stored = objects(s3, prefix)
+        segments = sorted(
+            (int(Path(path).name.split("-")[0]), data) for path, data in stored.items()
+        )
+        assert segments[0][0] == 0
+        position = 0
+        for base, data in segments:
+            assert base == position
+            assert len(data) <= batch_bytes * 4
+            for _, _, last, _ in batches(data):
+                position = last + 1
+        assert position == m["llso"]
+        first = fetched_records(segments[0][1])
+        assert [(r.offset, r.value) for r in first[:3]] == [(i, value_of(i)) for i in range(3)]
+
+        # Fetch: same bytes as before archiving, the whole batch from inside it.
+        # (A remote read returns the batches of one segment, as Kafka's does.)
+        after = [fetch(kafka, topic, 10 * i).records for i in range(0, 40, 7)]
+        for old, new in zip(before, after, strict=True):
+            assert len(new) >= len(batch_of(0)) and old.startswith(new)
+        inside = fetch(kafka, topic, 15)
+        assert [r.offset for r in fetched_records(inside.records)][:10] == list(range(10, 20))
+        assert (inside.high_watermark, inside.log_start_offset) == (400, 0)
+        assert_all(kafka, topic, 0, 400)
+        assert_all(kafka, topic, 123, 400)
+
+        # ListOffsets: earliest spans both tiers, earliest-local is Redis's first offset,
+        # a time inside the archived part finds its record there.
+        assert list_offset(kafka, topic, EARLIEST) == (0, -1)
+        assert list_offset(kafka, topic, EARLIEST_LOCAL) == (m["llso"], -1)
+        assert list_offset(kafka, topic, LATEST) == (400, -1)
+        assert list_offset(kafka, topic, now + 5000) == (50, now + 5000)
+        assert list_offset(kafka, topic, now + 5001) == (51, now + 5001)
+        assert list_offset(kafka, topic, now + 39_000) == (390, now + 39_000)
+
+        # DeleteRecords inside an archived batch: the log start moves, Fetch below it is
+        # out of range, at it the whole batch.
+        assert delete_records(kafka, topic, {0: 105}) == {0: (NONE, 105)}
+        assert fetch(kafka, topic, 104).error_code == OFFSET_OUT_OF_RANGE
+        assert_all(kafka, topic, 105, 400)
+        # The segments wholly below it go from the list and the store.
+        wait_for(
+            lambda: all(int(Path(p).name.split("-")[1]) > 105 for p in objects(s3, prefix)),
+            what="segments below the log start deleted",
+        )
+        assert_all(kafka, topic, 105, 400)
+
+
+def test_clients_consume_both_tiers_while_producing(sidecar: Skiff, own_redis: RedisServer) -> None:
+    """confluent-kafka, the Java client and franz-go read a topic most of which is
+    archived, from offset 0, byte for byte with contiguous offsets, while a producer keeps
+    writing; Redis holds about local.retention.bytes of it."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = new_topic("tiered-clients")
+    admin = AdminClient({"bootstrap.servers": sidecar.bootstrap})
+    configs = {
+        "remote.storage.enable": "true",
+        "local.retention.bytes": "300000",
+        "segment.bytes": "1000000",
+    }
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
+    producer = Producer(
+        {"bootstrap.servers": sidecar.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    total = 60_000
+    for i in range(total):
+        producer.produce(topic, value_of(i), key=f"k{i}".encode())
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    wait_for(lambda: archived_to(own_redis, topic, total - 10_000), 60, "archiving")
+    # The local part only: ~300 KB of batches in 256 KB stream nodes, of the ~7 MB made.
+    log_bytes = own_redis.client().memory_usage(f"skiff:{{{topic}/0}}:log", samples=0)
+    assert log_bytes < 300_000 + 3 * 256 * 1024
+
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _KEEP_PRODUCING, sidecar.bootstrap, topic],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": sidecar.bootstrap,
+                "group.id": f"g-{topic}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.subscribe([topic])
+        seen: list[tuple[int, bytes | None]] = []
+        deadline = time.monotonic() + 90
+        while len(seen) < total and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            if msg.offset() < total:
+                seen.append((msg.offset(), msg.value()))
+        consumer.close()
+        assert [o for o, _ in seen] == list(range(total))
+        assert all(v == value_of(o) for o, v in seen)
+
+        for client in (java_client, franz_client):
+            got = client.consume(sidecar.bootstrap, topic, 0, 0, total, timeout_ms=120_000)
+            assert [r["offset"] for r in got] == list(range(total)), client
+            assert all(r["value"] == value_of(r["offset"]) for r in got), client
+            assert all(r["key"] == f"k{r['offset']}".encode() for r in got), client
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+_KEEP_PRODUCING = """
+import sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "linger.ms": 20})
+while True:
+    p.produce(sys.argv[2], b"later".ljust(100, b"."))
+    p.poll(0)
+    time.sleep(0.001)
+"""
+
+
+def test_retention_and_topic_deletion_remove_remote_segments(
+    sidecar: Skiff, own_redis: RedisServer, s3: S3Server, prefix: str
+) -> None:
+    """retention.ms deletes expired segments from the store and moves the log start to
+    their end; deleting the topic deletes its objects."""
+    now = int(time.time() * 1000)
+    soon_old = now - 597_000  # expires 3 s from now under retention.ms 600000
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("tiered-ret")
+        batch_bytes = len(batch_of(0))
+        create(
+            kafka,
+            topic,
+            {
+                "remote.storage.enable": "true",
+                "retention.ms": "600000",
+                "local.retention.bytes": str(batch_bytes),
+                "segment.bytes": str(batch_bytes * 2),
+            },
+        )
+        for i in range(4):
+            produce(kafka, topic, batch_of(10 * i, ts=soon_old))
+        for i in range(4, 8):
+            produce(kafka, topic, batch_of(10 * i, ts=now))
+        # All but the last batch reach the store (segments of one or two batches).
+        wait_for(lambda: archived_to(own_redis, topic, 70), what="archiving")
+        assert_all(kafka, topic, 0, 80)
+        wait_for(lambda: meta(own_redis, topic)["lso"] == 40, 30, "expired segments dropped")
+        assert fetch(kafka, topic, 39).error_code == OFFSET_OUT_OF_RANGE
+        assert_all(kafka, topic, 40, 80)
+        # What is left in the store: segments from offset 40 on, back to back.
+        ranges = sorted(
+            (int(name.split("-")[0]), int(name.split("-")[1]))
+            for name in (Path(p).name for p in objects(s3, prefix))
+        )
+        assert ranges[0][0] == 40 and ranges[-1][1] == 70
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+
+        # Deleting the topic removes its segments from the store.
+        resp = kafka.request(DELETE_TOPICS, 4, {"topic_names": [topic], "timeout_ms": 10000})
+        assert resp.responses[0].error_code == NONE
+        wait_for(lambda: not objects(s3, prefix), what="objects of the deleted topic gone")
+
+
+def test_config_rules(s3: S3Server, own_redis: RedisServer, tmp_path: Path) -> None:
+    """Kafka's checks of the tiered-storage configs, with Kafka's messages."""
+    plain = start_skiff(tmp_path / "plain.log", "--redis-url", own_redis.url)
+    try:
+        with RawKafka("127.0.0.1", plain.port) as kafka:
+            assert create_error(kafka, {"remote.storage.enable": "true"}) == (
+                INVALID_CONFIG,
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                "configured with remote log storage.",
+            )
+    finally:
+        stop_process(plain.proc)
+    server = start_tiered(s3, own_redis, tmp_path / "tiered.log", "rules")
+    try:
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            on = {"remote.storage.enable": "true"}
+            assert create_error(kafka, {**on, "cleanup.policy": "compact"}) == (
+                INVALID_CONFIG,
+                "Remote log storage only supports topics with cleanup.policy=delete or "
+                "cleanup.policy being an empty list.",
+            )
+            assert create_error(
+                kafka, {**on, "retention.bytes": "1000", "local.retention.bytes": "2000"}
+            ) == (
+                INVALID_CONFIG,
+                "Invalid value 2000 for configuration local.retention.bytes: Value must not "
+                "be more than retention.bytes property value: 1000",
+            )
+            assert create_error(kafka, {**on, "local.retention.ms": "-1"}) == (
+                INVALID_CONFIG,
+                "Invalid value -1 for configuration local.retention.ms: Value must not be -1 "
+                "as retention.ms value is set as 604800000.",
+            )
+            assert create_error(kafka, {**on, "skiff.storage.format": "record"})[0] == (
+                INVALID_CONFIG
+            )
+            topic = new_topic("rules")
+            create(kafka, topic, on)
+            # Turning it off needs remote.log.delete.on.disable (KIP-950).
+            body = {
+                "resources": [
+                    {
+                        "resource_type": 2,
+                        "resource_name": topic,
+                        "configs": [
+                            {
+                                "name": "remote.storage.enable",
+                                "config_operation": 0,
+                                "value": "false",
+                            }
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            }
+            [r] = kafka.request(44, 1, body).responses
+            assert r.error_code == INVALID_CONFIG
+            assert r.error_message.startswith(
+                "It is invalid to disable remote storage without deleting remote data."
+            )
+    finally:
+        stop_process(server.proc)
+
+
+def create_error(kafka: RawKafka, configs: dict[str, str]) -> tuple[int, str | None]:
+    body = {
+        "topics": [
+            {
+                "name": new_topic("bad"),
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in configs.items()],
+            }
+        ],
+        "timeout": 10000,
+        "validate_only": False,
+    }
+    [result] = kafka.request(CREATE_TOPICS, 7, body).topics
+    return int(result.error_code), result.error_message
+
+
+def test_sidecar_killed_while_archiving_loses_nothing(
+    s3: S3Server, own_redis: RedisServer, tmp_path: Path, prefix: str
+) -> None:
+    """SIGKILL at arbitrary points of archiving: every acknowledged record is readable
+    exactly once afterwards, from one tier or the other."""
+    topic = new_topic("tiered-kill")
+    batch_bytes = len(batch_of(0))
+    produced = 0
+    server = start_tiered(s3, own_redis, tmp_path / "kill0.log", prefix)
+    try:
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            create(
+                kafka,
+                topic,
+                {
+                    "remote.storage.enable": "true",
+                    "local.retention.bytes": str(batch_bytes * 2),
+                    "segment.bytes": str(batch_bytes * 3),
+                },
+            )
+        for round_ in range(4):
+            with RawKafka("127.0.0.1", server.port) as kafka:
+                for _ in range(30):
+                    p = produce(kafka, topic, batch_of(produced))
+                    assert (p.error_code, p.base_offset) == (NONE, produced)
+                    produced += 10
+            time.sleep(0.05 * (round_ + 1))  # mid-pass, at different points
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait()
+            server = start_tiered(s3, own_redis, tmp_path / f"kill{round_ + 1}.log", prefix)
+        wait_for(lambda: archived_to(own_redis, topic, produced - 30), 30, "archiving")
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            assert_all(kafka, topic, 0, produced)
+    finally:
+        stop_process(server.proc)
+
+
+def test_fetch_below_log_start_is_out_of_range(sidecar: Skiff, own_redis: RedisServer) -> None:
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("tiered-oor")
+        create(kafka, topic, {"remote.storage.enable": "true", "local.retention.bytes": "0"})
+        for i in range(5):
+            produce(kafka, topic, batch_of(10 * i))
+        wait_for(lambda: archived_to(own_redis, topic, 50), what="archiving")
+        assert own_redis.client().xlen(f"skiff:{{{topic}/0}}:log") == 0
+        assert_all(kafka, topic, 0, 50)
+        assert delete_records(kafka, topic, {0: 20}) == {0: (NONE, 20)}
+        assert fetch(kafka, topic, 19).error_code == OFFSET_OUT_OF_RANGE
+        assert_all(kafka, topic, 20, 50)
+        p = produce(kafka, topic, batch_of(50))
+        assert (p.error_code, p.base_offset) == (NONE, 50)
+        assert_all(kafka, topic, 20, 60)

@@ -1,0 +1,99 @@
+"""PySpark over a topic that spans both tiers (tiered storage): the `skiff` source's Redis
+read path reads the archived segments straight from the object store (one Spark task
+per segment) and the rest from Redis; its Kafka read path and Spark's own Kafka
+connector read through a sidecar. All three return exactly the records produced."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RedisServer, Skiff, stop_process
+from log_helpers import wait_for
+from s3_server import S3Server
+from test_spark import batch_reader, new_topic, produce, rows
+from test_tiered import BUCKET, archived_to, s3_env, start_tiered
+
+from pipeline.offsets import OffsetRange
+from pipeline.session import local_session
+from pipeline.skiff_logs import RedisLog
+from pipeline.skiff_source import SkiffReader
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with S3Server() as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def spark(s3: S3Server) -> Iterator[Any]:
+    # The object store's credentials reach the Python workers as they reach executors:
+    # in the environment the JVM starts them with (spark.executorEnv.* on a cluster).
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in s3_env(s3).items():
+            env.setenv(name, value)
+        session = local_session("local[2]", "skiff-tiered-tests")
+        session.sparkContext.setLogLevel("ERROR")
+        yield session
+        session.stop()
+
+
+@pytest.fixture
+def tiered(s3: S3Server, own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
+    server = start_tiered(s3, own_redis, tmp_path / "skiff.log", "spark")
+    yield server
+    stop_process(server.proc)
+
+
+def test_spark_reads_both_tiers(
+    spark: Any,
+    tiered: Skiff,
+    own_redis: RedisServer,
+    s3: S3Server,
+) -> None:
+    topic = new_topic(
+        tiered,
+        2,
+        {
+            "remote.storage.enable": "true",
+            "retention.ms": "-1",  # the records' timestamps are from 2023
+            "local.retention.bytes": "20000",
+            "segment.bytes": "30000",
+        },
+    )
+    # Flushed every 500 records: batches of ~250 records (~10 KB) per partition, under
+    # segment.bytes (a larger batch is RECORD_LIST_TOO_LARGE, as on Kafka).
+    acked: set[Any] = set()
+    for first in range(0, 4000, 500):
+        acked |= produce(tiered, topic, 500, 2, first=first)
+    for p in (0, 1):
+        wait_for(lambda p=p: archived_to(own_redis, topic, 1, p), 30, "archiving")
+    url = f"s3://{BUCKET}/spark"
+
+    reader = batch_reader(spark, "skiff-redis", tiered, own_redis, topic)
+    assert set(rows(reader.option("remote.storage", url).load())) == acked
+    for path in ("skiff-kafka", "kafka-connector"):
+        assert set(rows(batch_reader(spark, path, tiered, own_redis, topic).load())) == acked
+
+    # One Spark task per archived segment, then the part in Redis.
+    options = {"redis.url": own_redis.url, "topics": topic, "remote.storage": url}
+    tasks = SkiffReader(options).partitions()
+    log = RedisLog(own_redis.url, url)
+    try:
+        ends = {p: log.segment_ends(topic, p) for p in (0, 1)}
+    finally:
+        log.close()
+    for p in (0, 1):
+        mine = [t for t in tasks if isinstance(t, OffsetRange) and t.partition == p]
+        assert len(ends[p]) >= 2
+        assert [t.end for t in mine][: len(ends[p])] == ends[p]
+
+    # Without the option, the Redis read path says what to do.
+    with pytest.raises(Exception, match="give the skiff source the option remote.storage"):
+        batch_reader(spark, "skiff-redis", tiered, own_redis, topic).load().collect()
