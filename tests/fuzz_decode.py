@@ -7,7 +7,10 @@ finding. Inputs that start with the byte 0xB7 are instead a produced record batc
 after record_batch.single_batch), which may raise only InvalidBatch; after 0xB8 the
 same with the batch's CRC32C made to match, so mutations get past the CRC check; after
 0xB9 the next byte picks a codec for protocol/inflate.inflate (bounded decompression of
-producer data, a 1 MiB limit here), which may raise only InflateError. Run by
+producer data, a 1 MiB limit here), which may raise only InflateError; after 0xBA the
+rest is a tiered-storage segment object as read from the object store
+(tiered/segments.py: its batch walk and the entries a Fetch serves), which may raise
+only CorruptSegment. Run by
 tests/test_fuzz.py in a child process (an abort must not take pytest
 down):
 
@@ -35,8 +38,9 @@ with atheris.instrument_imports(include=["sidecar", "kio"]):
     from sidecar.protocol.inflate import InflateError, inflate
     from sidecar.protocol.record_batch import InvalidBatch, single_batch
     from sidecar.server import decode_body
+    from sidecar.tiered.segments import CorruptSegment, entries_from
 
-BATCH_INPUT, BATCH_INPUT_CRC_FIXED, INFLATE_INPUT = 0xB7, 0xB8, 0xB9
+BATCH_INPUT, BATCH_INPUT_CRC_FIXED, INFLATE_INPUT, SEGMENT_INPUT = 0xB7, 0xB8, 0xB9, 0xBA
 NOW_MS = 1_700_000_000_000
 _TOPIC = {
     "message.timestamp.type": "CreateTime",
@@ -64,6 +68,12 @@ def one_input(data: bytes) -> None:
         if len(batch) >= 61:
             batch[17:21] = crc32c(memoryview(batch)[21:]).to_bytes(4, "big")
         one_batch(bytes(batch))
+    elif data[:1] == bytes([SEGMENT_INPUT]):
+        try:
+            for _, fields in entries_from(data[1:], len(data) % 7, 1 << 16):
+                stored_batch.serve([(b"0-1", fields)], 1 << 16)
+        except CorruptSegment:
+            pass
     elif data[:1] == bytes([INFLATE_INPUT]) and len(data) >= 2:
         try:
             inflate(data[2:], data[1] % 8, limit=1 << 20)
@@ -110,6 +120,11 @@ def seed(corpus: Path) -> None:
         batch = build_batch(records, base_timestamp=NOW_MS, compression=codec)
         (corpus / f"seed-batch-{codec}").write_bytes(bytes([BATCH_INPUT]) + batch)
         (corpus / f"seed-batch-crc-{codec}").write_bytes(bytes([BATCH_INPUT_CRC_FIXED]) + batch)
+    segment = b"".join(
+        stored_batch.placed(b"0-%d" % (4 * i + 4), build_batch(records, base_timestamp=NOW_MS))
+        for i in range(3)
+    )
+    (corpus / "seed-segment").write_bytes(bytes([SEGMENT_INPUT]) + segment)
     import cramjam
 
     plain = b"".join(b"record %d " % i for i in range(200))
