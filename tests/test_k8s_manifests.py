@@ -43,6 +43,7 @@ def test_every_variant_is_there() -> None:
         "in-pod",
         "otel",
         "redis-cluster",
+        "tiered",
     }
 
 
@@ -109,6 +110,16 @@ def test_overlays_set_what_they_are_for() -> None:
     assert env["OTEL_TRACES_EXPORTER"] == "otlp"
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4317"
     _by_kind(otel, "Deployment", "otel-collector")
+
+    tiered = k8s_check.render(ROOT / "k8s" / "tiered")
+    container = _by_kind(tiered, "Deployment", "skiff")["spec"]["template"]["spec"]["containers"][0]
+    from_secret = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert from_secret["SKIFF_REMOTE_STORAGE"] == {"name": "skiff-object-store", "key": "url"}
+    assert {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(from_secret)
 
     in_pod = k8s_check.render(ROOT / "k8s" / "in-pod")
     assert not [o for o in in_pod if o["kind"] == "Deployment"]
