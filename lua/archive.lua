@@ -9,10 +9,12 @@
 -- KEYS[6] remote  skiff:{t/p}:remote (sorted set, score = segment base offset)
 -- ARGV[1] 'record' | 'drop'   ARGV[2] lease token
 -- record: ARGV[3] the local log start the archiver read from, ARGV[4] the segment's end
---   (its last offset + 1), ARGV[5] its base offset, ARGV[6] its member. Reply: 1
+--   (its last offset + 1), ARGV[5] its base offset, ARGV[6] its member, ARGV[7] the
+--   bytes appended before its end, ARGV[8] its bytes. Reply: 1
 --   recorded; 0 lease lost, partition gone or the local start moved (nothing done);
 --   -1 the whole segment is below the log start now (nothing recorded: delete it).
--- drop: ARGV[3] member, ARGV[4] the segment's end, ARGV[5] the wake-up channel. The
+-- drop: ARGV[3] member, ARGV[4] the segment's end, ARGV[5] the wake-up channel, ARGV[6]
+--   its bytes, ARGV[7] the bytes appended before its end. The
 --   segment leaves the list and the log start moves to its end if below (retention);
 --   reply 1, or 0 when the lease is lost.
 
@@ -26,10 +28,13 @@ end
 local lso = tonumber(meta[2])
 
 if ARGV[1] == 'drop' then
-  redis.call('ZREM', KEYS[6], ARGV[3])
+  if redis.call('ZREM', KEYS[6], ARGV[3]) == 1 then
+    redis.call('HINCRBY', KEYS[2], 'rbytes', -tonumber(ARGV[6]))
+  end
   local finish = tonumber(ARGV[4])
   if finish > lso then
-    redis.call('HSET', KEYS[2], 'lso', finish, 'rlso', finish)
+    -- lsob: the bytes appended before the log start's batch (the segment's end).
+    redis.call('HSET', KEYS[2], 'lso', finish, 'rlso', finish, 'lsob', ARGV[7])
     redis.call('PUBLISH', ARGV[5], meta[1] .. ' ' .. finish .. (meta[4] and (' ' .. meta[4]) or ''))
   end
   return 1
@@ -47,7 +52,9 @@ if lso >= finish then
   return -1
 end
 redis.call('ZADD', KEYS[6], tonumber(ARGV[5]), ARGV[6])
-redis.call('HSET', KEYS[2], 'llso', finish)
+-- llsob: the bytes appended before llso; rbytes: the bytes in the object store.
+redis.call('HSET', KEYS[2], 'llso', finish, 'llsob', ARGV[7])
+redis.call('HINCRBY', KEYS[2], 'rbytes', tonumber(ARGV[8]))
 redis.call('XTRIM', KEYS[3], 'MINID', '0-' .. (finish + 1))
 -- Index members of archived batches go (the segment's member keeps its max timestamp
 -- and bytes); members are base offsets, in order.

@@ -33,6 +33,8 @@ from log_helpers import (
 )
 from rawkafka import RawKafka, Rec, build_batch, fetched_records
 from s3_server import S3Server
+from telemetry_helpers import scrape, value
+from test_retention import log_dir_size
 
 from sidecar.tiered.segments import batches
 
@@ -183,6 +185,14 @@ def test_archived_batches_read_back_exactly(
             for _, _, last, _ in batches(data):
                 position = last + 1
         assert position == m["llso"]
+        # Sizes: DescribeLogDirs reports the Redis tier (Kafka reports the local log),
+        # /metrics both.
+        local = sum(len(f[b"b"]) for _, f in own_redis.client().xrange(log_key))
+        assert log_dir_size(kafka, topic) == local
+        remote = value(
+            scrape(sidecar.http_port), "skiff_partition_remote_bytes", topic=topic, partition="0"
+        )
+        assert remote == sum(len(data) for _, data in segments)
         first = fetched_records(segments[0][1])
         assert [(r.offset, r.value) for r in first[:3]] == [(i, value_of(i)) for i in range(3)]
 
@@ -333,6 +343,11 @@ def test_retention_and_topic_deletion_remove_remote_segments(
         )
         assert ranges[0][0] == 40 and ranges[-1][1] == 70
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+        left = sum(len(data) for data in objects(s3, prefix).values())
+        remote = value(
+            scrape(sidecar.http_port), "skiff_partition_remote_bytes", topic=topic, partition="0"
+        )
+        assert remote == left
 
         # Deleting the topic removes its segments from the store.
         resp = kafka.request(DELETE_TOPICS, 4, {"topic_names": [topic], "timeout_ms": 10000})

@@ -20,7 +20,8 @@ from sidecar.storage import keys, scripts
 class PartitionSize:
     log_start_offset: int
     high_watermark: int
-    size: int  # bytes, docs/architecture.md "Byte accounting"
+    size: int  # bytes in Redis, docs/architecture.md "Byte accounting"
+    remote_size: int = 0  # bytes in the object store (tiered storage)
 
 
 class PartitionLogOps:
@@ -65,20 +66,25 @@ class PartitionLogOps:
             args[2] = args[3] = -1
 
     async def partition_sizes(self, topic: str, partitions: list[int]) -> list[PartitionSize]:
-        """Watermarks and byte size of each partition (missing ones are left out): the
+        """Watermarks and byte sizes of each partition (missing ones are left out): the
         bytes appended since the batch holding the log start (`bytes` - `lsob`), less
-        what compaction removed (`cbytes`)."""
+        what compaction removed (`cbytes`); with tiered storage, of that what is in
+        Redis (from the local log start: `llsob`) and what is in the object store
+        (`rbytes`)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in partitions:
                 meta = keys.partition_keys(topic, p)[1]
-                pipe.hmget(meta, "hw", "lso", "bytes", "lsob", "cbytes")
+                pipe.hmget(meta, "hw", "lso", "bytes", "lsob", "cbytes", "llsob", "rbytes")
             replies = await pipe.execute()
         out = []
-        for hw, lso, total, before, removed in replies:
+        for hw, lso, total, before, removed, local_before, remote in replies:
             if hw is None:
                 continue
-            size = int(total or 0) - int(before or 0) - int(removed or 0)
-            out.append(PartitionSize(int(lso), int(hw), 0 if hw == lso else max(size, 0)))
+            before = max(int(before or 0), int(local_before or 0))
+            size = int(total or 0) - before - int(removed or 0)
+            out.append(
+                PartitionSize(int(lso), int(hw), 0 if hw == lso else max(size, 0), int(remote or 0))
+            )
         return out
 
     async def max_timestamp(self, topic: str, partition: int) -> tuple[int, int]:

@@ -162,6 +162,8 @@ class RedisSnapshot:
     watermarks: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)  # hw, lso
     committed: dict[tuple[str, str, int], int] = field(default_factory=dict)
     truncated: bool = False
+    # Tiered storage: bytes in the object store, of partitions that have archived any.
+    remote_bytes: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 async def redis_snapshot(redis: Any) -> RedisSnapshot:
@@ -188,13 +190,15 @@ async def redis_snapshot(redis: Any) -> RedisSnapshot:
             break
     async with redis.pipeline(transaction=False) as pipe:
         for topic, p in partitions:
-            pipe.hmget(keys.partition_keys(topic, p)[1], "hw", "lso")
+            pipe.hmget(keys.partition_keys(topic, p)[1], "hw", "lso", "rbytes")
         for group in groups:
             pipe.hgetall(keys.group_keys(group)[2])
         replies = await pipe.execute()
-    for (topic, p), (hw, lso) in zip(partitions, replies[: len(partitions)], strict=True):
+    for (topic, p), (hw, lso, remote) in zip(partitions, replies[: len(partitions)], strict=True):
         if hw is not None:
             snap.watermarks[(topic, p)] = (int(hw), int(lso or 0))
+        if remote is not None:
+            snap.remote_bytes[(topic, p)] = int(remote)
     for group, offsets in zip(groups, replies[len(partitions) :], strict=True):
         for raw_field, value in offsets.items():
             if len(snap.committed) >= MAX_SCRAPE_OFFSETS:
@@ -316,6 +320,14 @@ class LiveCollector(Collector):
             lso.add_metric([topic, str(p)], start)
         yield hw
         yield lso
+        remote = GaugeMetricFamily(
+            "skiff_partition_remote_bytes",
+            "Tiered storage: bytes of a partition's archived segments in the object store",
+            labels=["topic", "partition"],
+        )
+        for (topic, p), size in snap.remote_bytes.items():
+            remote.add_metric([topic, str(p)], size)
+        yield remote
         committed = GaugeMetricFamily(
             "skiff_group_committed_offset",
             "Committed offset of a consumer group on a partition",

@@ -200,7 +200,16 @@ class Archiver(BackgroundLoop):
         recorded = await scripts.ARCHIVE(
             self.store.redis,
             self._keys(name, partition),
-            ["record", self.token, start, end, base, segment.member()],
+            [
+                "record",
+                self.token,
+                start,
+                end,
+                base,
+                segment.member(),
+                segment.bytes_before + segment.size,
+                segment.size,
+            ],
         )
         if recorded != 1:
             await self.remote.store.delete(path)
@@ -252,6 +261,8 @@ class Archiver(BackgroundLoop):
                     segment.member(),
                     segment.end,
                     keys.wake_channel(info.name, partition),
+                    segment.size,
+                    segment.bytes_before + segment.size,
                 ],
             )
             if dropped != 1:
