@@ -148,7 +148,11 @@ def start_redis(workdir: Path, unix_socket: bool) -> tuple[subprocess.Popen[byte
 
 
 def start_skiff(
-    redis_url: str, log: Path, cprofile: Path | None = None
+    redis_url: str,
+    log: Path,
+    cprofile: Path | None = None,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "sidecar.cli.main"]
@@ -162,10 +166,16 @@ def start_skiff(
         f"127.0.0.1:{port}",
         "--http-listen",
         "none",
+        *extra,
     ]
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            cmd,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
         )
     wait_for_port(port, proc, "Skiff", log)
     return proc, f"127.0.0.1:{port}"
