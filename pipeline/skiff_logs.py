@@ -185,24 +185,38 @@ class RedisLog:
                 data = bytes(obstore.get(self._remote, path).bytes())
             except FileNotFoundError:
                 continue
-            entries = []
-            pos = 0
-            while pos + 61 <= len(data):
-                base, length = _PREFIX.unpack_from(data, pos)
-                size = 12 + length
-                if size < 61 or pos + size > len(data):
-                    raise ValueError(f"segment {path} is corrupt at byte {pos}")
-                (delta,) = _LAST_DELTA.unpack_from(data, pos + 23)
-                entries.append((b"0-%d" % (base + delta + 1), [b"b", data[pos : pos + size]]))
-                pos += size
-                if len(entries) == BATCH_ENTRIES:
-                    yield _stored_batches_to_batch(topic, partition, entries, start, end)
-                    entries = []
-            if entries:
-                yield _stored_batches_to_batch(topic, partition, entries, start, end)
+            try:
+                yield from segment_record_batches(topic, partition, data, start, end)
+            except ValueError as exc:
+                raise ValueError(f"segment {path}: {exc}") from None
 
     def close(self) -> None:
         self.redis.close()
+
+
+def segment_record_batches(
+    topic: str, partition: int, data: bytes, start: int = 0, end: int = 2**63 - 1
+) -> Iterator[pa.RecordBatch]:
+    """The records in [start, end) of a tiered-storage segment object (Kafka batches with
+    their base offsets, back to back: sidecar/tiered/segments.py) as Arrow batches of the
+    Kafka source's columns, markers left out; every length checked against the object."""
+    entries = []
+    pos = 0
+    while pos < len(data):
+        if pos + 61 > len(data):
+            raise ValueError(f"a batch header at byte {pos} runs past the segment")
+        base, length = _PREFIX.unpack_from(data, pos)
+        size = 12 + length
+        if size < 61 or pos + size > len(data):
+            raise ValueError(f"the batch at byte {pos} claims {length} bytes")
+        (delta,) = _LAST_DELTA.unpack_from(data, pos + 23)
+        entries.append((b"0-%d" % (base + delta + 1), [b"b", data[pos : pos + size]]))
+        pos += size
+        if len(entries) == BATCH_ENTRIES:
+            yield _stored_batches_to_batch(topic, partition, entries, start, end)
+            entries = []
+    if entries:
+        yield _stored_batches_to_batch(topic, partition, entries, start, end)
 
 
 def _stored_batches_to_batch(

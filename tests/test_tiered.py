@@ -61,7 +61,7 @@ def s3_env(s3: S3Server) -> dict[str, str]:
     }
 
 
-def start_tiered(s3: S3Server, redis: RedisServer, log: Path, prefix: str) -> Skiff:
+def start_tiered(s3: S3Server, redis: RedisServer, log: Path, prefix: str, *extra: str) -> Skiff:
     return start_skiff(
         log,
         "--redis-url",
@@ -72,6 +72,7 @@ def start_tiered(s3: S3Server, redis: RedisServer, log: Path, prefix: str) -> Sk
         "100",
         "--log-retention-check-interval-ms",
         "200",
+        *extra,
         env=s3_env(s3),
     )
 
@@ -489,3 +490,53 @@ def test_fetch_below_log_start_is_out_of_range(sidecar: Skiff, own_redis: RedisS
         p = produce(kafka, topic, batch_of(50))
         assert (p.error_code, p.base_offset) == (NONE, 50)
         assert_all(kafka, topic, 20, 60)
+
+
+def test_parquet_copies_of_segments(
+    s3: S3Server, own_redis: RedisServer, tmp_path: Path, prefix: str
+) -> None:
+    """--remote-parquet: beside each segment a Parquet file with its records (the Kafka
+    source's columns), which an engine reading Parquet gets exactly; retention deletes
+    it with its segment."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    server = start_tiered(s3, own_redis, tmp_path / "skiff.log", prefix, "--remote-parquet", "true")
+    now = int(time.time() * 1000)
+    try:
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            topic = new_topic("tiered-parquet")
+            create(
+                kafka,
+                topic,
+                {
+                    "remote.storage.enable": "true",
+                    "local.retention.bytes": "0",
+                    "segment.bytes": str(len(batch_of(0)) * 3),
+                },
+            )
+            for i in range(6):
+                produce(kafka, topic, batch_of(10 * i, ts=now + i))
+            wait_for(lambda: archived_to(own_redis, topic, 60), what="archiving")
+
+            def tables() -> dict[str, bytes]:
+                return {p: d for p, d in objects(s3, prefix).items() if p.endswith(".parquet")}
+
+            wait_for(lambda: len(tables()) == len(objects(s3, prefix)) / 2, what="Parquet files")
+            rows = []
+            for data in tables().values():
+                rows += pq.read_table(io.BytesIO(data)).to_pylist()
+            rows.sort(key=lambda r: r["offset"])
+            assert [r["offset"] for r in rows] == list(range(60))
+            assert all(r["value"] == value_of(r["offset"]) for r in rows)
+            assert all(r["key"] == f"k{r['offset']}".encode() for r in rows)
+            assert all(r["topic"] == topic and r["partition"] == 0 for r in rows)
+            assert [int(r["timestamp"].timestamp() * 1000) for r in rows[::10]] == [
+                now + i for i in range(6)
+            ]
+            # DeleteRecords past everything: segments and their Parquet files go.
+            assert delete_records(kafka, topic, {0: 60}) == {0: (NONE, 60)}
+            wait_for(lambda: not objects(s3, prefix), what="segments and Parquet files gone")
+    finally:
+        stop_process(server.proc)

@@ -615,6 +615,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "remote-parquet",
+        "false",
+        "tiered storage: also write each archived segment as a Parquet file beside it "
+        "(the Kafka source's columns), for any engine to query; needs pyarrow (the spark "
+        "extra)",
+        type=_bool,
+    )
+    _flag(
+        serve,
         "remote-log-manager-task-interval-ms",
         "30000",
         "remote.log.manager.task.interval.ms: how often the archiver moves batches past "
@@ -1149,6 +1158,7 @@ def _run(argv: list[str]) -> int:
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
         remote_storage=args.remote_storage,
+        remote_parquet=args.remote_parquet,
         remote_log_manager_task_interval_ms=args.remote_log_manager_task_interval_ms,
         http_listen=args.http_listen,
         console=args.console,

@@ -141,6 +141,8 @@ class Settings:
     # how often the archiver runs (Kafka's remote.log.manager.task.interval.ms).
     remote_storage: str | None = None
     remote_log_manager_task_interval_ms: int = 30_000
+    # Each archived segment also as a Parquet file beside it (sidecar/tiered/parquet.py).
+    remote_parquet: bool = False
     # /healthz, /readyz and /metrics (sidecar/telemetry/http.py); None: no HTTP endpoint.
     http_listen: HostPort | None = HostPort("127.0.0.1", 8080)
     console: bool = True  # the web console under /console (sidecar/console/)

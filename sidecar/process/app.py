@@ -36,6 +36,7 @@ from sidecar.storage.resilience import RedisUnavailable
 from sidecar.storage.scram_store import ScramStore
 from sidecar.storage.store import RedisStore
 from sidecar.telemetry.runtime import Telemetry
+from sidecar.tiered import parquet
 from sidecar.tiered.archiver import Archiver
 from sidecar.tiered.object_store import ObjectStore, ObjectStoreError
 from sidecar.tiered.remote_log import RemoteLog
@@ -148,8 +149,16 @@ async def serve(
             except ObjectStoreError as exc:
                 log.error("%s: check --remote-storage and the AWS_* variables", exc)
                 raise SystemExit(2) from None
+            missing = parquet.available() if settings.remote_parquet else None
+            if missing:
+                log.error("%s", missing)
+                raise SystemExit(2)
             archiver = Archiver(
-                store, cluster, broker.remote, settings.remote_log_manager_task_interval_ms
+                store,
+                cluster,
+                broker.remote,
+                settings.remote_log_manager_task_interval_ms,
+                parquet_files=settings.remote_parquet,
             )
             await archiver.start()
             started.push_async_callback(archiver.stop)

@@ -16,6 +16,9 @@ storage requires cleanup.policy=delete, so no compactor competes for it):
    no longer keep leave the list, moving the log start (`drop`), before their objects
    are deleted.
 
+With --remote-parquet, each segment is also written as a Parquet file beside it
+(parquet.py), deleted with it.
+
 Every so often one sidecar (under `skiff:remote_gc`) deletes what no segment list
 names: objects of deleted topics (a topic's objects are under its topic id) and
 unrecorded uploads older than GC_AGE_MS."""
@@ -33,7 +36,7 @@ from sidecar.maintenance.background import BackgroundLoop
 from sidecar.storage import keys, scripts
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry.logs import RateLimitedLog
-from sidecar.tiered import segments
+from sidecar.tiered import parquet, segments
 from sidecar.tiered.object_store import ObjectStoreError
 from sidecar.tiered.remote_log import RemoteLog
 from sidecar.tiered.segments import Segment
@@ -63,6 +66,7 @@ class Archiver(BackgroundLoop):
         remote: RemoteLog,
         interval_ms: int,
         segment_bytes: int = SEGMENT_BYTES,
+        parquet_files: bool = False,
     ) -> None:
         super().__init__()
         self.store = store
@@ -70,6 +74,7 @@ class Archiver(BackgroundLoop):
         self.remote = remote
         self.interval = interval_ms / 1000
         self.segment_bytes = segment_bytes
+        self.parquet_files = parquet_files
         self.token = secrets.token_hex(8)
         self._last_gc = 0.0
         self._warn = RateLimitedLog(log, 10.0)
@@ -215,6 +220,12 @@ class Archiver(BackgroundLoop):
             await self.remote.store.delete(path)
             return False
         log.debug("archived %s-%d [%d, %d): %d bytes", name, partition, base, end, len(data))
+        if self.parquet_files:
+            try:
+                table = await parquet.encode(name, partition, data)
+                await self.remote.store.put(parquet.path_for(path), table)
+            except Exception as exc:  # the segment is archived; only its copy is missing
+                self._warn.warning("Parquet copy of %s: %s", path, exc)
         return True
 
     def _keys(self, name: str, partition: int) -> list[str]:
@@ -275,6 +286,7 @@ class Archiver(BackgroundLoop):
                 segment.end,
             )
             await self.remote.store.delete(segment.path)
+            await self.remote.store.delete(parquet.path_for(segment.path))
 
     # -- garbage ------------------------------------------------------------------------
 
@@ -302,7 +314,8 @@ class Archiver(BackgroundLoop):
                 if info is None:
                     continue
                 for p in range(info.partitions):
-                    named.update(s.path for s in await self.remote.segment_list(info.name, p))
+                    for segment in await self.remote.segment_list(info.name, p):
+                        named.update((segment.path, parquet.path_for(segment.path)))
             for path, modified in await store.list(prefix):
                 if path in named or (known and now - modified < GC_AGE_MS):
                     continue

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from sidecar.protocol import stored_batch
 from sidecar.storage import keys
-from sidecar.tiered import segments
+from sidecar.tiered import parquet, segments
 from sidecar.tiered.object_store import ObjectStore
 from sidecar.tiered.segments import Segment
 
@@ -139,7 +139,8 @@ class RemoteLog:
         """The object paths of every archived segment of a topic (before deleting it)."""
         out = []
         for p in range(partitions):
-            out += [s.path for s in await self.segment_list(topic, p)]
+            for segment in await self.segment_list(topic, p):
+                out += [segment.path, parquet.path_for(segment.path)]
         return out
 
     def delete_later(self, paths: list[str]) -> None:
