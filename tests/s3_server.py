@@ -61,6 +61,7 @@ class S3Server:
         self.dir: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self._ports: dict[str, int] = {}
+        self._data: Path | None = None
         self.startup_seconds = 0.0
 
     @property
@@ -117,16 +118,30 @@ class S3Server:
             raise
         raise AssertionError("unreachable")
 
-    def _start_once(self) -> None:
+    def kill(self) -> None:
+        """Stop the store abruptly (SIGKILL), keeping its data and ports for restart()."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self._stop_proc()
+
+    def restart(self) -> None:
+        """Start the store again after kill(): same ports, same data."""
+        self._start_once(reuse=True)
+
+    def _start_once(self, reuse: bool = False) -> None:
         assert self.dir is not None
-        data = self.dir / f"data-{time.monotonic_ns()}"
         (logdir := self.dir / "glog").mkdir(exist_ok=True)
-        data.mkdir()
-        # Every port its own free port: weed would otherwise put gRPC on port + 10000.
-        components = ("master", "volume", "filer", "s3", "admin")
-        flags = [f"{c}.port{grpc}" for c in components for grpc in ("", ".grpc")]
-        self._ports = {flag: free_port() for flag in flags}
-        self.port = self._ports["s3.port"]
+        if not reuse:
+            self._data = self.dir / f"data-{time.monotonic_ns()}"
+            self._data.mkdir()
+            # Every port its own free port: weed would otherwise put gRPC on port + 10000.
+            components = ("master", "volume", "filer", "s3", "admin")
+            flags = [f"{c}.port{grpc}" for c in components for grpc in ("", ".grpc")]
+            self._ports = {flag: free_port() for flag in flags}
+            self.port = self._ports["s3.port"]
+        data = self._data
         cmd = [
             weed_binary(),
             f"-logdir={logdir}",

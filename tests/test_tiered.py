@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from clients import franz_client, java_client
 from conftest import RedisServer, Skiff, start_skiff, stop_process
+from faults_harness import PersistentRedis, ProduceLoop, check_exactly_once
 from log_helpers import (
     EARLIEST,
     LATEST,
@@ -40,6 +41,7 @@ from sidecar.tiered.segments import batches
 
 CREATE_TOPICS, LIST_OFFSETS, DELETE_TOPICS = 19, 2, 20
 INVALID_CONFIG = 40
+KAFKA_STORAGE_ERROR = 56
 EARLIEST_LOCAL = -4
 BUCKET = "skiff-tiered"
 
@@ -540,3 +542,80 @@ def test_parquet_copies_of_segments(
             wait_for(lambda: not objects(s3, prefix), what="segments and Parquet files gone")
     finally:
         stop_process(server.proc)
+
+
+def test_object_store_outage(own_redis: RedisServer, tmp_path: Path, prefix: str) -> None:
+    """The store killed: produce goes on (Redis keeps what it cannot archive), a fetch of
+    archived data gets the retriable KAFKA_STORAGE_ERROR, a fetch from Redis works; the
+    store back: archiving resumes, every record is read back exactly once."""
+    with S3Server() as store:
+        store.create_bucket(BUCKET)
+        server = start_tiered(store, own_redis, tmp_path / "skiff.log", prefix)
+        try:
+            with RawKafka("127.0.0.1", server.port) as kafka:
+                topic = new_topic("tiered-outage")
+                batch_bytes = len(batch_of(0))
+                create(
+                    kafka,
+                    topic,
+                    {
+                        "remote.storage.enable": "true",
+                        "local.retention.bytes": str(batch_bytes * 2),
+                        "segment.bytes": str(batch_bytes * 3),
+                    },
+                )
+                for i in range(10):
+                    produce(kafka, topic, batch_of(10 * i))
+                wait_for(lambda: archived_to(own_redis, topic, 70), what="archiving")
+                store.kill()
+                for i in range(10, 20):
+                    p = produce(kafka, topic, batch_of(10 * i))
+                    assert (p.error_code, p.base_offset) == (NONE, 10 * i)
+                archived = meta(own_redis, topic)["llso"]
+                assert archived < 180  # nothing more archived while the store is away
+                assert fetch(kafka, topic, 0).error_code == KAFKA_STORAGE_ERROR
+                assert_all(kafka, topic, archived, 200)
+                store.restart()
+                wait_for(lambda: archived_to(own_redis, topic, 170), 60, "archiving resumed")
+                assert_all(kafka, topic, 0, 200)
+        finally:
+            stop_process(server.proc)
+
+
+def test_redis_killed_while_archiving(s3: S3Server, tmp_path: Path, prefix: str) -> None:
+    """Redis SIGKILLed and restarted (AOF, fsync always) while an idempotent producer
+    writes and the archiver moves batches out: the log is exactly what was acknowledged,
+    at the acknowledged offsets, across both tiers."""
+    redis_server = PersistentRedis(tmp_path / "redis").start()
+    server = start_tiered(s3, redis_server, tmp_path / "skiff.log", prefix)  # type: ignore[arg-type]
+    try:
+        topic = new_topic("tiered-redis-kill")
+        with RawKafka("127.0.0.1", server.port) as kafka:
+            create(
+                kafka,
+                topic,
+                {
+                    "remote.storage.enable": "true",
+                    "local.retention.bytes": "20000",
+                    "segment.bytes": "100000",
+                },
+            )
+        loop = ProduceLoop(server.bootstrap, topic, 1, **{"batch.size": 16384})
+        loop.start()
+        loop.wait_acked(3000)
+        for _ in range(2):
+            assert redis_server.proc is not None
+            redis_server.proc.kill()
+            redis_server.proc.wait()
+            redis_server.start()
+            loop.wait_acked(loop.acked_count + 2000)
+        loop.finish()
+        wait_for(
+            lambda: archived_to(redis_server, topic, len(loop.expected(0)) // 2),  # type: ignore[arg-type]
+            30,
+            "archiving",
+        )
+        check_exactly_once(loop, server.bootstrap)
+    finally:
+        stop_process(server.proc)
+        redis_server.stop()

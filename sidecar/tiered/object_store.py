@@ -5,6 +5,8 @@ default of `skiff serve`)."""
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,30 @@ class ObjectStore:
         try:
             if url.startswith("file://"):
                 Path(url[len("file://") :]).mkdir(parents=True, exist_ok=True)
-            self._store: Any = from_url(url)
+                self._store: Any = from_url(url)
+            else:
+                # A store that does not answer fails a Fetch of archived data within
+                # ~25 s (retried by the client: KAFKA_STORAGE_ERROR), inside Kafka
+                # clients' 30 s request timeout, instead of object_store's 3 minutes.
+                self._store = from_url(
+                    url,
+                    # (client_options replaces what the environment set: allow_http
+                    # is read here from AWS_ALLOW_HTTP, as object_store would.)
+                    client_options={
+                        "connect_timeout": "5s",
+                        "timeout": "10s",
+                        "allow_http": os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true",
+                    },
+                    retry_config={
+                        "max_retries": 2,
+                        "retry_timeout": timedelta(seconds=10),
+                        "backoff": {
+                            "init_backoff": timedelta(milliseconds=100),
+                            "max_backoff": timedelta(seconds=2),
+                            "base": 2.0,
+                        },
+                    },
+                )
         except Exception as exc:  # obstore raises its own types, all of them say why
             raise ObjectStoreError(f"remote storage {url}: {exc}") from None
 
