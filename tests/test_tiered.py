@@ -619,3 +619,40 @@ def test_redis_killed_while_archiving(s3: S3Server, tmp_path: Path, prefix: str)
     finally:
         stop_process(server.proc)
         redis_server.stop()
+
+
+def test_queue_group_reads_archived_records(sidecar: Skiff, own_redis: RedisServer) -> None:
+    """An HTTP queue group (the same core as Kafka share groups) from the earliest offset
+    of a topic most of which is archived: every record once, archived ones included,
+    each acknowledged."""
+    from test_queues_http import Api, configure, read, settle
+
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("tiered-queue")
+        create(
+            kafka,
+            topic,
+            {
+                "remote.storage.enable": "true",
+                "local.retention.bytes": str(len(batch_of(0)) * 2),
+                "segment.bytes": str(len(batch_of(0)) * 3),
+            },
+        )
+        for i in range(12):
+            produce(kafka, topic, batch_of(10 * i))
+    wait_for(lambda: archived_to(own_redis, topic, 90), what="archiving")
+    api = Api(sidecar.http_port)
+    group = f"qg-{uuid.uuid4().hex[:8]}"
+    configure(api, group)
+    seen: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 120 and time.monotonic() < deadline:
+        records = read(api, group, topic, "w1", 25)
+        for r in records:
+            assert r["value"] == value_of(r["offset"]).decode()
+        seen += [r["offset"] for r in records]
+        if records:
+            status, body = settle(api, group, "acknowledge", "w1", records)
+            assert status == 200, body
+    api.close()
+    assert sorted(seen) == list(range(120))

@@ -73,6 +73,7 @@ from sidecar.protocol.record_batch import (
 from sidecar.queues import metrics
 from sidecar.storage import keys, scripts
 from sidecar.storage.store import RedisStore, StoreError
+from sidecar.tiered.remote_log import RemoteLog, RemoteReadError
 from sidecar.validation.topic_names import invalid_name_reason
 
 log = logging.getLogger(__name__)
@@ -378,6 +379,8 @@ class QueueStore:
         # hundred at a time: each batch is expanded once, not once per acquire. Keyed
         # by the entry and its CRC, so a rewritten entry is expanded again.
         self._decoded: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
+        # Tiered storage: where archived batches are read from (the broker's RemoteLog).
+        self.remote: RemoteLog | None = None
 
     # -- groups -----------------------------------------------------------------
 
@@ -783,7 +786,6 @@ class QueueStore:
             await self._ensure(group, cfg, topic, partition)
             _, got = await self._reclaim(cfg, holder, topic, partition, max_records)
         skeys = inflight_keys(group, topic, partition)
-        log_key = keys.partition_keys(topic, partition)[0]
         left = max_records - len(got)
         claim_args = ["claim", consumer_group(group), holder]
         cap = self.max_record_locks
@@ -800,7 +802,7 @@ class QueueStore:
                 got.update((o, 1) for o in range(first, end))
                 # The rest of the batch holding the last claimed record, when no one
                 # claimed it meanwhile (the claim continues from the cursor).
-                tail = await self.redis.xrange(log_key, f"0-{end}", "+", count=1)
+                tail = await self._holding(topic, partition, end - 1)
                 last = stored_batch.last_offset(tail[0][0]) if tail else end - 1
                 if last >= end:
                     _, _, f2, e2, _ = (
@@ -814,7 +816,7 @@ class QueueStore:
                 aborted = await self._aborted(cfg, topic, partition, first, end, last_abort)
         if not got:
             return [], []
-        entries = await self._batch_entries(log_key, sorted(got))
+        entries = await self._batch_entries(topic, partition, sorted(got))
         out: list[bytes] = []
         size = 0
         covered: set[int] = set()
@@ -848,30 +850,76 @@ class QueueStore:
         metrics.count(group, "delivered", len(acquired) - again)
         return acquired, out
 
+    async def _holding(self, topic: str, partition: int, offset: int) -> list[Any]:
+        """[the stored batch holding `offset`, or the first after it], from Redis or,
+        below the local log start (tiered storage), the object store."""
+        log_key, meta_key = keys.partition_keys(topic, partition)[:2]
+        if self.remote is not None:
+            local_start = await self.redis.hget(meta_key, "llso")
+            if local_start is not None and offset < int(local_start):
+                return (await self._archived(topic, partition, offset, offset, offset + 1))[:1]
+        return list(await self.redis.xrange(log_key, f"0-{offset + 1}", "+", count=1))
+
     async def _batch_runs(
-        self, log_key: str, offsets: list[int]
+        self, topic: str, partition: int, offsets: list[int]
     ) -> tuple[list[tuple[int, int]], list[Any]]:
         """Runs of consecutive offsets in `offsets` (sorted) and, in one pipeline, two
         XRANGE replies per run: the batches ending inside it, then the one holding its
-        last offset (a batch's entry id is 0-<its last offset + 1>)."""
+        last offset (a batch's entry id is 0-<its last offset + 1>). Tiered storage:
+        the part of a run below the local log start comes from the object store; the
+        local start is read before and after the XRANGEs, and all is read again if the
+        archiver moved it meanwhile."""
+        log_key, meta_key = keys.partition_keys(topic, partition)[:2]
         runs: list[tuple[int, int]] = []
         for offset in offsets:
             if runs and runs[-1][1] == offset - 1:
                 runs[-1] = (runs[-1][0], offset)
             else:
                 runs.append((offset, offset))
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for first, last in runs:
-                pipe.xrange(log_key, f"0-{first + 1}", f"0-{last + 1}")
-                pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
-            replies = await pipe.execute()
+        for _ in range(3):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hget(meta_key, "llso")
+                for first, last in runs:
+                    pipe.xrange(log_key, f"0-{first + 1}", f"0-{last + 1}")
+                    pipe.xrange(log_key, f"(0-{last + 1}", "+", count=1)
+                pipe.hget(meta_key, "llso")
+                replies = await pipe.execute()
+            if replies[0] == replies[-1]:
+                break
+        local_start = int(replies[0] or -1)
+        replies = replies[1:-1]
+        if self.remote is not None and runs and runs[0][0] < local_start:
+            for i, (first, last) in enumerate(runs):
+                if first < local_start:
+                    archived = await self._archived(topic, partition, first, last, local_start)
+                    replies[2 * i] = [*archived, *replies[2 * i]]
         return runs, replies
 
-    async def _batch_entries(self, log_key: str, offsets: list[int]) -> list[tuple[bytes, bytes]]:
+    async def _archived(
+        self, topic: str, partition: int, first: int, last: int, local_start: int
+    ) -> list[Any]:
+        """The archived batches holding offsets first..min(last, local_start - 1)."""
+        assert self.remote is not None
+        out: list[Any] = []
+        position = first
+        while position <= last and position < local_start:
+            try:
+                entries = await self.remote.read(topic, partition, position, 8 << 20)
+            except RemoteReadError as exc:
+                raise QueueError("KAFKA_STORAGE_ERROR", str(exc)) from None
+            if not entries:
+                break
+            out += entries
+            position = stored_batch.last_offset(entries[-1][0]) + 1
+        return out
+
+    async def _batch_entries(
+        self, topic: str, partition: int, offsets: list[int]
+    ) -> list[tuple[bytes, bytes]]:
         """The stored batches holding any of `offsets` (sorted), in offset order, as
         (entry id, batch): per run of consecutive offsets the batches ending inside it
         and the one holding its last offset, in one pipeline."""
-        _, replies = await self._batch_runs(log_key, offsets)
+        _, replies = await self._batch_runs(topic, partition, offsets)
         seen: dict[bytes, bytes] = {}
         for reply in replies:
             for entry_id, fields in reply:
@@ -891,8 +939,7 @@ class QueueStore:
         pipeline (a batch's entry id is 0-<its last offset + 1>). `following` gets the
         offset of the first record read after the last offset asked for, if any.
         Batches of the `aborted` transactions (store.aborted_ranges) are left out."""
-        log_key = keys.partition_keys(topic, partition)[0]
-        runs, replies = await self._batch_runs(log_key, sorted(set(offsets)))
+        runs, replies = await self._batch_runs(topic, partition, sorted(set(offsets)))
         wanted = set(offsets)
         top = runs[-1][1] if runs else -1
         after: int | None = None
@@ -1330,6 +1377,7 @@ def queue_store(broker: Any) -> QueueStore:
                 )
             ),
         )
+    queues.remote = getattr(broker, "remote", None)
     return queues
 
 

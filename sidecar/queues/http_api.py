@@ -75,6 +75,7 @@ _STATUS = {
     "INVALID_CONFIG": 400,
     "GROUP_ID_CONFLICT": 409,
     "STORAGE_ERROR": 503,
+    "KAFKA_STORAGE_ERROR": 503,  # tiered storage: the object store did not answer
 }
 _SETTLE = {
     "acknowledge": Action.ACCEPT,
