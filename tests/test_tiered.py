@@ -218,6 +218,7 @@ def test_archived_batches_read_back_exactly(
         assert list_offset(kafka, topic, now + 5000) == (50, now + 5000)
         assert list_offset(kafka, topic, now + 5001) == (51, now + 5001)
         assert list_offset(kafka, topic, now + 39_000) == (390, now + 39_000)
+        assert list_offset(kafka, topic, -3) == (399, now + 39_009)  # max timestamp
 
         # DeleteRecords inside an archived batch: the log start moves, Fetch below it is
         # out of range, at it the whole batch.

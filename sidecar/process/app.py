@@ -145,7 +145,7 @@ async def serve(
             remote_url = f"file://{settings.data_dir.resolve()}/remote"
         if remote_url is not None:
             try:
-                broker.remote = RemoteLog(ObjectStore(remote_url), store.redis)
+                broker.remote = store.remote = RemoteLog(ObjectStore(remote_url), store.redis)
             except ObjectStoreError as exc:
                 log.error("%s: check --remote-storage and the AWS_* variables", exc)
                 raise SystemExit(2) from None

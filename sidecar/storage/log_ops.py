@@ -28,6 +28,8 @@ class PartitionLogOps:
     """Log start, trimming, byte sizes and compaction reads of RedisStore."""
 
     redis: Redis
+    # Tiered storage's remote tier (sidecar/tiered/remote_log.py), set at start-up.
+    remote: Any = None
     TRIM_XTRIM_LIMIT = 10_000  # entries per XTRIM (whole 100-entry stream nodes)
     TRIM_INDEX_LIMIT = 1_000  # index members pruned per call
 
@@ -137,8 +139,15 @@ class PartitionLogOps:
             pos = after
 
     async def read_entries(self, topic: str, partition: int, start: int, count: int) -> list[Any]:
-        """Raw stream entries from offset `start` on (no watermark checks)."""
-        log_key = keys.partition_keys(topic, partition)[0]
+        """Raw stream entries from offset `start` on (no watermark checks); below the
+        local log start of a tiered topic, archived batches from the object store."""
+        log_key, meta_key = keys.partition_keys(topic, partition)[:2]
+        if self.remote is not None:
+            local_start = await self.redis.hget(meta_key, "llso")
+            if local_start is not None and start < int(local_start):
+                entries = await self.remote.read(topic, partition, start, 8 << 20)
+                if entries:
+                    return entries[:count]
         return list(await self.redis.xrange(log_key, f"0-{start + 1}", "+", count=count))
 
     async def delete_entries(self, topic: str, partition: int, offsets: list[int]) -> int:
