@@ -395,32 +395,34 @@ def test_config_rules(s3: S3Server, own_redis: RedisServer, tmp_path: Path) -> N
             assert create_error(kafka, {**on, "skiff.storage.format": "record"})[0] == (
                 INVALID_CONFIG
             )
+            # A `record` topic cannot be altered into one either.
+            plain_topic = new_topic("rules-record")
+            create(kafka, plain_topic, {"skiff.storage.format": "record"})
+            [r] = kafka.request(44, 1, alter_body(plain_topic, "true")).responses
+            assert (r.error_code, r.error_message) == (
+                INVALID_CONFIG,
+                "remote.storage.enable=true needs skiff.storage.format=batch: tiered storage "
+                "archives stored batches",
+            )
             topic = new_topic("rules")
             create(kafka, topic, on)
             # Turning it off needs remote.log.delete.on.disable (KIP-950).
-            body = {
-                "resources": [
-                    {
-                        "resource_type": 2,
-                        "resource_name": topic,
-                        "configs": [
-                            {
-                                "name": "remote.storage.enable",
-                                "config_operation": 0,
-                                "value": "false",
-                            }
-                        ],
-                    }
-                ],
-                "validate_only": False,
-            }
-            [r] = kafka.request(44, 1, body).responses
+            [r] = kafka.request(44, 1, alter_body(topic, "false")).responses
             assert r.error_code == INVALID_CONFIG
             assert r.error_message.startswith(
                 "It is invalid to disable remote storage without deleting remote data."
             )
     finally:
         stop_process(server.proc)
+
+
+def alter_body(topic: str, remote: str) -> dict[str, object]:
+    """IncrementalAlterConfigs SET remote.storage.enable."""
+    config = {"name": "remote.storage.enable", "config_operation": 0, "value": remote}
+    return {
+        "resources": [{"resource_type": 2, "resource_name": topic, "configs": [config]}],
+        "validate_only": False,
+    }
 
 
 def create_error(kafka: RawKafka, configs: dict[str, str]) -> tuple[int, str | None]:

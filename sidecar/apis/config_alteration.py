@@ -75,6 +75,9 @@ async def alter(
             reason = invalid_name_reason(name)
             if reason:
                 raise AdminError(errors.INVALID_TOPIC_EXCEPTION, reason)
+            info = await broker.store.get_topic(name)
+            if info is not None and not info.batch_format:
+                change = _no_remote_storage(change)
             try:
                 await topic_admin.alter_configs(broker.store, name, change, validate_only)
             except topic_admin.TopicGone:
@@ -96,3 +99,22 @@ async def alter(
     except AdminError as exc:
         return answer(resource, exc.code, exc.message)
     return answer(resource)
+
+
+def _no_remote_storage(
+    change: Callable[[dict[str, str]], dict[str, str]],
+) -> Callable[[dict[str, str]], dict[str, str]]:
+    """A `record` topic cannot take remote.storage.enable=true (CreateTopics refuses it
+    too): tiered storage archives stored batches (docs/tiered-storage.md)."""
+
+    def checked(current: dict[str, str]) -> dict[str, str]:
+        new = change(current)
+        if new.get("remote.storage.enable", "").lower() == "true":
+            raise AdminError(
+                errors.INVALID_CONFIG,
+                "remote.storage.enable=true needs skiff.storage.format=batch: tiered storage "
+                "archives stored batches",
+            )
+        return new
+
+    return checked
