@@ -234,9 +234,9 @@ def test_archived_batches_read_back_exactly(
 
 
 def test_clients_consume_both_tiers_while_producing(sidecar: Skiff, own_redis: RedisServer) -> None:
-    """confluent-kafka, the Java client and franz-go read a topic most of which is
-    archived, from offset 0, byte for byte with contiguous offsets, while a producer keeps
-    writing; Redis holds about local.retention.bytes of it."""
+    """confluent-kafka, the Java client and franz-go read 1,000,000 records most of which
+    are archived, from offset 0, byte for byte with contiguous offsets, while a producer
+    keeps writing; Redis holds about local.retention.bytes of them."""
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -244,23 +244,28 @@ def test_clients_consume_both_tiers_while_producing(sidecar: Skiff, own_redis: R
     admin = AdminClient({"bootstrap.servers": sidecar.bootstrap})
     configs = {
         "remote.storage.enable": "true",
-        "local.retention.bytes": "300000",
-        "segment.bytes": "1000000",
+        "local.retention.bytes": "3000000",
+        "segment.bytes": "4000000",
     }
     admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
     producer = Producer(
         {"bootstrap.servers": sidecar.bootstrap, "enable.idempotence": True, "linger.ms": 5}
     )
-    total = 60_000
+    total = 1_000_000
     for i in range(total):
-        producer.produce(topic, value_of(i), key=f"k{i}".encode())
+        while True:
+            try:
+                producer.produce(topic, value_of(i), key=f"k{i}".encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
         if i % 5000 == 0:
             producer.poll(0)
-    assert producer.flush(60) == 0
-    wait_for(lambda: archived_to(own_redis, topic, total - 10_000), 60, "archiving")
-    # The local part only: ~300 KB of batches in 256 KB stream nodes, of the ~7 MB made.
+    assert producer.flush(120) == 0
+    wait_for(lambda: archived_to(own_redis, topic, total - 30_000), 120, "archiving")
+    # The local part only: ~3 MB of batches in 256 KB stream nodes, of the ~120 MB made.
     log_bytes = own_redis.client().memory_usage(f"skiff:{{{topic}/0}}:log", samples=0)
-    assert log_bytes < 300_000 + 3 * 256 * 1024
+    assert log_bytes < 3_000_000 + 3 * 256 * 1024
 
     writer = subprocess.Popen(
         [sys.executable, "-c", _KEEP_PRODUCING, sidecar.bootstrap, topic],
@@ -277,23 +282,24 @@ def test_clients_consume_both_tiers_while_producing(sidecar: Skiff, own_redis: R
             }
         )
         consumer.subscribe([topic])
-        seen: list[tuple[int, bytes | None]] = []
-        deadline = time.monotonic() + 90
-        while len(seen) < total and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None or msg.error():
-                continue
-            if msg.offset() < total:
-                seen.append((msg.offset(), msg.value()))
+        deadline = time.monotonic() + 180
+        next_offset = 0
+        while next_offset < total and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 1.0):
+                if msg.error() or msg.offset() >= total:
+                    continue
+                assert (msg.offset(), msg.value()) == (next_offset, value_of(next_offset))
+                assert msg.key() == f"k{next_offset}".encode()
+                next_offset += 1
         consumer.close()
-        assert [o for o, _ in seen] == list(range(total))
-        assert all(v == value_of(o) for o, v in seen)
+        assert next_offset == total
 
         for client in (java_client, franz_client):
-            got = client.consume(sidecar.bootstrap, topic, 0, 0, total, timeout_ms=120_000)
+            got = client.consume(sidecar.bootstrap, topic, 0, 0, total, timeout_ms=240_000)
             assert [r["offset"] for r in got] == list(range(total)), client
             assert all(r["value"] == value_of(r["offset"]) for r in got), client
             assert all(r["key"] == f"k{r['offset']}".encode() for r in got), client
+            del got
     finally:
         writer.kill()
         writer.wait()
