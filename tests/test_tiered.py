@@ -665,3 +665,37 @@ def test_queue_group_reads_archived_records(sidecar: Skiff, own_redis: RedisServ
             assert status == 200, body
     api.close()
     assert sorted(seen) == list(range(120))
+
+
+def test_disabling_with_delete_on_disable_deletes_remote_data(
+    sidecar: Skiff, own_redis: RedisServer, s3: S3Server, prefix: str
+) -> None:
+    """remote.storage.enable=false with remote.log.delete.on.disable=true (KIP-950): the
+    archived segments are deleted and the log start moves past them; Redis keeps its
+    part, and the topic stays a plain one."""
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("tiered-off")
+        create(
+            kafka,
+            topic,
+            {"remote.storage.enable": "true", "local.retention.bytes": str(len(batch_of(0)))},
+        )
+        for i in range(6):
+            produce(kafka, topic, batch_of(10 * i))
+        wait_for(lambda: archived_to(own_redis, topic, 50), what="archiving")
+        assert objects(s3, prefix)
+        body = alter_body(topic, "false")
+        body["resources"][0]["configs"].append(  # type: ignore[index]
+            {"name": "remote.log.delete.on.disable", "config_operation": 0, "value": "true"}
+        )
+        [r] = kafka.request(44, 1, body).responses
+        assert r.error_code == NONE, r
+        wait_for(lambda: not objects(s3, prefix), what="remote data deleted")
+        assert meta(own_redis, topic)["lso"] == 50
+        assert fetch(kafka, topic, 49).error_code == OFFSET_OUT_OF_RANGE
+        assert_all(kafka, topic, 50, 60)
+        p = produce(kafka, topic, batch_of(60))
+        assert (p.error_code, p.base_offset) == (NONE, 60)
+        time.sleep(0.5)  # a few archiver passes: nothing is archived any more
+        assert meta(own_redis, topic)["llso"] == 50
+        assert_all(kafka, topic, 50, 70)

@@ -615,6 +615,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "log-local-retention-ms",
+        "-2",
+        "log.local.retention.ms: default of the topic config local.retention.ms, how long "
+        "a tiered topic's batches stay in Redis (-2: retention.ms)",
+        type=at_least(-2),
+    )
+    _flag(
+        serve,
+        "log-local-retention-bytes",
+        "-2",
+        "log.local.retention.bytes: default of the topic config local.retention.bytes, how "
+        "many bytes of a tiered topic's partition stay in Redis (-2: retention.bytes)",
+        type=at_least(-2),
+    )
+    _flag(
+        serve,
         "remote-parquet",
         "false",
         "tiered storage: also write each archived segment as a Parquet file beside it "
@@ -1158,6 +1174,8 @@ def _run(argv: list[str]) -> int:
         log_retention_check_interval_ms=args.log_retention_check_interval_ms,
         log_cleaner_backoff_ms=args.log_cleaner_backoff_ms,
         remote_storage=args.remote_storage,
+        log_local_retention_ms=args.log_local_retention_ms,
+        log_local_retention_bytes=args.log_local_retention_bytes,
         remote_parquet=args.remote_parquet,
         remote_log_manager_task_interval_ms=args.remote_log_manager_task_interval_ms,
         http_listen=args.http_listen,

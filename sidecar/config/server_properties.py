@@ -186,6 +186,8 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "log.retention.check.interval.ms": FlagMapping("log-retention-check-interval-ms"),
     "log.cleaner.backoff.ms": FlagMapping("log-cleaner-backoff-ms"),
     "remote.log.manager.task.interval.ms": FlagMapping("remote-log-manager-task-interval-ms"),
+    "log.local.retention.ms": FlagMapping("log-local-retention-ms"),
+    "log.local.retention.bytes": FlagMapping("log-local-retention-bytes"),
     "offsets.retention.minutes": FlagMapping("offsets-retention-minutes"),
     "offsets.retention.check.interval.ms": FlagMapping("offsets-retention-check-interval-ms"),
     "offset.metadata.max.bytes": FlagMapping("offset-metadata-max-bytes"),

@@ -140,6 +140,9 @@ class Settings:
     # file:///dir; None: the embedded Redis's data dir, else tiered storage is off) and
     # how often the archiver runs (Kafka's remote.log.manager.task.interval.ms).
     remote_storage: str | None = None
+    # Server defaults of local.retention.ms / .bytes (-2: retention.ms / .bytes).
+    log_local_retention_ms: int = -2
+    log_local_retention_bytes: int = -2
     remote_log_manager_task_interval_ms: int = 30_000
     # Each archived segment also as a Parquet file beside it (sidecar/tiered/parquet.py).
     remote_parquet: bool = False

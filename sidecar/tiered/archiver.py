@@ -97,15 +97,36 @@ class Archiver(BackgroundLoop):
         segments archived."""
         archived = 0
         for info in await self.store.list_topics():
-            if not remote_enabled(info):
+            disabled = info.batch_format and not remote_enabled(info)
+            if disabled and not info.config.get("remote.log.delete.on.disable"):
+                continue  # off: what was archived stays readable (KIP-950)
+            if not info.batch_format:
                 continue
             for p in range(info.partitions):
                 if self._stopping:
                     return archived
                 if self.cluster.leader(info.name, p, info.partitions) != self.cluster.node_id:
                     continue
-                archived += await self.partition(info, p)
+                if disabled:
+                    await self._delete_all(info, p)
+                else:
+                    archived += await self.partition(info, p)
         return archived
+
+    async def _delete_all(self, info: TopicInfo, partition: int) -> None:
+        """remote.storage.enable turned off with remote.log.delete.on.disable: every
+        archived segment goes, the log start moving past it (KIP-950)."""
+        if not await self.store.redis.zcard(keys.remote_key(info.name, partition)):
+            return
+        name = info.name
+        if not await self.store.cleaner_lease(name, partition, "acquire", self.token, LEASE_MS):
+            return
+        try:
+            for segment in await self.remote.segment_list(name, partition):
+                if not await self._drop(info, partition, segment):
+                    return
+        finally:
+            await self.store.cleaner_lease(name, partition, "release", self.token, LEASE_MS)
 
     async def partition(self, info: TopicInfo, partition: int) -> int:
         name = info.name
@@ -263,30 +284,37 @@ class Archiver(BackgroundLoop):
             else:
                 break
             total -= segment.size
-            dropped = await scripts.ARCHIVE(
-                self.store.redis,
-                self._keys(info.name, partition),
-                [
-                    "drop",
-                    self.token,
-                    segment.member(),
-                    segment.end,
-                    keys.wake_channel(info.name, partition),
-                    segment.size,
-                    segment.bytes_before + segment.size,
-                ],
-            )
-            if dropped != 1:
+            if not await self._drop(info, partition, segment):
                 return
-            log.info(
-                "remote retention: %s-%d segment [%d, %d) deleted",
-                info.name,
-                partition,
-                segment.base,
+
+    async def _drop(self, info: TopicInfo, partition: int, segment: Segment) -> bool:
+        """A segment out of the list (the log start moving to its end), then out of the
+        store; False when the lease is lost."""
+        dropped = await scripts.ARCHIVE(
+            self.store.redis,
+            self._keys(info.name, partition),
+            [
+                "drop",
+                self.token,
+                segment.member(),
                 segment.end,
-            )
-            await self.remote.store.delete(segment.path)
-            await self.remote.store.delete(parquet.path_for(segment.path))
+                keys.wake_channel(info.name, partition),
+                segment.size,
+                segment.bytes_before + segment.size,
+            ],
+        )
+        if dropped != 1:
+            return False
+        log.info(
+            "remote storage: %s-%d segment [%d, %d) deleted",
+            info.name,
+            partition,
+            segment.base,
+            segment.end,
+        )
+        await self.remote.store.delete(segment.path)
+        await self.remote.store.delete(parquet.path_for(segment.path))
+        return True
 
     # -- garbage ------------------------------------------------------------------------
 
