@@ -57,18 +57,22 @@ redis.call('HSET', KEYS[2], 'llso', finish, 'llsob', ARGV[7])
 redis.call('HINCRBY', KEYS[2], 'rbytes', tonumber(ARGV[8]))
 redis.call('XTRIM', KEYS[3], 'MINID', '0-' .. (finish + 1))
 -- Index members of archived batches go (the segment's member keeps its max timestamp
--- and bytes); members are base offsets, in order.
+-- and bytes); members are base offsets, in order. The greatest member at or below the
+-- segment's end stays, as lua/trim.lua keeps the one at or below lso: the time index
+-- adds a member only when a batch raises the max timestamp, so that member's score
+-- covers the batches from llso to the next member (retention and ListOffsets by time
+-- rely on every batch in Redis being covered).
 for _, key in ipairs({KEYS[4], KEYS[5]}) do
   while true do
-    local head = redis.call('ZRANGE', key, 0, 99)
+    local head = redis.call('ZRANGE', key, 0, 100)
     local n = 0
     for i, m in ipairs(head) do
-      if tonumber(m) < finish then n = i else break end
+      if tonumber(m) <= finish then n = i else break end
     end
-    if n > 0 then
-      redis.call('ZREMRANGEBYRANK', key, 0, n - 1)
+    if n > 1 then
+      redis.call('ZREMRANGEBYRANK', key, 0, n - 2)
     end
-    if n < 100 then
+    if n < 101 then
       break
     end
   end

@@ -39,6 +39,14 @@ def stored_values(client: Any, key: str) -> list[bytes | None]:
 def create(
     kafka: RawKafka, name: str, configs: dict[str, str] | None = None, partitions: int = 1
 ) -> None:
+    result = create_result(kafka, name, configs, partitions)
+    assert result.error_code == NONE, result
+
+
+def create_result(
+    kafka: RawKafka, name: str, configs: dict[str, str] | None = None, partitions: int = 1
+) -> Any:
+    """CreateTopics v7 of one topic: its result (error_code, error_message, ...)."""
     body = {
         "topics": [
             {
@@ -53,7 +61,7 @@ def create(
         "validate_only": False,
     }
     [result] = kafka.request(CREATE_TOPICS, 7, body).topics
-    assert result.error_code == NONE, result
+    return result
 
 
 def produce(kafka: RawKafka, topic: str, batch: bytes, partition: int = 0) -> Any:

@@ -96,7 +96,9 @@ class Archiver(BackgroundLoop):
         """One pass over the remote-storage partitions this sidecar leads; returns the
         segments archived."""
         archived = 0
-        for info in await self.store.list_topics():
+        # Fresh configs: a topic whose remote storage was just turned off is never
+        # archived again (the cache lags a change by up to a wake-up).
+        for info in await self.store.list_topics(fresh=True):
             disabled = info.batch_format and not remote_enabled(info)
             if disabled and not info.config.get("remote.log.delete.on.disable"):
                 continue  # off: what was archived stays readable (KIP-950)
