@@ -672,3 +672,57 @@ def test_disabling_with_delete_on_disable_deletes_remote_data(
         time.sleep(0.5)  # a few archiver passes: nothing is archived any more
         assert meta(own_redis, topic)["llso"] == 50
         assert_all(kafka, topic, 50, 70)
+
+
+def test_read_committed_over_archived_transactions(sidecar: Skiff, own_redis: RedisServer) -> None:
+    """Committed and aborted transactions, then archived whole: a read_committed
+    consumer from offset 0 gets exactly the committed records (the aborted-transaction
+    index stays in Redis; markers are archived with the data), read_uncommitted all."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic = new_topic("tiered-txn")
+        create(kafka, topic, {"remote.storage.enable": "true", "local.retention.bytes": "0"})
+    producer = Producer({"bootstrap.servers": sidecar.bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    for round_ in range(4):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, f"{round_}-{i}".encode(), partition=0)
+        assert producer.flush(30) == 0  # in the log before the abort, as aborted data
+        if round_ % 2:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    hw = meta(own_redis, topic)["hw"]
+    assert hw == 24  # 4 x (5 records + 1 marker)
+    wait_for(lambda: archived_to(own_redis, topic, hw), what="archiving")
+    assert own_redis.client().xlen(f"skiff:{{{topic}/0}}:log") == 0
+
+    def values(isolation: str) -> list[bytes]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": sidecar.bootstrap,
+                "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF: read to the end
+                    break
+                continue
+            out.append(msg.value())
+        consumer.close()
+        return out
+
+    committed = [f"{r}-{i}".encode() for r in (0, 2) for i in range(5)]
+    assert values("read_committed") == committed
+    assert values("read_uncommitted") == [f"{r}-{i}".encode() for r in range(4) for i in range(5)]
