@@ -83,10 +83,18 @@ class RedisLog:
     0-<last offset+1> (`batch` topics). Every call names one key, so on a Redis Cluster
     (`redis+cluster://h1:p1,h2:p2`) each goes to its slot's node."""
 
-    def __init__(self, url: str, remote_storage: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        remote_storage: str | None = None,
+        remote_config: dict[str, str] | None = None,
+    ) -> None:
         import redis
 
         self.remote_storage = remote_storage
+        # obstore settings from the source's `remote.storage.<key>` options (e.g.
+        # aws_endpoint, aws_access_key_id, allow_http), over the AWS_* variables.
+        self.remote_config = remote_config or {}
         self._remote: Any = None
 
         self.redis = (
@@ -173,7 +181,13 @@ class RedisLog:
         from obstore.store import from_url
 
         if self._remote is None:
-            self._remote = from_url(self.remote_storage)
+            config = dict(self.remote_config)
+            client = {}
+            if "allow_http" in config:
+                client["allow_http"] = config.pop("allow_http").lower() == "true"
+            self._remote = from_url(
+                self.remote_storage, config=config or None, client_options=client or None
+            )
         listed = self.redis.zrangebyscore(
             f"skiff:{{{topic}/{partition}}}:remote", "-inf", end - 1, withscores=True
         )
@@ -366,7 +380,9 @@ def open_log(options: dict[str, str], path: str | None = None) -> PartitionLog:
     if path == "redis":
         if not redis_url:
             raise ValueError("readPath=redis needs the option redis.url")
-        return RedisLog(redis_url, options.get("remote.storage"))
+        prefix = "remote.storage."
+        remote_config = {k[len(prefix) :]: v for k, v in options.items() if k.startswith(prefix)}
+        return RedisLog(redis_url, options.get("remote.storage"), remote_config)
     if path == "kafka":
         if not bootstrap:
             raise ValueError("the skiff source needs kafka.bootstrap.servers or redis.url")

@@ -14,7 +14,7 @@ from conftest import RedisServer, Skiff, stop_process
 from log_helpers import wait_for
 from s3_server import S3Server
 from test_spark import batch_reader, new_topic, produce, rows
-from test_tiered import BUCKET, archived_to, s3_env, start_tiered
+from test_tiered import BUCKET, archived_to, start_tiered
 
 from pipeline.offsets import OffsetRange
 from pipeline.session import local_session
@@ -32,16 +32,24 @@ def s3() -> Iterator[S3Server]:
 
 
 @pytest.fixture(scope="module")
-def spark(s3: S3Server) -> Iterator[Any]:
-    # The object store's credentials reach the Python workers as they reach executors:
-    # in the environment the JVM starts them with (spark.executorEnv.* on a cluster).
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in s3_env(s3).items():
-            env.setenv(name, value)
-        session = local_session("local[2]", "skiff-tiered-tests")
-        session.sparkContext.setLogLevel("ERROR")
-        yield session
-        session.stop()
+def spark() -> Iterator[Any]:
+    session = local_session("local[2]", "skiff-tiered-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def store_options(s3: S3Server) -> dict[str, str]:
+    """The object store's endpoint and credentials as the source's options (the Python
+    workers of a JVM another test module started do not see this process's variables)."""
+    return {
+        "remote.storage": f"s3://{BUCKET}/spark",
+        "remote.storage.aws_endpoint": s3.endpoint,
+        "remote.storage.aws_access_key_id": s3.access_key,
+        "remote.storage.aws_secret_access_key": s3.secret_key,
+        "remote.storage.aws_region": s3.region,
+        "remote.storage.allow_http": "true",
+    }
 
 
 @pytest.fixture
@@ -74,17 +82,16 @@ def test_spark_reads_both_tiers(
         acked |= produce(tiered, topic, 500, 2, first=first)
     for p in (0, 1):
         wait_for(lambda p=p: archived_to(own_redis, topic, 1, p), 30, "archiving")
-    url = f"s3://{BUCKET}/spark"
-
+    store = store_options(s3)
     reader = batch_reader(spark, "skiff-redis", tiered, own_redis, topic)
-    assert set(rows(reader.option("remote.storage", url).load())) == acked
+    assert set(rows(reader.options(**store).load())) == acked
     for path in ("skiff-kafka", "kafka-connector"):
         assert set(rows(batch_reader(spark, path, tiered, own_redis, topic).load())) == acked
 
     # One Spark task per archived segment, then the part in Redis.
-    options = {"redis.url": own_redis.url, "topics": topic, "remote.storage": url}
+    options = {"redis.url": own_redis.url, "topics": topic, **store}
     tasks = SkiffReader(options).partitions()
-    log = RedisLog(own_redis.url, url)
+    log = RedisLog(own_redis.url, store["remote.storage"])
     try:
         ends = {p: log.segment_ends(topic, p) for p in (0, 1)}
     finally:
