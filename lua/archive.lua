@@ -11,13 +11,18 @@
 -- record: ARGV[3] the local log start the archiver read from, ARGV[4] the segment's end
 --   (its last offset + 1), ARGV[5] its base offset, ARGV[6] its member, ARGV[7] the
 --   bytes appended before its end, ARGV[8] its bytes. Reply: 1
---   recorded; 0 lease lost, partition gone or the local start moved (nothing done);
+--   recorded (now, or by an earlier run of the same call); 0 lease lost, partition gone or the local start moved (nothing done);
 --   -1 the whole segment is below the log start now (nothing recorded: delete it).
 -- drop: ARGV[3] member, ARGV[4] the segment's end, ARGV[5] the wake-up channel, ARGV[6]
 --   its bytes, ARGV[7] the bytes appended before its end. The
 --   segment leaves the list and the log start moves to its end if below (retention);
 --   reply 1, or 0 when the lease is lost.
 
+-- A retried `record` (its reply lost to a failover or restart) finds its segment
+-- already listed: 1 again, so the caller never deletes a listed segment's object.
+if ARGV[1] == 'record' and redis.call('ZSCORE', KEYS[6], ARGV[6]) then
+  return 1
+end
 if redis.call('GET', KEYS[1]) ~= ARGV[2] then
   return 0
 end
