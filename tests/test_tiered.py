@@ -726,3 +726,31 @@ def test_read_committed_over_archived_transactions(sidecar: Skiff, own_redis: Re
     committed = [f"{r}-{i}".encode() for r in (0, 2) for i in range(5)]
     assert values("read_committed") == committed
     assert values("read_uncommitted") == [f"{r}-{i}".encode() for r in range(4) for i in range(5)]
+
+
+def test_bad_remote_storage_url_is_one_line(own_redis: RedisServer) -> None:
+    """A --remote-storage the object store client cannot use: one ERROR line saying
+    what to check, exit status 2, no traceback."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sidecar.cli.main",
+            "serve",
+            "--redis-url",
+            own_redis.url,
+            "--remote-storage",
+            "bogus://x",
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "check --remote-storage" in errors[0], proc.stderr
+    assert "bogus://x" in errors[0] and "Traceback" not in proc.stderr

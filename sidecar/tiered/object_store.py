@@ -49,20 +49,20 @@ class ObjectStore:
                     },
                 )
         except Exception as exc:  # obstore raises its own types, all of them say why
-            raise ObjectStoreError(f"remote storage {url}: {exc}") from None
+            raise ObjectStoreError(f"remote storage {url}: {_said(exc)}") from None
 
     async def put(self, path: str, data: bytes | memoryview) -> None:
         try:
             await obstore.put_async(self._store, path, data)
         except Exception as exc:
-            raise ObjectStoreError(f"put {path}: {exc}") from exc
+            raise ObjectStoreError(f"put {path}: {_said(exc)}") from None
 
     async def get(self, path: str) -> bytes:
         try:
             result = await obstore.get_async(self._store, path)
             return bytes(await result.bytes_async())
         except Exception as exc:
-            raise ObjectStoreError(f"get {path}: {exc}") from exc
+            raise ObjectStoreError(f"get {path}: {_said(exc)}") from None
 
     async def delete(self, path: str) -> None:
         try:
@@ -72,7 +72,7 @@ class ObjectStore:
         except Exception as exc:
             if "not found" in str(exc).lower():
                 return
-            raise ObjectStoreError(f"delete {path}: {exc}") from exc
+            raise ObjectStoreError(f"delete {path}: {_said(exc)}") from None
 
     async def list(self, prefix: str) -> list[tuple[str, int]]:
         """(path, last modified ms) of every object under `prefix`."""
@@ -82,7 +82,7 @@ class ObjectStore:
                 for meta in page:
                     out.append((meta["path"], int(meta["last_modified"].timestamp() * 1000)))
         except Exception as exc:
-            raise ObjectStoreError(f"list {prefix}: {exc}") from exc
+            raise ObjectStoreError(f"list {prefix}: {_said(exc)}") from None
         return out
 
     async def prefixes(self, prefix: str | None = None) -> list[str]:
@@ -90,5 +90,11 @@ class ObjectStore:
         try:
             result = await obstore.list_with_delimiter_async(self._store, prefix)
         except Exception as exc:
-            raise ObjectStoreError(f"list {prefix}: {exc}") from exc
+            raise ObjectStoreError(f"list {prefix}: {_said(exc)}") from None
         return list(result["common_prefixes"])
+
+
+def _said(exc: Exception) -> str:
+    """An obstore error's first line: what went wrong, without its multi-line debug dump
+    (a log line stays one line)."""
+    return str(exc).split("\n", 1)[0].strip() or type(exc).__name__
