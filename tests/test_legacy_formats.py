@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -464,10 +465,23 @@ class RecordingRelay:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            # Connect upstream off the accept thread: one slow or failed connect must not
+            # leave every later client waiting in the backlog (CI saw a consumer get nothing
+            # for 60 s).
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+        except OSError as e:
+            print(f"relay: cannot reach Skiff on port {self.target_port}: {e}", file=sys.stderr)
+            client.close()
+            return
+        upstream.settimeout(None)
+        with self.lock:
             self.sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+        threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, requests: bool) -> None:
         buf = bytearray()

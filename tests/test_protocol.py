@@ -55,7 +55,7 @@ UNKNOWN_TOPIC_ID = 100
 ADVERTISED = {
     PRODUCE: (0, 12),
     FETCH: (0, 15),
-    LIST_OFFSETS: (0, 8),
+    LIST_OFFSETS: (0, 11),
     METADATA: (0, 12),
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (2, 7),
@@ -123,7 +123,7 @@ SERVED = {
     **ADVERTISED,
     PRODUCE: (3, 11),
     FETCH: (4, 15),
-    LIST_OFFSETS: (1, 8),
+    LIST_OFFSETS: (1, 11),
     DELETE_TOPICS: (1, 6),
     32: (1, 4),
 }

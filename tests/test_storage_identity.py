@@ -186,6 +186,7 @@ def test_flushall_under_a_producer_and_a_group(own_redis: RedisServer, tmp_path:
     finally:
         if member is not None:
             member.stop()
+            member.join(30)  # closed while the sidecar still answers: no reconnect noise
         if loop is not None:
             loop.stop()
         stop_process(server.proc)

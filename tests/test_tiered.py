@@ -7,6 +7,7 @@ exact bytes at exact offsets, over the Kafka protocol."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from clients import franz_client, java_client
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from faults_harness import PersistentRedis, ProduceLoop, check_exactly_once
+from kafka_tools import KAFKA_VERSION, run_batch
 from log_helpers import (
     EARLIEST,
     LATEST,
@@ -43,7 +45,8 @@ from sidecar.tiered.segments import batches
 CREATE_TOPICS, LIST_OFFSETS, DELETE_TOPICS = 19, 2, 20
 INVALID_CONFIG = 40
 KAFKA_STORAGE_ERROR = 56
-EARLIEST_LOCAL = -4
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
+DESCRIBE_LOG_DIRS = 35
 BUCKET = "skiff-tiered"
 
 
@@ -140,7 +143,7 @@ def list_offset(kafka: RawKafka, topic: str, ts: int) -> tuple[int, int]:
         "isolation_level": 0,
         "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": ts}]}],
     }
-    [p] = kafka.request(LIST_OFFSETS, 8, body).topics[0].partitions
+    [p] = kafka.request(LIST_OFFSETS, 11, body).topics[0].partitions
     assert p.error_code == NONE, p
     return int(p.offset), int(p.timestamp)
 
@@ -193,14 +196,28 @@ def test_archived_batches_read_back_exactly(
             for _, _, last, _ in batches(data):
                 position = last + 1
         assert position == m["llso"]
-        # Sizes: DescribeLogDirs reports the Redis tier (Kafka reports the local log),
-        # /metrics both.
+        # Sizes: DescribeLogDirs for given partitions reports the Redis tier (Kafka the
+        # local log); for every topic, the object store as a second log dir. /metrics both.
         local = sum(len(f[b"b"]) for _, f in own_redis.client().xrange(log_key))
         assert log_dir_size(kafka, topic) == local
         remote = value(
             scrape(sidecar.http_port), "skiff_partition_remote_bytes", topic=topic, partition="0"
         )
         assert remote == sum(len(data) for _, data in segments)
+        dirs = {
+            r.log_dir: (
+                r.error_code,
+                r.total_bytes,
+                {
+                    (t.name, p.partition_index): p.partition_size
+                    for t in r.topics
+                    for p in t.partitions
+                },
+            )
+            for r in kafka.request(DESCRIBE_LOG_DIRS, 4, {"topics": None}).results
+        }
+        assert dirs[own_redis.url][2][(topic, 0)] == local
+        assert dirs[f"s3://{BUCKET}/{prefix}"] == (NONE, -1, {(topic, 0): remote})
         first = fetched_records(segments[0][1])
         assert [(r.offset, r.value) for r in first[:3]] == [(i, value_of(i)) for i in range(3)]
 
@@ -220,6 +237,9 @@ def test_archived_batches_read_back_exactly(
         assert list_offset(kafka, topic, EARLIEST) == (0, -1)
         assert list_offset(kafka, topic, EARLIEST_LOCAL) == (m["llso"], -1)
         assert list_offset(kafka, topic, LATEST) == (400, -1)
+        # KIP-1005's last archived offset, KIP-1023's first one not archived yet.
+        assert list_offset(kafka, topic, LATEST_TIERED) == (m["llso"] - 1, -1)
+        assert list_offset(kafka, topic, EARLIEST_PENDING_UPLOAD) == (m["llso"], -1)
         assert list_offset(kafka, topic, now + 5000) == (50, now + 5000)
         assert list_offset(kafka, topic, now + 5001) == (51, now + 5001)
         assert list_offset(kafka, topic, now + 39_000) == (390, now + 39_000)
@@ -754,3 +774,50 @@ def test_bad_remote_storage_url_is_one_line(own_redis: RedisServer) -> None:
     errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and "check --remote-storage" in errors[0], proc.stderr
     assert "bogus://x" in errors[0] and "Traceback" not in proc.stderr
+
+
+def test_kafka_tools_see_both_tiers(sidecar: Skiff, own_redis: RedisServer, prefix: str) -> None:
+    """Kafka's own tools, unmodified: kafka-log-dirs lists the object store as a log dir
+    holding the archived bytes; kafka-get-offsets --time latest-tiered and earliest-local
+    give the tier boundary, and latest-tiered nothing for a topic without remote storage
+    (the -1 Kafka answers, which the tool leaves out)."""
+    with RawKafka("127.0.0.1", sidecar.port) as kafka:
+        topic, plain = new_topic("tiered-tools"), new_topic("plain")
+        create_tiered(kafka, topic, 1, 2)
+        create(kafka, plain)
+        for i in range(6):
+            produce(kafka, topic, batch_of(10 * i))
+        produce(kafka, plain, batch_of(0))
+        wait_for(lambda: archived_to(own_redis, topic, 50), what="archiving")
+        local = log_dir_size(kafka, topic)
+    m = meta(own_redis, topic)
+    remote = m["rbytes"]
+    assert remote > 0 and local > 0
+
+    times = ("latest-tiered", "earliest-local")
+    runs = [
+        ["--bootstrap-server", sidecar.bootstrap, "--topic", t, "--time", time]
+        for t in (topic, plain)
+        for time in times
+    ]
+    offsets = run_batch(KAFKA_VERSION, "kafka-get-offsets", runs)
+    assert all(r.returncode == 0 for r in offsets), offsets
+    assert [r.stdout.split() for r in offsets] == [
+        [f"{topic}:0:{m['llso'] - 1}"],
+        [f"{topic}:0:{m['llso']}"],
+        [],
+        [f"{plain}:0:0"],
+    ]
+
+    [described] = run_batch(
+        KAFKA_VERSION, "kafka-log-dirs", [["--bootstrap-server", sidecar.bootstrap, "--describe"]]
+    )
+    assert described.returncode == 0, described
+    report = json.loads(described.stdout.strip().splitlines()[-1])
+    [broker] = report["brokers"]
+    sizes = {
+        d["logDir"]: {p["partition"]: p["size"] for p in d["partitions"]} for d in broker["logDirs"]
+    }
+    assert sizes[f"s3://{BUCKET}/{prefix}"] == {f"{topic}-0": remote}
+    assert sizes[own_redis.url][f"{topic}-0"] == local
+    assert sizes[own_redis.url][f"{plain}-0"] == len(batch_of(0))

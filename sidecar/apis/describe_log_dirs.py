@@ -5,12 +5,19 @@ offset_lag 0 and is_future_key false. As Kafka's ReplicaManager.describeLogDirs,
 hosted topic is listed and only the requested partitions (all with a null topic list)
 carry entries. v4's total/usable bytes are Redis's maxmemory and maxmemory - used_memory,
 or -1 when Redis has no maxmemory.
+With tiered storage, a request for every topic (Topics null, as kafka-log-dirs and
+AdminClient.describeLogDirs send) also gets a second log dir named after the object
+store's URL: each partition of a topic with remote storage, sized by the bytes archived
+there (`rbytes`), total and usable bytes -1. A request naming partitions (as
+AdminClient.describeReplicaLogDirs sends, asking where each replica lives) gets the Redis
+dir only: the Java client would take whichever dir came last in a hash map as the
+replica's. Kafka itself reports only the local tier (KIP-1187 proposes the remote one).
 Needs DESCRIBE on the cluster (else no log dirs and, v3+, CLUSTER_AUTHORIZATION_FAILED),
 as in Kafka."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -22,6 +29,7 @@ from sidecar.protocol.primitives import Reader
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage import cluster_client
+from sidecar.tiered.archiver import remote_enabled
 
 API_KEY = 35
 MIN_VERSION = 0
@@ -69,7 +77,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
             "results": [],
         }
         return encode_response(API_KEY, max(version, 1), denied)
-    topics = []
+    topics: list[dict[str, Any]] = []
+    remote_topics: list[dict[str, Any]] = []
     # Not from memory: while Redis is unreachable the log dir is offline (unavailable.py).
     for info in await store.list_topics(fresh=True):
         hosted = [
@@ -81,30 +90,34 @@ async def handle(broker: Broker, request: Any) -> bytes:
             continue
         asked = hosted if wanted is None else [p for p in hosted if p in wanted.get(info.name, ())]
         sizes = await store.partition_sizes(info.name, asked) if asked else []
-        topics.append(
-            {
-                "name": info.name,
-                "partitions": [
-                    {
-                        "partition_index": p,
-                        "partition_size": s.size,
-                        "offset_lag": 0,
-                        "is_future_key": False,
-                    }
-                    for p, s in zip(asked, sizes, strict=False)
-                ],
-            }
-        )
+        pairs = list(zip(asked, sizes, strict=False))
+        topics.append({"name": info.name, "partitions": _entries((p, s.size) for p, s in pairs)})
+        remote = [(p, s.remote_size) for p, s in pairs]
+        if not remote_enabled(info):
+            remote = [(p, size) for p, size in remote if size > 0]  # still being deleted
+        if remote:
+            remote_topics.append({"name": info.name, "partitions": _entries(remote)})
     result: dict[str, Any] = {
         "error_code": errors.NONE,
         "log_dir": log_dir_name(store.description),
         "topics": topics,
     }
+    results = [result]
+    if broker.remote is not None and wanted is None:
+        tier = {"error_code": errors.NONE, "log_dir": log_dir_name(broker.remote.store.url)}
+        results.append(tier | {"topics": remote_topics, "total_bytes": -1, "usable_bytes": -1})
     if version >= 4:
         result["total_bytes"], result["usable_bytes"] = await _capacity(broker)
-    body = {"throttle_time": 0, "error_code": errors.NONE, "results": [result]}
+    body = {"throttle_time": 0, "error_code": errors.NONE, "results": results}
     # v0 is v1 on the wire; kio has no v0 schema.
     return encode_response(API_KEY, max(version, 1), body)
+
+
+def _entries(sizes: Iterable[tuple[int, int]]) -> list[dict[str, Any]]:
+    return [
+        {"partition_index": p, "partition_size": size, "offset_lag": 0, "is_future_key": False}
+        for p, size in sizes
+    ]
 
 
 # -- v0: kio 0.6.5 has no schema for it ------------------------------------------------

@@ -1,6 +1,8 @@
-"""ListOffsets (key 2), v0-v8: earliest (-2), latest (-1), max timestamp (-3),
-earliest local (-4: the first offset in Redis, past what tiered storage archived), and
-the first offset whose timestamp is >= a given time, found through the archived
+"""ListOffsets (key 2), v0-v11: earliest (-2), latest (-1), max timestamp (-3),
+earliest local (-4: the first offset in Redis, past what tiered storage archived), latest
+tiered (-5, v9+: the last archived offset) and earliest pending upload (-6, v11+: the
+first offset not archived yet), both -1 on a topic without remote storage as in Kafka,
+and the first offset whose timestamp is >= a given time, found through the archived
 segments' headers and the partition's time index. v0 answers Kafka's old
 list of segment offsets instead (see _old_style_offsets). With isolation_level
 read_committed, latest is the last stable offset (docs/transactions.md)."""
@@ -18,16 +20,18 @@ from sidecar.protocol.primitives import Reader, array_len, pack_i16, pack_i32, p
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage.store import StoreError
+from sidecar.tiered.archiver import remote_enabled
 
 API_KEY = 2
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 11  # v10 adds a timeout, which a lookup in Redis never needs
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 
 
 async def _lookup(
@@ -51,11 +55,30 @@ async def _lookup(
         # Tiered storage: the first offset still in Redis (KIP-1005).
         (local_start,) = await store.meta(topic, partition, "llso")
         return max(lso, local_start or 0), -1
-    if ts in (EARLIEST, EARLIEST_PENDING_UPLOAD):
+    if ts == EARLIEST:
         return lso, -1
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return await _tiered_frontier(broker, topic, partition, ts, lso)
     if ts == MAX_TIMESTAMP:
         return await store.max_timestamp(topic, partition)
     raise StoreError("INVALID_REQUEST", f"unknown timestamp spec {ts}")
+
+
+async def _tiered_frontier(
+    broker: Broker, topic: str, partition: int, ts: int, lso: int
+) -> tuple[int, int]:
+    """KIP-1005's latest tiered offset and KIP-1023's earliest pending upload, as Kafka's
+    UnifiedLog answers them. Archiving and trimming Redis are one step (lua/archive.lua),
+    so the last archived offset is the local log start - 1."""
+    info = await broker.store.get_topic(topic)
+    if broker.remote is None or info is None or not remote_enabled(info):
+        return -1, -1
+    (local_start,) = await broker.store.meta(topic, partition, "llso")
+    highest = int(local_start) - 1 if local_start else -1
+    if ts == LATEST_TIERED:
+        return highest, -1
+    # Nothing archived yet: everything from the log start is pending.
+    return (lso if highest < 0 else max(highest + 1, lso)), -1
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
