@@ -90,6 +90,7 @@ class ProduceLoop(threading.Thread):
         self.acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         self.acked_count = 0
         self.failed: list[str] = []
+        self.errors: list[str] = []  # the client's own errors (error_cb): fatal ones too
         self.sent = 0
         self.unflushed = -1
         self._halt = threading.Event()
@@ -113,6 +114,7 @@ class ProduceLoop(threading.Thread):
                 "linger.ms": 5,
                 "message.timeout.ms": 120_000,
                 "reconnect.backoff.max.ms": 200,
+                "error_cb": lambda e: self.errors.append(str(e)),
                 **self.conf,
             }
         )
@@ -139,7 +141,10 @@ class ProduceLoop(threading.Thread):
         deadline = time.monotonic() + timeout
         while self.acked_count < count:
             assert self.is_alive(), "the producer stopped"
-            assert time.monotonic() < deadline, f"only {self.acked_count} of {count} acked"
+            assert time.monotonic() < deadline, (
+                f"only {self.acked_count} of {count} acked; failed {self.failed[:3]}, "
+                f"client errors {self.errors[-3:]}"
+            )
             time.sleep(0.02)
 
     def finish(self, timeout: float = 180.0) -> None:

@@ -455,14 +455,21 @@ def metadata_request(
 
 
 def produce_request(
-    topic: str, partitions: dict[int, bytes | None], acks: int = -1, timeout_ms: int = 5000
+    topic: str,
+    partitions: dict[int, bytes | None],
+    acks: int = -1,
+    timeout_ms: int = 5000,
+    topic_id: uuid.UUID | None = None,
 ) -> dict[str, Any]:
+    """Names the topic (v0-v12) and its id (v13+; None sends the zero id): make() keeps
+    what the version has."""
     return {
         "acks": acks,
         "timeout": timeout_ms,
         "topic_data": [
             {
                 "name": topic,
+                "topic_id": topic_id,
                 "partition_data": [{"index": p, "records": r} for p, r in partitions.items()],
             }
         ],

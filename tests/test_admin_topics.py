@@ -257,6 +257,14 @@ def test_describe_cluster_lists_every_sidecar(own_redis: RedisServer, tmp_path: 
             ]
             assert cluster.controller.id == 3  # the lowest live node id, on every sidecar
             assert cluster.cluster_id == own_redis.client().get("skiff:cluster_id").decode()
+            # v2 (KIP-1073) may ask for fenced brokers: a live sidecar is never fenced.
+            with RawKafka("127.0.0.1", s.port) as kafka:
+                body = {"include_cluster_authorized_operations": False}
+                resp = kafka.request(60, 2, {**body, "include_fenced_brokers": True})
+            assert sorted((b.broker_id, b.is_fenced) for b in resp.brokers) == [
+                (3, False),
+                (5, False),
+            ]
     finally:
         for s in sidecars:
             stop_process(s.proc)

@@ -46,6 +46,7 @@ TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+UNKNOWN_TOPIC_ID = 100
 REQUEST_TIMED_OUT = 7
 NOT_REQUESTED = -(2**31)  # *_authorized_operations not computed
 DENIED_FLAGS = ("--authorizer-class-name", "standard", "--allow-everyone-if-no-acl-found", "false")
@@ -178,18 +179,19 @@ ALTER_RETENTION = {"name": "retention.ms", "value": "1000", "config_operation": 
 # Kafka's checks per API (KafkaApis / the group and share coordinators), as Skiff answers
 # them; docs/security.md "What each API checks" says the same in words.
 EXPECTED: dict[int, Denied] = {
-    # Produce: WRITE on each topic (transactional batches: WRITE on the transactional id)
-    0: Denied(TOPIC_DENIED, sets(transactional_id=None)),
+    # Produce: WRITE on each topic (transactional batches: WRITE on the transactional id;
+    # v13 names the topic by id, WRITE is asked on its name)
+    0: Denied(TOPIC_DENIED, sets(transactional_id=None, topic_data__topic_id=_topic_id)),
     # Fetch: READ on each topic
     1: Denied(TOPIC_DENIED, _fetch_prepare),
     # ListOffsets: DESCRIBE on each topic
     2: Denied(TOPIC_DENIED, sets(replica_id=-1, topics__partitions__partition_index=0)),
     # Metadata: DESCRIBE on each topic; auto-creation CREATE on the cluster or topic
     3: Denied(TOPIC_DENIED, _metadata_prepare, _metadata_verify),
-    # OffsetCommit: READ on the group, READ on each topic
-    8: Denied(GROUP_DENIED),
-    # OffsetFetch: DESCRIBE on the group, DESCRIBE on each topic
-    9: Denied(GROUP_DENIED),
+    # OffsetCommit: READ on the group, READ on each topic (v10: the topic its id names)
+    8: Denied(GROUP_DENIED, sets(topics__topic_id=_topic_id)),
+    # OffsetFetch: DESCRIBE on the group, DESCRIBE on each topic (v10: by id, as above)
+    9: Denied(GROUP_DENIED, sets(groups__topics__topic_id=_topic_id)),
     # FindCoordinator: DESCRIBE on the group (or the transactional id)
     10: Denied(GROUP_DENIED, sets(key_type=0)),
     # JoinGroup, Heartbeat, LeaveGroup, SyncGroup: READ on the group
@@ -560,6 +562,74 @@ def test_denied_principal_in_old_versions(sidecars: tuple[RedisServer, Skiff, Sk
         assert _snapshot(store) == before, (key, version)
 
 
+def test_produce_v13_by_topic_id_checks_write_on_its_name(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Produce v13 resolves each topic id to its topic and asks WRITE on the name, as
+    Kafka does; an unknown id has no name to ask about: UNKNOWN_TOPIC_ID. v12 by name
+    answers the same."""
+    side = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--authorizer-class-name",
+        "standard",
+        "--allow-everyone-if-no-acl-found",
+        "true",  # topics without ACLs: allowed
+    )
+    open_topic, closed_topic = f"{TOPIC}-open", f"{TOPIC}-closed"
+    try:
+        with RawKafka("127.0.0.1", side.port) as client:
+            ids = {}
+            for name in (open_topic, closed_topic):
+                client.request(3, 12, {"topics": [{"name": name}]})  # auto-created
+                [t] = client.request(3, 12, {"topics": [{"name": name}]}).topics
+                assert t.error_code == 0, t
+                ids[name] = t.topic_id
+            deny_write = {
+                "resource_type": 2,  # TOPIC
+                "resource_name": closed_topic,
+                "resource_pattern_type": 3,  # LITERAL
+                "principal": "User:ANONYMOUS",
+                "host": "*",
+                "operation": 4,  # WRITE
+                "permission_type": 2,  # DENY
+            }
+            created = client.request(30, 3, {"creations": [deny_write]})
+            assert created.results[0].error_code == 0, created
+            unknown = uuid.uuid4()
+            batch = build_batch([Rec(b"v")])
+            body = {
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [
+                    {"topic_id": i, "partition_data": [{"index": 0, "records": batch}]}
+                    for i in (ids[open_topic], ids[closed_topic], unknown)
+                ],
+            }
+            answer = client.request(0, 13, body)
+            assert [
+                (t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses])
+                for t in answer.responses
+            ] == [
+                (ids[open_topic], [(0, 0)]),
+                (ids[closed_topic], [(TOPIC_AUTHORIZATION_FAILED, -1)]),
+                (unknown, [(UNKNOWN_TOPIC_ID, -1)]),
+            ]
+            by_name = client.request(
+                0, 12, {**body, "topic_data": [{**body["topic_data"][0], "name": n} for n in ids]}
+            )
+            assert [
+                (t.name, [(p.error_code, p.base_offset) for p in t.partition_responses])
+                for t in by_name.responses
+            ] == [(open_topic, [(0, 1)]), (closed_topic, [(TOPIC_AUTHORIZATION_FAILED, -1)])]
+        logs = own_redis.client()
+        assert logs.xlen(f"skiff:{{{open_topic}/0}}:log") == 2  # one batch by id, one by name
+        assert logs.xlen(f"skiff:{{{closed_topic}/0}}:log") == 0
+    finally:
+        stop_process(side.proc)
+
+
 def test_broker_configs_stay_denied_while_redis_is_down(
     own_redis: RedisServer, tmp_path: Path
 ) -> None:
@@ -605,5 +675,105 @@ def test_broker_configs_stay_denied_while_redis_is_down(
             (REQUEST_TIMED_OUT, ()),
             (CLUSTER_AUTHORIZATION_FAILED, ()),
         ], answer
+    finally:
+        stop_process(side.proc)
+
+
+def test_offsets_by_topic_id_authorize_the_topic_the_id_names(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """OffsetCommit and OffsetFetch v10 name topics by id: READ (commit) and DESCRIBE
+    (fetch) are asked of the topic the id names, as for a name; an id no topic has
+    answers UNKNOWN_TOPIC_ID (there is no name to authorize), as Kafka's KafkaApis."""
+    side = start_skiff(
+        tmp_path / "skiff.log",
+        "--redis-url",
+        own_redis.url,
+        "--authorizer-class-name",
+        "standard",
+        "--allow-everyone-if-no-acl-found",
+        "true",  # the group and `open` have no ACLs: allowed
+    )
+    group, names = "ids-group", ("open", "shut")
+    unknown = uuid.uuid4()
+
+    def commit(version: int, topics: list[dict[str, Any]]) -> Any:
+        body = {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": topics,
+        }
+        return client.request(8, version, body)
+
+    def parts(offset: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "partition_index": 0,
+                "committed_offset": offset,
+                "committed_leader_epoch": -1,
+                "committed_metadata": "",
+            }
+        ]
+
+    def fetch(topics: list[dict[str, Any]] | None) -> Any:
+        body = {"groups": [{"group_id": group, "topics": topics}], "require_stable": False}
+        [answer] = client.request(9, 10, body).groups
+        assert answer.error_code == 0
+        return [
+            (t.topic_id, [(p.committed_offset, int(p.error_code)) for p in t.partitions])
+            for t in answer.topics
+        ]
+
+    try:
+        with RawKafka("127.0.0.1", side.port) as client:
+            ids = {}
+            for name in names:
+                topic = {
+                    "name": name,
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+                body = {"topics": [topic], "timeout": 10_000, "validate_only": False}
+                [created] = client.request(19, 7, body).topics
+                assert created.error_code == 0, created
+                ids[name] = created.topic_id
+            done = commit(9, [{"name": n, "partitions": parts(7)} for n in names])
+            assert {p.error_code for t in done.topics for p in t.partitions} == {0}, done
+            denials = [
+                {
+                    "resource_type": 2,  # TOPIC
+                    "resource_name": "shut",
+                    "resource_pattern_type": 3,  # LITERAL
+                    "principal": "User:ANONYMOUS",
+                    "host": "*",
+                    "operation": operation,
+                    "permission_type": 2,  # DENY
+                }
+                for operation in (3, 8)  # READ, DESCRIBE
+            ]
+            created_acls = client.request(30, 3, {"creations": denials})
+            assert {r.error_code for r in created_acls.results} == {0}, created_acls
+            by_id = [
+                {"topic_id": ids["open"], "partitions": parts(8)},
+                {"topic_id": ids["shut"], "partitions": parts(8)},
+                {"topic_id": unknown, "partitions": parts(8)},
+            ]
+            answer = commit(10, by_id)
+            assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in answer.topics] == [
+                (ids["open"], [0]),
+                (ids["shut"], [TOPIC_AUTHORIZATION_FAILED]),
+                (unknown, [100]),  # UNKNOWN_TOPIC_ID
+            ]
+            wanted = [{"topic_id": t["topic_id"], "partition_indexes": [0]} for t in by_id]
+            assert fetch(wanted) == [
+                (ids["open"], [(8, 0)]),
+                (ids["shut"], [(-1, TOPIC_AUTHORIZATION_FAILED)]),
+                (unknown, [(-1, 100)]),
+            ]
+            assert fetch(None) == [(ids["open"], [(8, 0)])]  # `shut` is left out
     finally:
         stop_process(side.proc)

@@ -265,12 +265,12 @@ def test_half_close_after_a_request_closes(skiff: Skiff) -> None:
         (DELETE_TOPICS, 7, "unsupported API key 20 version 7"),
         # Newer than served: Kafka 3.9 closes the connection for these too, whether or
         # not the response has a top-level error code.
-        (PRODUCE, 13, "unsupported API key 0 version 13"),
-        (LIST_OFFSETS, 9, "unsupported API key 2 version 9"),
-        (METADATA, 13, "unsupported API key 3 version 13"),
-        (FETCH, 16, "unsupported API key 1 version 16"),
-        (FETCH, 17, "unsupported API key 1 version 17"),
-        (INIT_PRODUCER_ID, 5, "unsupported API key 22 version 5"),
+        (PRODUCE, 14, "unsupported API key 0 version 14"),
+        (LIST_OFFSETS, 12, "unsupported API key 2 version 12"),
+        (METADATA, 14, "unsupported API key 3 version 14"),
+        (FETCH, 19, "unsupported API key 1 version 19"),
+        (FETCH, 20, "unsupported API key 1 version 20"),
+        (INIT_PRODUCER_ID, 6, "unsupported API key 22 version 6"),
     ],
 )
 def test_unsupported_api_or_version_closes_and_logs(

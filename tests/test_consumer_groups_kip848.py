@@ -170,6 +170,13 @@ def test_join_share_reconcile_and_leave(kafka: RawKafka, topic: str) -> None:
         "Dead",
         (),
     )
+    # v6 (KIP-1043) says why.
+    [v6] = kafka.request(DESCRIBE_GROUPS, 6, {"groups": [group]}).groups
+    assert (v6.error_code, v6.group_state, v6.error_message) == (
+        GROUP_ID_NOT_FOUND,
+        "Dead",
+        f"Group {group} is not a classic group.",
+    )
     # A classic member cannot join it.
     resp = kafka.request(
         JOIN_GROUP,
@@ -250,6 +257,8 @@ def test_range_assignor(kafka: RawKafka, topic: str) -> None:
 
 def test_offsets_at_the_member_epoch(kafka: RawKafka, topic: str) -> None:
     create(kafka, topic, partitions=1)
+    meta = {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False}
+    topic_id = kafka.request(3, 12, meta).topics[0].topic_id  # v10 names topics by id
     group = f"g-{uuid.uuid4().hex[:8]}"
     a = Member(kafka, group, [topic])
     assert a.heartbeat().member_epoch == 1
@@ -266,6 +275,7 @@ def test_offsets_at_the_member_epoch(kafka: RawKafka, topic: str) -> None:
                 "topics": [
                     {
                         "name": topic,
+                        "topic_id": topic_id,
                         "partitions": [
                             {
                                 "partition_index": 0,
@@ -284,18 +294,21 @@ def test_offsets_at_the_member_epoch(kafka: RawKafka, topic: str) -> None:
     assert commit(9, 1, "nobody") == UNKNOWN_MEMBER_ID
     assert commit(8, 1, a.member_id) == UNSUPPORTED_VERSION
     assert commit(9, 1, a.member_id) == NONE
+    assert commit(10, 2, a.member_id) == STALE_MEMBER_EPOCH
+    assert commit(10, 1, "nobody") == UNKNOWN_MEMBER_ID
+    assert commit(10, 1, a.member_id) == NONE
 
-    def fetch(member_id: str | None, epoch: int) -> Any:
+    def fetch(member_id: str | None, epoch: int, version: int = 9) -> Any:
         resp = kafka.request(
             OFFSET_FETCH,
-            9,
+            version,
             {
                 "groups": [
                     {
                         "group_id": group,
                         "member_id": member_id,
                         "member_epoch": epoch,
-                        "topics": [{"name": topic, "partition_indexes": [0]}],
+                        "topics": [{"name": topic, "topic_id": topic_id, "partition_indexes": [0]}],
                     }
                 ],
                 "require_stable": True,
@@ -308,6 +321,10 @@ def test_offsets_at_the_member_epoch(kafka: RawKafka, topic: str) -> None:
     assert fetch(a.member_id, 3).error_code == STALE_MEMBER_EPOCH
     got = fetch(None, -1)  # an admin client
     assert (got.error_code, got.topics[0].partitions[0].committed_offset) == (NONE, 7)
+    got = fetch(a.member_id, 1, 10)
+    assert (got.error_code, got.topics[0].topic_id) == (NONE, topic_id)
+    assert got.topics[0].partitions[0].committed_offset == 7
+    assert fetch(a.member_id, 3, 10).error_code == STALE_MEMBER_EPOCH
 
 
 def test_static_member_leaves_for_a_while(kafka: RawKafka, topic: str) -> None:

@@ -14,7 +14,7 @@ import re
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+UNKNOWN_TOPIC_ID = 100
 
 UNSET_OPERATIONS = -(2**31)  # authorized_operations when not asked for
 # READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4.2 without an
@@ -269,8 +270,11 @@ class Member:
         return int(self.broker.ask(HEARTBEAT, version, body).error_code)
 
     def commit(self, offsets: dict[str, dict[int, int]], version: int = 9, **changes: Any) -> Any:
-        body = commit_body(self.group, offsets, self.generation, self.member_id, self.instance_id)
-        return commit_errors(self.broker.ask(OFFSET_COMMIT, version, {**body, **changes}))
+        ids = topic_ids(self.broker, offsets) if version >= 10 else None
+        body = commit_body(
+            self.group, offsets, self.generation, self.member_id, self.instance_id, ids=ids
+        )
+        return commit_errors(self.broker.ask(OFFSET_COMMIT, version, {**body, **changes}), ids)
 
 
 @pytest.fixture
@@ -340,6 +344,25 @@ def form_group(
 # -- offsets -------------------------------------------------------------------------------
 
 
+def topic_ids(b: Broker, names: Iterable[str] | None = None) -> dict[str, uuid.UUID]:
+    """Topic name -> id (Metadata v12), for OffsetCommit/OffsetFetch v10, which name
+    topics by id. names: those topics, a topic that does not exist getting a fresh random
+    id (one no topic has); None: every topic."""
+    listed = None if names is None else list(names)
+    asked = None if listed is None else [{"name": n, "topic_id": None} for n in listed]
+    meta = b.ask(METADATA, 12, {"topics": asked, "allow_auto_topic_creation": False})
+    ids = {t.name: t.topic_id for t in meta.topics if t.error_code == NONE and t.topic_id}
+    return ids if listed is None else {n: ids.get(n) or uuid.uuid4() for n in listed}
+
+
+def topic_name(topic: Any, ids: dict[str, uuid.UUID] | None) -> str:
+    """An answer's topic by name: its name up to v9, the name its id stands for in `ids`
+    from v10."""
+    if hasattr(topic, "name"):
+        return str(topic.name)
+    return next(n for n, i in (ids or {}).items() if i == topic.topic_id)
+
+
 def commit_body(
     group: str,
     offsets: dict[str, dict[int, Any]],
@@ -348,8 +371,10 @@ def commit_body(
     instance_id: str | None = None,
     metadata: str | None = "meta",
     retention_ms: int = -1,
+    ids: dict[str, uuid.UUID] | None = None,
 ) -> dict[str, Any]:
-    """offsets: topic -> partition -> offset, or (offset, metadata)."""
+    """offsets: topic -> partition -> offset, or (offset, metadata); ids: topic -> id, for
+    v10 (each version keeps the field it has: name up to v9, topic_id from v10)."""
     return {
         "group_id": group,
         "generation_id_or_member_epoch": generation,
@@ -359,6 +384,7 @@ def commit_body(
         "topics": [
             {
                 "name": t,
+                "topic_id": (ids or {}).get(t),
                 "partitions": [
                     {
                         "partition_index": p,
@@ -374,21 +400,36 @@ def commit_body(
     }
 
 
-def commit_errors(resp: Any) -> dict[tuple[str, int], int]:
-    return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+def commit_errors(resp: Any, ids: dict[str, uuid.UUID] | None = None) -> dict[tuple[str, int], int]:
+    return {
+        (topic_name(t, ids), p.partition_index): p.error_code
+        for t in resp.topics
+        for p in t.partitions
+    }
 
 
 def commit(
     b: Broker, group: str, offsets: dict[str, dict[int, Any]], version: int = 9, **kwargs: Any
 ) -> dict[tuple[str, int], int]:
-    return commit_errors(b.ask(OFFSET_COMMIT, version, commit_body(group, offsets, **kwargs)))
+    """From v10 the topics go by id (a topic that does not exist: an id no topic has)."""
+    ids = topic_ids(b, offsets) if version >= 10 else None
+    body = commit_body(group, offsets, ids=ids, **kwargs)
+    return commit_errors(b.ask(OFFSET_COMMIT, version, body), ids)
 
 
-def fetch_body(group: str, wanted: dict[str, list[int]] | None, stable: bool = False) -> Any:
+def fetch_body(
+    group: str,
+    wanted: dict[str, list[int]] | None,
+    stable: bool = False,
+    ids: dict[str, uuid.UUID] | None = None,
+) -> Any:
     named = (
         None
         if wanted is None
-        else [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
+        else [
+            {"name": t, "topic_id": (ids or {}).get(t), "partition_indexes": ps}
+            for t, ps in wanted.items()
+        ]
     )
     return {
         "group_id": group,
@@ -405,8 +446,9 @@ def fetched(
     b: Broker, group: str, wanted: dict[str, list[int]] | None = None, version: int = 8
 ) -> Offsets:
     """(topic, partition) -> (offset, metadata, error) as OffsetFetch answers; the group's
-    and the response's error codes must be NONE."""
-    resp = b.ask(OFFSET_FETCH, version, fetch_body(group, wanted))
+    and the response's error codes must be NONE. From v10 the topics go by id."""
+    ids = topic_ids(b, wanted) if version >= 10 else None
+    resp = b.ask(OFFSET_FETCH, version, fetch_body(group, wanted, ids=ids))
     if version >= 8:
         [g] = resp.groups
         assert (g.group_id, g.error_code) == (group, NONE)
@@ -415,7 +457,7 @@ def fetched(
         assert getattr(resp, "error_code", NONE) == NONE
         topics = resp.topics
     return {
-        (t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code)
+        (topic_name(t, ids), p.partition_index): (p.committed_offset, p.metadata, p.error_code)
         for t in topics
         for p in t.partitions
     }
@@ -932,7 +974,7 @@ def test_leave_batch_fenced_and_unknown_group(
 # -- OffsetCommit --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [2, 3, 5, 7, 8, 9])
+@pytest.mark.parametrize("version", [2, 3, 5, 7, 8, 9, 10])
 def test_standalone_commit_and_fetch(broker: Broker, topics: Topics, version: int) -> None:
     group = new_group()
     meta = f"meta-v{version}"
@@ -951,23 +993,23 @@ def test_standalone_commit_and_fetch(broker: Broker, topics: Topics, version: in
     )
 
 
-@pytest.mark.parametrize("version", [2, 9])
+@pytest.mark.parametrize("version", [2, 9, 10])
 def test_commit_to_unknown_topic_and_partition(
     broker: Broker, topics: Topics, version: int
 ) -> None:
     group = new_group()
-    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    missing = f"missing-{uuid.uuid4().hex[:8]}"  # v10: an id no topic has
     errors = commit(broker, group, {topics.grp: {0: 5, 7: 1}, missing: {0: 1}}, version)
     assert errors == {
         (topics.grp, 0): NONE,
         (topics.grp, 7): UNKNOWN_TOPIC_OR_PARTITION,
-        (missing, 0): UNKNOWN_TOPIC_OR_PARTITION,
+        (missing, 0): UNKNOWN_TOPIC_ID if version >= 10 else UNKNOWN_TOPIC_OR_PARTITION,
     }
     assert fetched(broker, group) == {(topics.grp, 0): (5, "meta", NONE)}
     assert state(broker, group) == "Empty"
 
 
-@pytest.mark.parametrize("version", [2, 9])
+@pytest.mark.parametrize("version", [2, 9, 10])
 def test_commit_metadata_limit(broker: Broker, topics: Topics, version: int) -> None:
     group = new_group()
     errors = commit(broker, group, {topics.grp: {0: (1, "a" * 4096), 1: (2, "a" * 4097)}}, version)
@@ -1004,6 +1046,9 @@ def test_commit_null_metadata_and_negative_offsets(broker: Broker, topics: Topic
         (9, "unknown_member", UNKNOWN_MEMBER_ID),
         (9, "standalone", UNKNOWN_MEMBER_ID),
         (9, "unknown_instance", UNKNOWN_MEMBER_ID),
+        (10, "member", NONE),
+        (10, "stale_generation", ILLEGAL_GENERATION),
+        (10, "unknown_member", UNKNOWN_MEMBER_ID),
     ],
 )
 def test_member_commit(
@@ -1034,7 +1079,7 @@ def test_commit_with_generation_to_unknown_group(broker: Broker, topics: Topics)
     assert fetched(broker, group) == {(topics.grp, 0): (1, "meta", NONE)}
 
 
-@pytest.mark.parametrize("version", [2, 9])
+@pytest.mark.parametrize("version", [2, 9, 10])
 def test_commit_with_empty_group_id(broker: Broker, topics: Topics, version: int) -> None:
     # Kafka checks only that OffsetCommit's group id is not null; '' is a group like others
     assert commit(broker, "", {topics.other: {0: 9}}, version) == {(topics.other, 0): NONE}
@@ -1049,22 +1094,22 @@ def test_commit_with_empty_group_id(broker: Broker, topics: Topics, version: int
 # -- OffsetFetch ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [1, 2, 5, 6, 7, 8, 9])
+@pytest.mark.parametrize("version", [1, 2, 5, 6, 7, 8, 9, 10])
 def test_offset_fetch_named(broker: Broker, topics: Topics, version: int) -> None:
     group = new_group()
     commit(broker, group, {topics.grp: {0: 10}, topics.other: {0: 30}}, metadata="m1")
-    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    missing = f"missing-{uuid.uuid4().hex[:8]}"  # v10: an id no topic has
     wanted = {topics.grp: [0, 1, 5], topics.other: [0], missing: [0]}
     assert fetched(broker, group, wanted, version) == {
         (topics.grp, 0): (10, "m1", NONE),
         (topics.grp, 1): (-1, "", NONE),
         (topics.grp, 5): (-1, "", NONE),
         (topics.other, 0): (30, "m1", NONE),
-        (missing, 0): (-1, "", NONE),
+        (missing, 0): (-1, "", UNKNOWN_TOPIC_ID if version >= 10 else NONE),
     }
 
 
-@pytest.mark.parametrize("version", [2, 5, 6, 8])
+@pytest.mark.parametrize("version", [2, 5, 6, 8, 10])
 def test_offset_fetch_all(broker: Broker, topics: Topics, version: int) -> None:
     group = new_group()
     commit(broker, group, {topics.grp: {0: 10}, topics.other: {0: 30}}, metadata="m1")
@@ -1078,7 +1123,7 @@ def test_offset_fetch_all(broker: Broker, topics: Topics, version: int) -> None:
         assert {p.committed_leader_epoch for t in answered for p in t.partitions} == {-1}
 
 
-@pytest.mark.parametrize("version", [1, 2, 5, 8])
+@pytest.mark.parametrize("version", [1, 2, 5, 8, 10])
 def test_offset_fetch_unknown_group(broker: Broker, topics: Topics, version: int) -> None:
     group = new_group()
     assert fetched(broker, group, {topics.grp: [0]}, version) == {(topics.grp, 0): (-1, "", NONE)}
@@ -1121,11 +1166,13 @@ def test_offset_fetch_several_groups(broker: Broker, topics: Topics) -> None:
     }
 
 
-@pytest.mark.parametrize("version", [7, 8])
+@pytest.mark.parametrize("version", [7, 8, 10])
 def test_offset_fetch_require_stable(broker: Broker, topics: Topics, version: int) -> None:
     group = new_group()
     commit(broker, group, {topics.grp: {0: 10}})
-    resp = broker.ask(OFFSET_FETCH, version, fetch_body(group, {topics.grp: [0, 1]}, stable=True))
+    ids = topic_ids(broker, [topics.grp]) if version >= 10 else None
+    body = fetch_body(group, {topics.grp: [0, 1]}, stable=True, ids=ids)
+    resp = broker.ask(OFFSET_FETCH, version, body)
     g = resp.groups[0] if version >= 8 else resp
     assert g.error_code == NONE
     assert [(p.committed_offset, p.error_code) for p in g.topics[0].partitions] == [
@@ -1134,10 +1181,152 @@ def test_offset_fetch_require_stable(broker: Broker, topics: Topics, version: in
     ]
 
 
+def _partition_answers(topics: Any) -> list[tuple[Any, list[tuple[int, ...]]]]:
+    """An OffsetFetch v10 group's topics: (topic id, [(partition, offset, leader epoch,
+    metadata, error)])."""
+    return [
+        (
+            t.topic_id,
+            [
+                (
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.metadata,
+                    p.error_code,
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+def test_offsets_by_topic_id(broker: Broker, topics: Topics) -> None:
+    """v10 (Kafka 4.1) names topics by id in OffsetCommit and OffsetFetch, requests and
+    answers; the offsets are one set whichever version wrote or reads them."""
+    group = new_group()
+    ids = topic_ids(broker, [topics.grp, topics.other])
+    body = commit_body(group, {topics.grp: {0: (10, "by-id"), 1: (11, None)}}, ids=ids)
+    body["topics"][0]["partitions"][0]["committed_leader_epoch"] = 4
+    resp = broker.ask(OFFSET_COMMIT, 10, body)
+    assert [
+        (t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.topics
+    ] == [(ids[topics.grp], [(0, NONE), (1, NONE)])]
+    # v9 by name, then every way of reading sees both commits.
+    assert commit(broker, group, {topics.other: {0: (30, "by-name")}}, 9) == {
+        (topics.other, 0): NONE
+    }
+    want = {
+        (topics.grp, 0): (10, "by-id", NONE),
+        (topics.grp, 1): (11, "", NONE),
+        (topics.other, 0): (30, "by-name", NONE),
+    }
+    wanted = {topics.grp: [0, 1], topics.other: [0]}
+    for version in (8, 9, 10):
+        assert fetched(broker, group, wanted, version) == want, version
+        assert fetched(broker, group, None, version) == want, version
+    # The answer by id, with the leader epoch committed.
+    resp = broker.ask(OFFSET_FETCH, 10, fetch_body(group, {topics.grp: [1, 0]}, ids=ids))
+    [g] = resp.groups
+    assert (g.group_id, g.error_code) == (group, NONE)
+    assert _partition_answers(g.topics) == [
+        (ids[topics.grp], [(1, 11, -1, "", NONE), (0, 10, 4, "by-id", NONE)])
+    ]
+    # A v10 commit replaces a v9 one, and v9 reads it.
+    assert commit(broker, group, {topics.other: {0: (31, "again")}}, 10) == {
+        (topics.other, 0): NONE
+    }
+    assert fetched(broker, group, {topics.other: [0]}, 9) == {
+        (topics.other, 0): (31, "again", NONE)
+    }
+
+
+def test_unknown_topic_ids(broker: Broker, topics: Topics) -> None:
+    """An id no topic has (the zero id too, a client that knows none): UNKNOWN_TOPIC_ID for
+    each of its partitions, the id echoed; the other topics are served as usual."""
+    group = new_group()
+    known = topic_ids(broker, [topics.grp])[topics.grp]
+    unknown = uuid.uuid4()
+
+    def parts(*indexes: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "partition_index": i,
+                "committed_offset": 5 + i,
+                "committed_leader_epoch": -1,
+                "committed_metadata": "m",
+            }
+            for i in indexes
+        ]
+
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {"topic_id": unknown, "partitions": parts(0, 1)},
+            {"topic_id": None, "partitions": parts(0)},  # the zero id
+            {"topic_id": known, "partitions": parts(0, 9)},
+        ],
+    }
+    resp = broker.ask(OFFSET_COMMIT, 10, body)
+    assert [
+        (t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.topics
+    ] == [
+        (unknown, [(0, UNKNOWN_TOPIC_ID), (1, UNKNOWN_TOPIC_ID)]),
+        (None, [(0, UNKNOWN_TOPIC_ID)]),
+        (known, [(0, NONE), (9, UNKNOWN_TOPIC_OR_PARTITION)]),
+    ]
+    assert fetched(broker, group) == {(topics.grp, 0): (5, "m", NONE)}
+    wanted = [
+        {"topic_id": known, "partition_indexes": [0, 1]},
+        {"topic_id": unknown, "partition_indexes": [0, 1]},
+        {"topic_id": None, "partition_indexes": [0]},
+    ]
+    body = {"groups": [{"group_id": group, "topics": wanted}], "require_stable": False}
+    [g] = broker.ask(OFFSET_FETCH, 10, body).groups
+    assert (g.group_id, g.error_code) == (group, NONE)
+    assert _partition_answers(g.topics) == [
+        (known, [(0, 5, -1, "m", NONE), (1, -1, -1, "", NONE)]),
+        (unknown, [(0, -1, -1, "", UNKNOWN_TOPIC_ID), (1, -1, -1, "", UNKNOWN_TOPIC_ID)]),
+        (None, [(0, -1, -1, "", UNKNOWN_TOPIC_ID)]),
+    ]
+
+
+def test_deleted_topic_by_id(broker: Broker, topics: Topics) -> None:
+    """Once its topic is deleted, an id is unknown to OffsetCommit and OffsetFetch v10, and
+    fetching all of a group's offsets at v10 leaves the topic out (it has no id to be
+    named by)."""
+    group = new_group()
+    doomed = f"doomed-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, doomed, 1)
+    old = topic_ids(broker, [doomed])[doomed]
+    assert commit(broker, group, {doomed: {0: 3}, topics.other: {0: 4}}, 10) == {
+        (doomed, 0): NONE,
+        (topics.other, 0): NONE,
+    }
+    resp = broker.ask(20, 6, {"topics": [{"name": doomed, "topic_id": None}], "timeout": 30_000})
+    assert [r.error_code for r in resp.responses] == [NONE]
+    deadline = time.monotonic() + 20
+    while doomed in topic_ids(broker):  # Kafka deletes a moment later
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    ids = {doomed: old}
+    body = commit_body(group, {doomed: {0: 5}}, ids=ids)
+    assert commit_errors(broker.ask(OFFSET_COMMIT, 10, body), ids) == {
+        (doomed, 0): UNKNOWN_TOPIC_ID
+    }
+    [g] = broker.ask(OFFSET_FETCH, 10, fetch_body(group, {doomed: [0]}, ids=ids)).groups
+    assert _partition_answers(g.topics) == [(old, [(0, -1, -1, "", UNKNOWN_TOPIC_ID)])]
+    assert fetched(broker, group, None, 10) == {(topics.other, 0): (4, "meta", NONE)}
+
+
 # -- DescribeGroups and ListGroups ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 4, 5])
+@pytest.mark.parametrize("version", [0, 1, 3, 4, 5, 6])
 def test_describe_groups(
     broker: Broker, topics: Topics, members: list[Member], version: int
 ) -> None:
@@ -1175,14 +1364,17 @@ def test_describe_groups(
         "",
         (),
     )
-    for g in (u,):
-        assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data, g.members) == (
-            NONE,
-            "Dead",
-            "",
-            "",
-            (),
-        )
+    # Unknown: Dead, with no error before v6, GROUP_ID_NOT_FOUND from v6 (KIP-1043).
+    assert (u.error_code, u.group_state, u.protocol_type, u.protocol_data, u.members) == (
+        NONE if version < 6 else GROUP_ID_NOT_FOUND,
+        "Dead",
+        "",
+        "",
+        (),
+    )
+    if version >= 6:
+        assert u.error_message == f"Group {unknown} not found."
+        assert stable.error_message is None and e.error_message is None
     if version >= 3:
         assert {g.authorized_operations for g in resp.groups} == {UNSET_OPERATIONS}
         body["include_authorized_operations"] = True

@@ -53,14 +53,14 @@ UNKNOWN_TOPIC_ID = 100
 # for (Produce v0-v2, Fetch v0-v3, ListOffsets v0: legacy message sets) are tested in
 # test_legacy_formats.py; the tests here build kio requests, so they start above them.
 ADVERTISED = {
-    PRODUCE: (0, 12),
-    FETCH: (0, 15),
+    PRODUCE: (0, 13),
+    FETCH: (0, 18),
     LIST_OFFSETS: (0, 11),
-    METADATA: (0, 12),
+    METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (0, 6),
-    INIT_PRODUCER_ID: (0, 4),
+    INIT_PRODUCER_ID: (0, 5),
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
@@ -69,14 +69,14 @@ ADVERTISED = {
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 2),  # ListTransactions
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
-    10: (0, 4),  # FindCoordinator
+    8: (2, 10),  # OffsetCommit
+    9: (1, 10),  # OffsetFetch
+    10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
-    15: (0, 5),  # DescribeGroups
+    15: (0, 6),  # DescribeGroups
     16: (0, 5),  # ListGroups
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
@@ -84,9 +84,9 @@ ADVERTISED = {
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
-    60: (0, 1),  # DescribeCluster
+    60: (0, 2),  # DescribeCluster
     21: (0, 2),  # DeleteRecords
-    35: (0, 4),  # DescribeLogDirs
+    35: (0, 5),  # DescribeLogDirs
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe
     78: (1, 2),  # ShareFetch
@@ -121,8 +121,8 @@ ADVERTISED = {
 # and test_admin_configs.py send them by hand.
 SERVED = {
     **ADVERTISED,
-    PRODUCE: (3, 11),
-    FETCH: (4, 15),
+    PRODUCE: (3, 13),
+    FETCH: (4, 18),
     LIST_OFFSETS: (1, 11),
     DELETE_TOPICS: (1, 6),
     32: (1, 4),
@@ -157,11 +157,18 @@ def topic_id_of(kafka: RawKafka, topic: str) -> uuid.UUID:
 
 
 def produce(
-    kafka: RawKafka, topic: str, records: list[Rec], partition: int = 0, version: int = 9
+    kafka: RawKafka,
+    topic: str,
+    records: list[Rec],
+    partition: int = 0,
+    version: int = 9,
+    topic_id: uuid.UUID | None = None,
 ) -> int:
-    """Produce one batch; returns its base offset."""
+    """Produce one batch (v13+: to topic_id); returns its base offset."""
     resp = kafka.request(
-        PRODUCE, version, produce_request(topic, {partition: build_batch(records)})
+        PRODUCE,
+        version,
+        produce_request(topic, {partition: build_batch(records)}, topic_id=topic_id),
     )
     [t] = resp.responses
     [p] = t.partition_responses
@@ -420,12 +427,21 @@ def sample_records(tag: str, n: int, ts: int) -> list[Rec]:
 @pytest.mark.parametrize("version", versions(PRODUCE))
 def test_produce_base_offsets_are_contiguous(kafka: RawKafka, version: int) -> None:
     topic = new_topic()
+    topic_id = None
+    if version >= 13:  # by id (KIP-516): no auto-creation, Metadata creates the topic
+        kafka.request(METADATA, 12, metadata_request([topic]))
+        topic_id = topic_id_of(kafka, topic)
     expected_base = 0
     for size in (3, 1, 5):
         batch = build_batch(sample_records(f"p{version}", size, BASE_TS))
-        resp = kafka.request(PRODUCE, version, produce_request(topic, {0: batch}))
+        resp = kafka.request(
+            PRODUCE, version, produce_request(topic, {0: batch}, topic_id=topic_id)
+        )
         [t] = resp.responses
-        assert t.name == topic
+        if version >= 13:
+            assert t.topic_id == topic_id
+        else:
+            assert t.name == topic
         [p] = t.partition_responses
         assert (p.index, p.error_code, p.base_offset) == (0, NONE, expected_base)
         assert p.log_append_time is None  # CreateTime: -1
@@ -459,6 +475,118 @@ def test_produce_of_two_batches_in_one_partition_is_refused(kafka: RawKafka) -> 
     assert fetched_records(fetch_partition(kafka, 12, topic, 0).records) == []
 
 
+# -- Produce v13: topics by id (KIP-516) ---------------------------------------------------
+
+
+def produce_by_id(
+    kafka: RawKafka, topics: list[tuple[uuid.UUID | None, dict[int, bytes]]], acks: int = -1
+) -> list[tuple[uuid.UUID | None, list[tuple[int, int, int, str | None]]]]:
+    """A Produce v13 of several topics by id: per topic its id and per partition
+    (index, error, base offset, error message)."""
+    body = {
+        "acks": acks,
+        "timeout": 5000,
+        "topic_data": [
+            {
+                "topic_id": topic_id,
+                "partition_data": [{"index": i, "records": r} for i, r in parts.items()],
+            }
+            for topic_id, parts in topics
+        ],
+    }
+    resp = kafka.request(PRODUCE, 13, body)
+    assert resp.throttle_time == datetime.timedelta(0)
+    return [
+        (
+            t.topic_id,
+            [
+                (p.index, p.error_code, p.base_offset, p.error_message)
+                for p in t.partition_responses
+            ],
+        )
+        for t in resp.responses
+    ]
+
+
+@pytest.mark.parametrize("storage_format", FORMATS)
+def test_produce_v13_by_topic_id(kafka: RawKafka, storage_format: str) -> None:
+    topic = new_topic()
+    create(kafka, topic, {"skiff.storage.format": storage_format}, partitions=2)
+    topic_id = topic_id_of(kafka, topic)
+    first, second, third = (
+        sample_records("id-a", 3, BASE_TS),
+        sample_records("id-b", 2, BASE_TS + 10),
+        sample_records("id-c", 4, BASE_TS + 20),
+    )
+    sent = {0: build_batch(first), 1: build_batch(second)}
+    assert produce_by_id(kafka, [(topic_id, sent)]) == [
+        (topic_id, [(0, NONE, 0, None), (1, NONE, 0, None)])
+    ]
+    again = build_batch(third)
+    assert produce_by_id(kafka, [(topic_id, {0: again})]) == [(topic_id, [(0, NONE, 3, None)])]
+    # Read back by id (Fetch v13) and by name (Fetch v12): the same records.
+    want = {
+        0: [replace(r, offset=i) for i, r in enumerate(first + third)],
+        1: [replace(r, offset=i) for i, r in enumerate(second)],
+    }
+    for version in (12, 13):
+        for partition, records in want.items():
+            resp = kafka.request(FETCH, version, fetch_request(topic, {partition: 0}, topic_id))
+            [p] = resp.responses[0].partitions
+            assert (p.error_code, p.high_watermark) == (NONE, len(records))
+            assert fetched_records(p.records) == records
+    # A `batch` topic serves the batches as produced: byte for byte after the base
+    # offset (Skiff's) and the partition leader epoch.
+    if storage_format == "batch":
+        p = fetch_partition(kafka, 13, topic, 0, topic_id)
+        served = raw_batches(p.records)
+        assert [b[16:] for b in served] == [sent[0][16:], again[16:]]
+        assert [b[8:12] for b in served] == [sent[0][8:12], again[8:12]]
+        assert [struct.unpack_from(">q", b)[0] for b in served] == [0, 3]
+
+
+def raw_batches(data: bytes) -> list[bytes]:
+    """A Fetch response's records field split into its v2 batches, as bytes."""
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
+        out.append(data[pos:end])
+        pos = end
+    return out
+
+
+def test_produce_v13_unknown_topic_id(kafka: RawKafka, redis_server: RedisServer) -> None:
+    # Kafka (KafkaApis.handleProduceRequest): an id it has no topic for, or the zero id,
+    # answers UNKNOWN_TOPIC_ID in each of its partitions; the other topics are served.
+    topic = new_topic()
+    create(kafka, topic)
+    topic_id = topic_id_of(kafka, topic)
+    unknown = uuid.uuid4()
+    before = redis_server.client().hlen("skiff:topics")
+    batch = build_batch([Rec(b"x")])
+    assert produce_by_id(
+        kafka,
+        [(unknown, {0: batch, 1: batch}), (None, {0: batch}), (topic_id, {0: batch, 5: batch})],
+    ) == [
+        (unknown, [(0, UNKNOWN_TOPIC_ID, -1, None), (1, UNKNOWN_TOPIC_ID, -1, None)]),
+        (None, [(0, UNKNOWN_TOPIC_ID, -1, None)]),  # kio reads the zero id as None
+        (topic_id, [(0, NONE, 0, None), (5, UNKNOWN_TOPIC_OR_PARTITION, -1, None)]),
+    ]
+    assert redis_server.client().hlen("skiff:topics") == before  # nothing auto-created
+    # A deleted topic's id is unknown too.
+    deleted = kafka.request(
+        DELETE_TOPICS, 6, {"topics": [{"name": topic, "topic_id": None}], "timeout": 10000}
+    )
+    assert deleted.responses[0].error_code == NONE
+    assert produce_by_id(kafka, [(topic_id, {0: batch})]) == [
+        (topic_id, [(0, UNKNOWN_TOPIC_ID, -1, None)])
+    ]
+    # acks=0: no answer to a failure; the connection is closed, as for v12.
+    body = produce_request(topic, {0: batch}, acks=0, topic_id=unknown)
+    kafka.send(PRODUCE, 13, body)
+    assert kafka.closed(2.0)
+
+
 def strip(rec: Rec) -> Rec:
     return replace(rec, offset=None)
 
@@ -474,13 +602,14 @@ def produced(
     bases: list[int] = []
     with RawKafka("127.0.0.1", skiff.port) as kafka:
         create(kafka, topic, {"skiff.storage.format": request.param})
+        topic_id = topic_id_of(kafka, topic)
         for version in versions(PRODUCE):
             records = sample_records(f"v{version}", 3, BASE_TS + 1000 * version)
-            base = produce(kafka, topic, records, version=version)
+            base = produce(kafka, topic, records, version=version, topic_id=topic_id)
             assert base == len(expected)
             bases.append(base)
             expected += [replace(r, offset=base + i) for i, r in enumerate(records)]
-        return topic, topic_id_of(kafka, topic), expected, bases, request.param
+        return topic, topic_id, expected, bases, request.param
 
 
 @pytest.mark.parametrize("version", versions(FETCH))

@@ -328,6 +328,7 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
         topic = create_topic(server.bootstrap, 1)
         store.stop()
         g, tps = "grp", [{"name": topic, "partitions": [{"partition_index": 0}]}]
+        some_id = uuid.uuid4()
         NOT_LEADER, LEADER_NA, COORD_NA = 6, 5, 15
         cases: list[tuple[int, int, dict[str, object], object]] = [
             (
@@ -386,6 +387,38 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
                 8,
                 {"groups": [{"group_id": g, "topics": None}]},
                 lambda r: r.groups[0].error_code == COORD_NA,
+            ),
+            # v10 names topics by id: the answer echoes it.
+            (
+                8,
+                10,
+                {
+                    "group_id": g,
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "topics": [
+                        {
+                            "topic_id": some_id,
+                            "partitions": [{"partition_index": 0, "committed_offset": 1}],
+                        }
+                    ],
+                },
+                lambda r: (
+                    (r.topics[0].topic_id, r.topics[0].partitions[0].error_code)
+                    == (some_id, COORD_NA)
+                ),
+            ),
+            (
+                9,
+                10,
+                {
+                    "groups": [
+                        {"group_id": g, "topics": [{"topic_id": some_id, "partition_indexes": [0]}]}
+                    ]
+                },
+                lambda r: (
+                    (r.groups[0].error_code, r.groups[0].topics[0].topic_id) == (COORD_NA, some_id)
+                ),
             ),
             (10, 3, {"key": g, "key_type": 0}, lambda r: r.error_code == COORD_NA),
             (

@@ -179,9 +179,22 @@ def test_txn_offset_commit_v5_adds_the_group(kafka: RawKafka) -> None:
         resp = kafka.request(OFFSET_FETCH, 7, req | {"require_stable": False})
         return int(resp.topics[0].partitions[0].committed_offset)
 
+    meta = {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False}
+    topic_id = kafka.request(3, 12, meta).topics[0].topic_id
+
+    def stable(version: int) -> tuple[int, int]:
+        """OffsetFetch with require_stable (v10: the topic by id): (offset, error)."""
+        wanted = [{"name": topic, "topic_id": topic_id, "partition_indexes": [0]}]
+        body = {"groups": [{"group_id": group, "topics": wanted}], "require_stable": True}
+        [p] = kafka.request(OFFSET_FETCH, version, body).groups[0].topics[0].partitions
+        return int(p.committed_offset), int(p.error_code)
+
     assert committed() == -1  # not before the commit
+    # The pending offset holds the partition: UNSTABLE_OFFSET_COMMIT (88), as Kafka's.
+    assert [stable(v) for v in (9, 10)] == [(-1, 88), (-1, 88)]
     assert _end(kafka, txn_id, pid, epoch, commit=True).error_code == NONE
     assert committed() == 7
+    assert [stable(v) for v in (9, 10)] == [(7, NONE), (7, NONE)]
 
 
 def test_an_exhausted_epoch_moves_the_id_to_a_new_producer_id(

@@ -1,6 +1,7 @@
-"""DescribeCluster (key 60), v0-v1: the cluster id, every live sidecar as a broker and
+"""DescribeCluster (key 60), v0-v2: the cluster id, every live sidecar as a broker and
 the controller id (the lowest live node id, as Metadata reports it, so every sidecar
-gives the same answer). Only the broker endpoint type exists.
+gives the same answer). Only the broker endpoint type exists. v2 (KIP-1073) may ask for
+fenced brokers too: a sidecar is either live and registered or gone, so none is fenced.
 Needs no authorization (Kafka's neither); the cluster's authorized operations, when
 asked for, come from the authorizer, and are 0 for a principal that may not DESCRIBE it
 (without an authorizer: every cluster operation, 8096, as Kafka 3.9 answers)."""
@@ -16,7 +17,7 @@ from sidecar.security import checks
 
 API_KEY = 60
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 NO_OPERATIONS = checks.NOT_REQUESTED
@@ -50,7 +51,14 @@ async def handle(broker: Broker, request: Any) -> bytes:
         out["cluster_id"] = broker.cluster_id
         out["controller_id"] = brokers[0].node_id
         out["brokers"] = [
-            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": None} for b in brokers
+            {
+                "broker_id": b.node_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": None,
+                "is_fenced": False,
+            }
+            for b in brokers
         ]
         if body.include_cluster_authorized_operations:
             out["cluster_authorized_operations"] = checks.cluster_authorized_operations(

@@ -1,7 +1,7 @@
-"""DescribeGroups (key 15), v0-v5: state, protocol and members of groups. Member
-metadata and assignments are given only for a Stable group, as Kafka does; an
-unknown group is reported as Dead, and so is a KIP-848 consumer group (as Kafka
-answers up to v5).
+"""DescribeGroups (key 15), v0-v6: state, protocol and members of groups. Member
+metadata and assignments are given only for a Stable group, as Kafka does. An
+unknown group, and a KIP-848 consumer group (not a classic group), is reported as Dead:
+with no error up to v5, with GROUP_ID_NOT_FOUND and Kafka's message from v6 (KIP-1043).
 Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it); its authorized
 operations come from the authorizer, as in Kafka."""
 
@@ -20,10 +20,18 @@ from sidecar.security.authorizer import Operation
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
-async def _describe(broker: Broker, request: Any, group_id: str, with_ops: bool) -> dict[str, Any]:
+def _not_found(entry: dict[str, Any], version: int, message: str) -> dict[str, Any]:
+    if version < 6:
+        return entry
+    return {**entry, "error_code": errors.code("GROUP_ID_NOT_FOUND"), "error_message": message}
+
+
+async def _describe(
+    broker: Broker, request: Any, group_id: str, with_ops: bool, version: int
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "error_code": errors.NONE,
         "group_id": group_id,
@@ -51,11 +59,10 @@ async def _describe(broker: Broker, request: Any, group_id: str, with_ops: bool)
         entry["group_state"] = ""
         return entry
     if group is None:
-        return entry
+        return _not_found(entry, version, f"Group {group_id} not found.")
     if group.consumer is not None:
-        # Kafka: not a classic group, so Dead with no error before v6 (v6 adds
-        # GROUP_ID_NOT_FOUND); admin clients describe it with ConsumerGroupDescribe.
-        return entry
+        # Admin clients describe it with ConsumerGroupDescribe.
+        return _not_found(entry, version, f"Group {group_id} is not a classic group.")
     stable = group.state == State.STABLE
     entry["group_state"] = group.state.value
     entry["protocol_type"] = group.protocol_type or ""
@@ -77,11 +84,6 @@ async def _describe(broker: Broker, request: Any, group_id: str, with_ops: bool)
 async def handle(broker: Broker, request: Any) -> bytes:
     body = request.body
     with_ops = bool(getattr(body, "include_authorized_operations", False))
-    return encode_response(
-        API_KEY,
-        request.header.api_version,
-        {
-            "throttle_time": 0,
-            "groups": [await _describe(broker, request, g, with_ops) for g in body.groups],
-        },
-    )
+    version = request.header.api_version
+    groups = [await _describe(broker, request, g, with_ops, version) for g in body.groups]
+    return encode_response(API_KEY, version, {"throttle_time": 0, "groups": groups})

@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), v0-v4: one log dir, named after the Redis URL (without
+"""DescribeLogDirs (key 35), v0-v5: one log dir, named after the Redis URL (without
 credentials), holding the partitions this sidecar leads (Metadata's replicas), each with
 its size from Skiff's byte accounting (docs/architecture.md, "Byte accounting"),
 offset_lag 0 and is_future_key false. As Kafka's ReplicaManager.describeLogDirs, every
@@ -33,7 +33,7 @@ from sidecar.tiered.archiver import remote_enabled
 
 API_KEY = 35
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5  # v5 (KIP-1066): is_cordoned, never: Skiff has no cordoned dirs
 
 
 def log_dir_name(description: str) -> str:

@@ -1,4 +1,4 @@
-"""Fetch (key 1), v0-v15 (topic ids from v13; v0-v3 answer with legacy message
+"""Fetch (key 1), v0-v18 (topic ids from v13; v0-v3 answer with legacy message
 sets, magic 0 for v0-v1 and magic 1 for v2-v3, see protocol/message_set.py).
 
 Per request, one MULTI/EXEC reads every partition's watermarks and records (XRANGE
@@ -48,7 +48,7 @@ from sidecar.tiered.remote_log import RemoteReadError
 
 API_KEY = 1
 MIN_VERSION = 0
-MAX_VERSION = 15
+MAX_VERSION = 18  # v16-v18 add fields only leaders and raft followers use
 
 MAX_RECORDS_PER_READ = 5000
 MAX_BATCHES_PER_READ = 500  # `batch` topics: stream entries are produced batches

@@ -1,4 +1,6 @@
-"""FindCoordinator (key 10), v0-v4: which sidecar coordinates a group (v4: many keys).
+"""FindCoordinator (key 10), v0-v6: which sidecar coordinates a group (v4: many keys).
+v6 adds key type 2, a share-group state partition, which only brokers ask for: Skiff
+keeps share-group state in Redis and has no share coordinator, so INVALID_REQUEST.
 
 A group's coordinator is the live sidecar holding its lease in Redis; a group nobody
 holds goes to the live sidecar its id hashes to, which claims the lease on the
@@ -19,7 +21,7 @@ from sidecar.storage.registry import BrokerInfo
 
 API_KEY = 10
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 6
 
 GROUP, TRANSACTION = 0, 1
 

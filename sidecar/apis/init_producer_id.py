@@ -1,4 +1,4 @@
-"""InitProducerId (key 22), v0-v4: producer ids come from a Redis counter, so they
+"""InitProducerId (key 22), v0-v5: producer ids come from a Redis counter, so they
 are unique across sidecars. A transactional id maps to a stable producer id whose
 epoch each init bumps (lua/init_producer.lua), fencing the previous producer; its
 open transaction is aborted first (transactions/coordinator.py). A transaction.timeout.ms
@@ -19,7 +19,7 @@ from sidecar.storage.store import StoreError
 
 API_KEY = 22
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5  # v5 (KIP-890) is v4 for a client that understands TRANSACTION_ABORTABLE
 
 MAX_EPOCH = 32767
 

@@ -1,4 +1,5 @@
-"""Metadata (key 3), v0-v12: every live sidecar is a broker; partition leadership is
+"""Metadata (key 3), v0-v13 (v13: the top-level error code of KIP-1102, always NONE:
+Skiff never asks a client to rebootstrap): every live sidecar is a broker; partition leadership is
 spread over them (any sidecar serves any partition, so this only spreads load).
 Topics named in the request are auto-created when the broker and the request allow it.
 Authorization as Kafka's: a topic the principal may not DESCRIBE is left out of an
@@ -21,7 +22,7 @@ from sidecar.validation.topic_names import invalid_name_reason
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 
 def _topic_entry(info: TopicInfo, cluster: Cluster) -> dict[str, Any]:

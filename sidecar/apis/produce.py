@@ -1,6 +1,7 @@
-"""Produce (key 0), v0-v11: decode each partition's v2 batch (CRC, decompression),
+"""Produce (key 0), v0-v13: decode each partition's v2 batch (CRC, decompression),
 or for v0-v2 its legacy message set (protocol/message_set.py), append it with one
-EVALSHA of lua/append.lua, answer with the base offset.
+EVALSHA of lua/append.lua, answer with the base offset. v13 names topics by id
+(KIP-516), in the request and the response; otherwise it is v12.
 The response is hand-encoded: it is on the hot path."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import asyncio
 import datetime
 import logging
 import struct
+import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +48,7 @@ API_KEY = 0
 # v0-v2 carry message sets (magic 0, and magic 1 from v2). Older librdkafka also
 # silently stops compressing when the advertised minimum is not 0 (librdkafka 4956).
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +189,17 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     body = request.body
     version = request.header.api_version
     acks = body.acks
+    # v13 names each topic by id (KIP-516): as Kafka, an unknown id (or the zero id,
+    # which kio reads as None) has no name and gets UNKNOWN_TOPIC_ID; a known one is
+    # authorized and served by its name, as in v12.
+    by_id = version >= 13
+    found: list[TopicInfo | None] = []
+    if by_id:
+        for t in body.topic_data:
+            found.append(await broker.store.topic_by_id(t.topic_id) if t.topic_id else None)
+        names: list[str | None] = [info.name if info else None for info in found]
+    else:
+        names = [t.name for t in body.topic_data]
     # Per topic: its name and, per partition, a result or the appends to run.
     work: list[tuple[str, list[PartitionResult | tuple[int, PreparedAppend]]]] = []
     waits: dict[str, tuple[int, int] | None] = {}
@@ -197,17 +210,18 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
         txn_id is None
         or not checks.allowed(broker, request, Operation.WRITE, checks.TRANSACTIONAL_ID, txn_id)
     )
-    writable = checks.allowed_topics(
-        broker, request, Operation.WRITE, (t.name for t in body.topic_data)
-    )
+    writable = checks.allowed_topics(broker, request, Operation.WRITE, names)
     unverified: dict[tuple[str, int], int] = {}
     if txn_id is not None and not txn_denied and _transactional(body):
-        unverified = await _verify_transaction(broker, body, txn_id, version, writable)
-    for topic in body.topic_data:
-        name = topic.name
+        unverified = await _verify_transaction(broker, body, names, txn_id, version, writable)
+    for i, topic in enumerate(body.topic_data):
+        name = names[i] or ""
+        info = found[i] if by_id else None
         items: list[PartitionResult | tuple[int, PreparedAppend]] = []
         if txn_denied:
             error = checks.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif by_id and info is None:
+            error = errors.UNKNOWN_TOPIC_ID
         elif name not in writable:
             error = checks.TOPIC_AUTHORIZATION_FAILED
         elif acks not in (0, 1, -1):
@@ -216,9 +230,10 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
             error = errors.INVALID_TOPIC_EXCEPTION
         else:
             error = errors.NONE
-            info = await broker.store.get_topic(name)
-            # Skiff auto-creates on Produce too; that needs CREATE, as on Metadata.
-            if info is None and checks.may_create_topic(broker, request, name):
+            if not by_id:
+                info = await broker.store.get_topic(name)
+            # Skiff auto-creates on Produce by name too; that needs CREATE, as on Metadata.
+            if info is None and not by_id and checks.may_create_topic(broker, request, name):
                 info = await broker.topic_for_produce_or_metadata(name)
             if info is not None and acks == -1:
                 error, waits[name] = await _replication(broker, info, ms(body.timeout))
@@ -279,7 +294,19 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
                 f"acks=0 produce failed with error {failed[0].error}: {failed[0].message or ''}"
             )
         return None
-    return _encode(version, [(name, len(items)) for name, items in work], results, throttle_ms)
+    # The response names each topic as the request did: by name, or from v13 by id.
+    topics = zip(body.topic_data, work, strict=True)
+    return _encode(
+        version,
+        [(topic_key(version, t), len(items)) for t, (_, items) in topics],
+        results,
+        throttle_ms,
+    )
+
+
+def topic_key(version: int, topic: Any) -> str | uuid.UUID | None:
+    """What a response names a request's topic by: its name, from v13 its id."""
+    return topic.topic_id if version >= 13 else topic.name
 
 
 def _is_transactional(records: bytes | None) -> bool:
@@ -299,18 +326,23 @@ _PRODUCER = struct.Struct(">qh")  # producer id and epoch, at byte 43 of a v2 ba
 
 
 async def _verify_transaction(
-    broker: Broker, body: Any, txn_id: str, version: int, writable: set[str]
+    broker: Broker,
+    body: Any,
+    names: list[str | None],
+    txn_id: str,
+    version: int,
+    writable: set[str],
 ) -> dict[tuple[str, int], int]:
     """Kafka's produce-side transaction verification (KIP-890 part 1): a transactional
     batch is appended only by the id's current producer and epoch, to a partition added
     to its open transaction (AddPartitionsToTxn). From v12 (transaction version 2,
     KIP-890 part 2) a partition not in the transaction is added to it here, opening one
     if none is, as Kafka's partition leader asks its coordinator. Returns the
-    partitions refused."""
+    partitions refused (`names`: the request's topics', None for an unknown id)."""
     batches = [
-        (t.name, p.index, p.records)
-        for t in body.topic_data
-        if t.name in writable
+        (name, p.index, p.records)
+        for name, t in zip(names, body.topic_data, strict=True)
+        if name in writable
         for p in t.partition_data
         if _is_transactional(p.records)
     ]
@@ -434,21 +466,29 @@ def min_insync_replicas(broker: Broker, info: TopicInfo) -> int:
     return int(effective_config(info, "min.insync.replicas"))
 
 
+_ZERO_ID = uuid.UUID(int=0)
+
+
 async def _done(result: PartitionResult) -> PartitionResult:
     return result
 
 
 def _encode(
     version: int,
-    work: list[tuple[str, int]],
+    work: list[tuple[Any, int]],
     results: list[PartitionResult],
     throttle_ms: int = 0,
 ) -> bytes:
+    """`work`: per topic, its topic_key (a name, from v13 an id, None the zero id) and
+    how many of `results` are its partitions'."""
     flexible = version >= 9
     parts = [array_len(len(work), flexible)]
     it = iter(results)
-    for name, count in work:
-        parts.append(string(name, flexible))
+    for key, count in work:
+        if version >= 13:
+            parts.append((key or _ZERO_ID).bytes)
+        else:
+            parts.append(string(key, flexible))
         parts.append(array_len(count, flexible))
         for _ in range(count):
             r = next(it)

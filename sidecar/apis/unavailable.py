@@ -90,14 +90,15 @@ def _produce(broker: Broker, request: Any, reason: str = "timeout") -> bytes | N
     if body.acks == 0:
         # Nobody reads an acks=0 answer: Kafka closes the connection on a failure.
         raise CloseConnection("acks=0 produce failed: Redis is unavailable")
-    work = [(t.name, len(t.partition_data)) for t in body.topic_data]
+    version = request.header.api_version
+    work = [(produce.topic_key(version, t), len(t.partition_data)) for t in body.topic_data]
     code = errors.code(resilience.produce_error(reason))
     results = [
         produce.PartitionResult(p.index, code, message=f"Redis is unavailable ({reason})")
         for t in body.topic_data
         for p in t.partition_data
     ]
-    return produce._encode(request.header.api_version, work, results)
+    return produce._encode(version, work, results)
 
 
 def _fetch(broker: Broker, request: Any) -> list[Any]:
@@ -163,10 +164,16 @@ def _metadata(broker: Broker, request: Any) -> bytes:
     )
 
 
+def _topic_ref(topic: Any) -> dict[str, Any]:
+    """A request topic as its answer names it: by name, or by id (OffsetCommit and
+    OffsetFetch v10); the encoder keeps the field the version has."""
+    return {"name": getattr(topic, "name", None), "topic_id": getattr(topic, "topic_id", None)}
+
+
 def _offset_commit(broker: Broker, request: Any) -> bytes:
     topics = [
         {
-            "name": t.name,
+            **_topic_ref(t),
             "partitions": [
                 {"partition_index": p.partition_index, "error_code": COORDINATOR_NOT_AVAILABLE}
                 for p in t.partitions
@@ -183,7 +190,7 @@ def _offset_fetch_group(group_id: str, topics: Any) -> dict[str, Any]:
         "error_code": COORDINATOR_NOT_AVAILABLE,
         "topics": [
             {
-                "name": t.name,
+                **_topic_ref(t),
                 "partitions": [
                     {
                         "partition_index": p,
