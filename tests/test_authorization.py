@@ -562,21 +562,26 @@ def test_denied_principal_in_old_versions(sidecars: tuple[RedisServer, Skiff, Sk
         assert _snapshot(store) == before, (key, version)
 
 
-def test_produce_v13_by_topic_id_checks_write_on_its_name(
-    own_redis: RedisServer, tmp_path: Path
-) -> None:
-    """Produce v13 resolves each topic id to its topic and asks WRITE on the name, as
-    Kafka does; an unknown id has no name to ask about: UNKNOWN_TOPIC_ID. v12 by name
-    answers the same."""
-    side = start_skiff(
+def start_permissive(own_redis: RedisServer, tmp_path: Path) -> Skiff:
+    """A sidecar with the standard authorizer that allows what no ACL names."""
+    return start_skiff(
         tmp_path / "skiff.log",
         "--redis-url",
         own_redis.url,
         "--authorizer-class-name",
         "standard",
         "--allow-everyone-if-no-acl-found",
-        "true",  # topics without ACLs: allowed
+        "true",
     )
+
+
+def test_produce_v13_by_topic_id_checks_write_on_its_name(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Produce v13 resolves each topic id to its topic and asks WRITE on the name, as
+    Kafka does; an unknown id has no name to ask about: UNKNOWN_TOPIC_ID. v12 by name
+    answers the same."""
+    side = start_permissive(own_redis, tmp_path)  # topics without ACLs: allowed
     open_topic, closed_topic = f"{TOPIC}-open", f"{TOPIC}-closed"
     try:
         with RawKafka("127.0.0.1", side.port) as client:
@@ -636,15 +641,7 @@ def test_broker_configs_stay_denied_while_redis_is_down(
     """A DescribeConfigs that Redis cannot serve (a topic it must look up) is answered by
     unavailable.py, which describes broker resources from memory: only to a principal
     that may DESCRIBE_CONFIGS the cluster."""
-    side = start_skiff(
-        tmp_path / "skiff.log",
-        "--redis-url",
-        own_redis.url,
-        "--authorizer-class-name",
-        "standard",
-        "--allow-everyone-if-no-acl-found",
-        "true",  # topics have no ACLs: allowed
-    )
+    side = start_permissive(own_redis, tmp_path)  # topics have no ACLs: allowed
     deny = {
         "resource_type": 4,
         "resource_name": "kafka-cluster",
@@ -685,15 +682,7 @@ def test_offsets_by_topic_id_authorize_the_topic_the_id_names(
     """OffsetCommit and OffsetFetch v10 name topics by id: READ (commit) and DESCRIBE
     (fetch) are asked of the topic the id names, as for a name; an id no topic has
     answers UNKNOWN_TOPIC_ID (there is no name to authorize), as Kafka's KafkaApis."""
-    side = start_skiff(
-        tmp_path / "skiff.log",
-        "--redis-url",
-        own_redis.url,
-        "--authorizer-class-name",
-        "standard",
-        "--allow-everyone-if-no-acl-found",
-        "true",  # the group and `open` have no ACLs: allowed
-    )
+    side = start_permissive(own_redis, tmp_path)  # the group and `open` have no ACLs: allowed
     group, names = "ids-group", ("open", "shut")
     unknown = uuid.uuid4()
 
