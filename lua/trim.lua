@@ -4,6 +4,7 @@
 -- retention.bytes). Idempotent: lso only grows, so sidecars may run it concurrently.
 --
 -- KEYS[1] log stream  KEYS[2] meta hash  KEYS[3] time index  KEYS[4] byte index
+-- KEYS[5] aborted-transaction index (entries whose ABORT marker is below lso go)
 -- ARGV[1] mode: 'offset' (DeleteRecords) or 'retention'
 -- ARGV[2] offset mode: the new log start, -1 for the high watermark
 -- ARGV[3] retention.ms (-1: off)     ARGV[4] retention.bytes (-1: off)
@@ -105,6 +106,13 @@ local function prune(key)
 end
 local more = prune(KEYS[3])
 more = prune(KEYS[4]) or more
+-- Aborted transactions whose ABORT marker lies below the log start: no fetch reaches
+-- them any more (Kafka deletes a segment's transaction index with the segment).
+local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. lso, 'LIMIT', 0, k)
+if #gone > 0 then
+  redis.call('ZREM', KEYS[5], unpack(gone))
+  more = more or #gone == k
+end
 -- lsob: the bytes appended before the batch holding lso (exact once pruning is done).
 local head = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 if lso == hw then

@@ -18,7 +18,7 @@ import pytest
 from clients import franz_client
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
-from log_helpers import create, wait_for
+from log_helpers import create, delete_records, wait_for
 from rawkafka import RawKafka
 from redis import asyncio as aioredis
 from test_groups_protocol import subscription
@@ -125,7 +125,7 @@ def _fetch_committed(kafka: RawKafka, topic: str, offset: int) -> Any:
 
 @pytest.mark.parametrize("storage_format", ["batch", "record"])
 def test_commit_and_abort_as_read_committed_and_uncommitted_consumers_see_them(
-    skiff: Skiff, kafka: RawKafka, storage_format: str
+    skiff: Skiff, kafka: RawKafka, storage_format: str, redis_server: RedisServer
 ) -> None:
     bootstrap = f"127.0.0.1:{skiff.port}"
     topic = _topic(kafka, storage_format)
@@ -164,6 +164,18 @@ def test_commit_and_abort_as_read_committed_and_uncommitted_consumers_see_them(
     assert p.last_stable_offset == 9
     # From after the ABORT marker there is nothing to skip.
     assert _fetch_committed(kafka, topic, 7).aborted_transactions == ()
+
+    # The log start moving past the ABORT marker frees its index entry (Kafka deletes a
+    # segment's transaction index with it); inside the transaction it is still needed.
+    aborted_index = f"skiff:{{{topic}/0}}:aborted"
+    assert delete_records(kafka, topic, {0: 5}) == {0: (0, 5)}
+    assert redis_server.client().zcard(aborted_index) == 1
+    assert [a.first_offset for a in _fetch_committed(kafka, topic, 5).aborted_transactions] == [4]
+    assert delete_records(kafka, topic, {0: 7}) == {0: (0, 7)}
+    assert redis_server.client().zcard(aborted_index) == 0
+    after = _fetch_committed(kafka, topic, 7)
+    assert (after.error_code, after.log_start_offset, after.aborted_transactions) == (0, 7, ())
+    assert after.records  # c3 and its COMMIT marker
 
 
 @pytest.mark.parametrize("storage_format", ["batch", "record"])

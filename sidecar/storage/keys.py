@@ -65,9 +65,9 @@ def append_keys(topic: str, partition: int) -> list[str]:
 
 
 def trim_keys(topic: str, partition: int) -> list[str]:
-    """KEYS of lua/trim.lua: log, meta, time index, byte index."""
+    """KEYS of lua/trim.lua: log, meta, time index, byte index, aborted index."""
     log, meta, time, _ = partition_keys(topic, partition)
-    return [log, meta, time, bytes_key(topic, partition)]
+    return [log, meta, time, bytes_key(topic, partition), aborted_key(topic, partition)]
 
 
 def open_txns_key(topic: str, partition: int) -> str:
