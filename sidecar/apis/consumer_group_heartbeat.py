@@ -94,7 +94,7 @@ async def _owned(broker: Broker, body: Any) -> set[tuple[str, int]] | None:
         return None
     out: set[tuple[str, int]] = set()
     for tp in body.topic_partitions:
-        info = await broker.store.topic_by_id(tp.topic_id) if tp.topic_id else None
+        info = await broker.store.topic_by_id(tp.topic_id)
         if info is not None:  # a deleted topic's partitions are owned by nobody
             out.update((info.name, int(p)) for p in tp.partitions)
     return out

@@ -113,7 +113,7 @@ async def _resolve(broker: Broker, request: Any, version: int) -> list[TopicFetc
     for t in request.body.topics:
         if version >= 13:
             # kio reads the zero UUID (no id known to the client) as None.
-            info = await broker.store.topic_by_id(t.topic_id) if t.topic_id else None
+            info = await broker.store.topic_by_id(t.topic_id)
             missing = errors.UNKNOWN_TOPIC_ID
             tf = TopicFetch(info.name if info else "", t.topic_id, info)
         else:

@@ -75,7 +75,7 @@ async def _by_id(broker: Broker, topics: Any) -> list[Any]:
     has that id; kio reads the zero id as None)."""
     named = []
     for t in topics:
-        info = await broker.store.topic_by_id(t.topic_id) if t.topic_id else None
+        info = await broker.store.topic_by_id(t.topic_id)
         name = info.name if info is not None else None
         named.append(SimpleNamespace(name=name, topic_id=t.topic_id, partitions=t.partitions))
     return named

@@ -56,7 +56,7 @@ async def _requested(broker: Broker, topics: Any, by_id: bool) -> list[Requested
     out: list[Requested] = []
     for t in topics:
         # kio reads the zero id (the client knows none) as None: an unknown id too.
-        info = await broker.store.topic_by_id(t.topic_id) if t.topic_id else None
+        info = await broker.store.topic_by_id(t.topic_id)
         out.append((info.name if info else None, t.topic_id, t.partition_indexes))
     return out
 

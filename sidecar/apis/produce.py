@@ -196,7 +196,7 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
     found: list[TopicInfo | None] = []
     if by_id:
         for t in body.topic_data:
-            found.append(await broker.store.topic_by_id(t.topic_id) if t.topic_id else None)
+            found.append(await broker.store.topic_by_id(t.topic_id))
         names: list[str | None] = [info.name if info else None for info in found]
     else:
         names = [t.name for t in body.topic_data]

@@ -68,7 +68,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
         return _answer(version, exc.code, exc.message, [], 0)
     responses = []
     for t in body.topics:
-        info = await broker.store.topic_by_id(t.topic_id) if t.topic_id else None
+        info = await broker.store.topic_by_id(t.topic_id)
         parts = []
         for p in t.partitions:
             e: dict[str, Any] = {

@@ -301,8 +301,10 @@ class RedisStore(PartitionLogOps):
         )
         return self._all_topics
 
-    async def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+    async def topic_by_id(self, topic_id: uuid.UUID | None) -> TopicInfo | None:
         # Fetch v13+ names topics by id on every request: cache like get_topic.
+        if not topic_id:
+            return None  # kio reads the zero id (the client knows none) as None
         now = time.monotonic()
         cached = self._topic_names.get(topic_id)
         if cached and self._valid(cached, now):
