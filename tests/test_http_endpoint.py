@@ -1,9 +1,10 @@
 """The HTTP endpoint: /healthz, /readyz (false while Redis is down, true again when
-it returns on the same port), --http-listen none, and a clear start-up failure when
-the port is taken."""
+it returns on the same port with its data, storage lost without), --http-listen none,
+and a clear start-up failure when the port is taken."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -13,26 +14,29 @@ from conftest import RedisServer, start_redis, start_skiff, stop_process
 from telemetry_helpers import get, get_json, scrape, value
 
 
-def wait_for_status(port: int, path: str, status: int, timeout: float = 30.0) -> dict:
+def wait_for_status(
+    port: int, path: str, status: int, timeout: float = 30.0, reason: str = ""
+) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         got, doc = get_json(port, path)
-        if got == status:
+        if got == status and str(doc.get("reason", "")).startswith(reason):
             return doc
         if time.monotonic() > deadline:
             raise AssertionError(f"{path} stayed {got} {doc}, expected {status}")
         time.sleep(0.1)
 
 
-def test_health_and_readiness_follow_redis(own_redis: RedisServer, tmp_path: Path) -> None:
-    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url)
-    restarted: RedisServer | None = None
+def test_health_and_readiness_follow_redis(tmp_path: Path) -> None:
+    redis_dir = tmp_path / "redis"
+    redis = start_redis(redis_dir, aof=True)
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", redis.url)
     try:
         assert get_json(skiff.http_port, "/healthz") == (200, {"status": "alive"})
         assert get_json(skiff.http_port, "/readyz") == (200, {"ready": True, "reason": "ready"})
         assert get(skiff.http_port, "/nothing-here")[0] == 404
 
-        stop_process(own_redis.proc)
+        stop_process(redis.proc)
         doc = wait_for_status(skiff.http_port, "/readyz", 503)
         assert doc["ready"] is False
         assert "Redis" in doc["reason"]
@@ -40,19 +44,28 @@ def test_health_and_readiness_follow_redis(own_redis: RedisServer, tmp_path: Pat
         samples = scrape(skiff.http_port)  # /metrics still answers, without Redis figures
         assert value(samples, "skiff_scrape_redis_ok") == 0
 
-        # The same port, an empty Redis (no persistence): the sidecar registers again
-        # and the readiness check loads the Lua scripts the new Redis lacks.
-        restarted = start_redis(own_redis.dir, port=own_redis.port)
+        # The same port and data (its AOF): Redis forgets loaded scripts across a
+        # restart, and the readiness check loads them again.
+        redis = start_redis(redis_dir, port=redis.port, aof=True)
         assert wait_for_status(skiff.http_port, "/readyz", 200) == {
             "ready": True,
             "reason": "ready",
         }
-        assert all(restarted.client().script_exists(*_script_shas()))
+        assert all(redis.client().script_exists(*_script_shas()))
+        assert skiff.alive()
+
+        # The same port without the data: the storage identity is gone, and readiness
+        # says so until the operator decides (storage/identity.py).
+        stop_process(redis.proc)
+        shutil.rmtree(redis_dir)
+        redis = start_redis(redis_dir, port=redis.port)
+        doc = wait_for_status(skiff.http_port, "/readyz", 503, reason="storage lost: the")
+        assert "skiff storage reset --fresh" in doc["reason"]
+        assert get_json(skiff.http_port, "/healthz")[0] == 200
         assert skiff.alive()
     finally:
         stop_process(skiff.proc)
-        if restarted is not None:
-            stop_process(restarted.proc)
+        stop_process(redis.proc)
 
 
 def _script_shas() -> list[str]:
