@@ -23,17 +23,16 @@ import uuid
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from aiokafka import codec as codecs
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
+from sidecar.protocol import kio_codec
 from sidecar.protocol.kio_codec import build
 from sidecar.protocol.primitives import read_uvarint, uvarint
 
@@ -78,14 +77,9 @@ def with_top_level_tags(body: bytes, tags: Sequence[tuple[int, bytes]]) -> bytes
     return body[:-1] + tagged_fields(tags)
 
 
-@cache
-def request_type(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
-
-
-@cache
-def response_type(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+# Skiff's (kio's, and the versions kio lacks: sidecar/protocol/kio_extra.py)
+request_type = kio_codec.request_type
+response_type = kio_codec.response_type
 
 
 def is_flexible(api_key: int, version: int) -> bool:

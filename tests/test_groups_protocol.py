@@ -1434,7 +1434,7 @@ def test_list_groups(broker: Broker, topics: Topics, members: list[Member], vers
 # -- DeleteGroups and OffsetDelete ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_delete_groups(broker: Broker, topics: Topics, members: list[Member], version: int) -> None:
     [a] = form_group(broker, members, topics.grp)
     before = describe(broker, a.group)
@@ -1451,6 +1451,13 @@ def test_delete_groups(broker: Broker, topics: Topics, members: list[Member], ve
         empty: NONE,
         pending.group: NONE,
     }
+    if version >= 3:  # Kafka 4.4's coordinator's messages
+        assert {r.group_id: r.error_message for r in resp.results} == {
+            a.group: "The group is not empty.",
+            unknown: f"Group {unknown} not found.",
+            empty: None,
+            pending.group: None,
+        }
     assert describe(broker, a.group) == before
     assert a.heartbeat() == NONE
     assert state(broker, empty) == state(broker, pending.group) == "Dead"

@@ -5,10 +5,13 @@ requests (apart from the leader epoch, -1 as Skiff's Metadata reports it)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
+import socket
 import struct
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,9 +21,9 @@ from typing import Any
 import cramjam
 import pytest
 import zstandard
-from conftest import RedisServer, Skiff, start_skiff, stop_process
+from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from formats import FORMATS
-from log_helpers import create, produce
+from log_helpers import create, produce, read_from, wait_for
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     AggregationTemporality,
@@ -34,6 +37,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 from rawkafka import RawKafka, Rec, build_batch
 from telemetry_helpers import scrape
+from telemetry_helpers import value as metric_value
 
 OFFSET_FOR_LEADER_EPOCH, API_VERSIONS, METADATA = 23, 18, 3
 GET_TELEMETRY, PUSH_TELEMETRY, LIST_CONFIG_RESOURCES, DESCRIBE_TOPIC_PARTITIONS = 71, 72, 74, 75
@@ -525,6 +529,136 @@ def test_kafka4_topics_describe_like_kafka(skiff: Skiff) -> None:
     assert answers["skiff"][2] == (0, [line.rstrip() for line in expected])
     assert answers["skiff"][3] == answers["skiff"][2]
     assert answers["skiff"][4][0] == 1
+
+
+class SwitchingRelay:
+    """A TCP relay at one address whose upstream can be switched to another sidecar, with
+    the open connections cut: clients find another broker where theirs was, without a
+    moment when nothing answers there (which would make them bootstrap again anyway)."""
+
+    def __init__(self) -> None:
+        self.target_port = 0  # nothing until the first switch
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._open += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def switch(self, target_port: int) -> None:
+        self.target_port = target_port
+        with self._lock:
+            cut, self._open = self._open, []
+        for sock in cut:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._server.close()
+        self.switch(self.target_port)
+
+
+def test_kafka44_producer_rebootstraps_when_another_cluster_answers(tmp_path: Path) -> None:
+    """KIP-1242 with a real client: a Kafka 4.4 producer with metadata.cluster.check.enable
+    names Skiff's cluster and the node when it connects to a node (ApiVersions v5). When a
+    sidecar of another Skiff cluster (another Redis) answers at that node's address, the
+    producer is told REBOOTSTRAP_REQUIRED, looks the cluster up again and produces there
+    (tests/test_protocol.py has every refusal)."""
+    from kafka_tools import ToolsUnavailable, kafka_cli
+
+    topic = f"k4c-{uuid.uuid4().hex[:8]}"
+    redis_servers = [start_redis(tmp_path / "first"), start_redis(tmp_path / "second")]
+    sidecars: list[Skiff] = []
+    relay: SwitchingRelay | None = None
+    producer: subprocess.Popen[bytes] | None = None
+    try:
+        # Both sidecars advertise the relay's address, as two brokers behind one name.
+        relay = SwitchingRelay()
+        for i, redis_server in enumerate(redis_servers):
+            sidecars.append(
+                start_skiff(
+                    tmp_path / f"sidecar-{i}.log",
+                    "--redis-url",
+                    redis_server.url,
+                    "--advertise",
+                    f"127.0.0.1:{relay.port}",
+                )
+            )
+        relay.switch(sidecars[0].port)
+        args = ["--bootstrap-server", f"127.0.0.1:{relay.port}", "--topic", topic]
+        args += ["--command-property", "metadata.cluster.check.enable=true"]
+        try:
+            cmd = kafka_cli.command("org.apache.kafka.tools.ConsoleProducer", args, "ERROR", KAFKA4)
+        except ToolsUnavailable as exc:
+            pytest.skip(f"no Kafka {KAFKA4}: {exc}")
+        producer = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        assert producer.stdin is not None
+
+        def values(sidecar: Skiff) -> list[bytes | None]:
+            assert producer is not None and producer.poll() is None, "the producer exited"
+            with RawKafka("127.0.0.1", sidecar.port) as kafka:
+                body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+                [found] = kafka.request(METADATA, 12, body).topics
+                if found.error_code != NONE:
+                    return []  # not created there yet
+                return [r.value for r in read_from(kafka, topic, 0)]
+
+        producer.stdin.write(b"one\n")
+        producer.stdin.flush()
+        wait_for(lambda: values(sidecars[0]) == [b"one"], 120, "the first record")
+        relay.switch(sidecars[1].port)
+        producer.stdin.write(b"two\n")
+        producer.stdin.flush()
+        wait_for(lambda: values(sidecars[1]) == [b"two"], 120, "the second record")
+        assert values(sidecars[0]) == [b"one"]
+        refused = metric_value(
+            scrape(sidecars[1].http_port),
+            "skiff_request_errors_total",
+            api="api_versions",
+            version="5",
+            error="REBOOTSTRAP_REQUIRED",
+        )
+        assert refused >= 1
+    finally:
+        if producer is not None:
+            stop_process(producer)
+        if relay is not None:
+            relay.close()
+        for sidecar in sidecars:
+            stop_process(sidecar.proc)
+        for redis_server in redis_servers:
+            stop_process(redis_server.proc)
 
 
 def test_elect_leaders_is_never_needed(kafka: RawKafka) -> None:

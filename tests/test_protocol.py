@@ -48,6 +48,7 @@ TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 UNKNOWN_TOPIC_ID = 100
+REBOOTSTRAP_REQUIRED = 129
 
 # What ApiVersions advertises and Skiff serves. The old versions kio has no schema
 # for (Produce v0-v2, Fetch v0-v3, ListOffsets v0: legacy message sets) are tested in
@@ -57,7 +58,7 @@ ADVERTISED = {
     FETCH: (0, 18),
     LIST_OFFSETS: (0, 11),
     METADATA: (0, 13),
-    API_VERSIONS: (0, 4),
+    API_VERSIONS: (0, 5),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (0, 6),
     INIT_PRODUCER_ID: (0, 5),
@@ -78,7 +79,7 @@ ADVERTISED = {
     14: (0, 5),  # SyncGroup
     15: (0, 6),  # DescribeGroups
     16: (0, 5),  # ListGroups
-    42: (0, 2),  # DeleteGroups
+    42: (0, 3),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
@@ -225,7 +226,27 @@ def test_api_versions_refuses_an_invalid_client_software_name(kafka: RawKafka, n
     assert (resp.error_code, resp.api_keys) == (INVALID_REQUEST, ())
 
 
-@pytest.mark.parametrize("version", [5, 127])
+def test_api_versions_v5_checks_the_cluster_and_node_named(kafka: RawKafka, skiff: Skiff) -> None:
+    """KIP-1242: a client naming the cluster and node it means to reach gets the API list
+    from that node, REBOOTSTRAP_REQUIRED from another cluster or node, and
+    INVALID_REQUEST when it names only one of them (Kafka's isValid)."""
+    meta = kafka.request(METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+    me = next(b.node_id for b in meta.brokers if b.port == skiff.port)
+    software = {"client_software_name": "rawkafka", "client_software_version": "0.1"}
+
+    def answer(**named: Any) -> tuple[int, dict[int, tuple[int, int]]]:
+        resp = kafka.request(API_VERSIONS, 5, {**software, **named})
+        return int(resp.error_code), ranges(resp)
+
+    assert answer() == (NONE, ADVERTISED)
+    assert answer(cluster_id=meta.cluster_id, node_id=me) == (NONE, ADVERTISED)
+    assert answer(cluster_id="another-cluster", node_id=me) == (REBOOTSTRAP_REQUIRED, {})
+    assert answer(cluster_id=meta.cluster_id, node_id=me + 1) == (REBOOTSTRAP_REQUIRED, {})
+    assert answer(cluster_id=meta.cluster_id) == (INVALID_REQUEST, {})
+    assert answer(node_id=me) == (INVALID_REQUEST, {})
+
+
+@pytest.mark.parametrize("version", [6, 127])
 def test_api_versions_newer_than_served_gets_v0_answer(kafka: RawKafka, version: int) -> None:
     # A newer client speaks its own version (a v4-shaped body here, header v2); the
     # broker answers in v0 with UNSUPPORTED_VERSION and, as Kafka does, only the

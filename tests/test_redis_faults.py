@@ -493,6 +493,15 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
                 lambda r: r.error_code == COORD_NA,
             ),
             (42, 2, {"groups_names": [g]}, lambda r: r.results[0].error_code == COORD_NA),
+            (
+                42,
+                3,
+                {"groups_names": [g]},
+                lambda r: (
+                    (r.results[0].error_code, r.results[0].error_message)
+                    == (COORD_NA, "The coordinator is not available.")
+                ),
+            ),
             (47, 0, {"group_id": g, "topics": tps}, lambda r: r.error_code == COORD_NA),
             (
                 68,

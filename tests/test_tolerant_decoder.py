@@ -44,6 +44,7 @@ from kio.serial.errors import BufferUnderflow
 from kio.serial.writers import write_int8, write_int32, write_unsigned_varint
 from kio.static.constants import EntityType
 
+from sidecar.protocol import kio_extra
 from sidecar.protocol.tolerant_decoder import _entity_reader, decode_tolerant
 
 # --------------------------------------------------------------------------- helpers
@@ -82,7 +83,7 @@ def all_request_types() -> list[type]:
         for version in sorted(schema_name_map[name]):
             if EntityType.request in schema_name_map[name][version]:
                 types.append(load_request_schema(api_key, version))
-    return types
+    return types + list(kio_extra.REQUESTS.values())  # the versions kio lacks
 
 
 def type_id(entity_type: type) -> str:

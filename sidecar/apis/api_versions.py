@@ -1,4 +1,9 @@
-"""ApiVersions (key 18), v0-v4. Hand-encoded: every connection starts with it."""
+"""ApiVersions (key 18), v0-v5. Hand-encoded: every connection starts with it.
+
+v5 (KIP-1242): a client that knows the cluster and node it means to reach names both;
+an answer from another cluster, or from another node at that address, is
+REBOOTSTRAP_REQUIRED, and the client looks the cluster up again. Skiff's cluster id is
+its storage identity's (storage/identity.py), the node id this sidecar's registration."""
 
 from __future__ import annotations
 
@@ -16,10 +21,11 @@ from sidecar.protocol.primitives import (
     uvarint,
 )
 from sidecar.storage.features import SUPPORTED
+from sidecar.telemetry.requests import response_errors
 
 API_KEY = 18
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def _ranges(broker: Any) -> list[tuple[int, int, int]]:
@@ -67,6 +73,7 @@ def encode(
     features: tuple[dict[str, int], int] | None = None,
 ) -> bytes:
     """features: (finalized levels, epoch); None: no features (error answers)."""
+    response_errors({"error_code": error_code})  # for /metrics and the request's span
     flexible = version >= 3
     parts = [pack_i16(error_code), array_len(len(ranges), flexible)]
     for key, lo, hi in ranges:
@@ -101,5 +108,13 @@ async def handle(broker: Any, request: Any) -> bytes:
         for text in (body.client_software_name, body.client_software_version):
             if not _SOFTWARE.fullmatch(text):
                 return encode(version, errors.INVALID_REQUEST, [])
+    if version >= 5:
+        # Kafka's ApiVersionsRequest.isValid: both or neither.
+        if (body.cluster_id is None) != (body.node_id == -1):
+            return encode(version, errors.INVALID_REQUEST, [])
+        if body.cluster_id is not None and (
+            body.cluster_id != broker.cluster_id or body.node_id != broker.cluster.node_id
+        ):
+            return encode(version, errors.REBOOTSTRAP_REQUIRED, [])
     features = await broker.features.finalized() if version >= 3 else None
     return encode(version, errors.NONE, _ranges(broker), features)

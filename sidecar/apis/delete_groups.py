@@ -1,6 +1,7 @@
-"""DeleteGroups (key 42), v0-v2: delete empty groups with their committed offsets;
+"""DeleteGroups (key 42), v0-v3: delete empty groups with their committed offsets;
 share (queue) groups are deleted by sidecar/share/membership.py.
-Needs DELETE on each group (else GROUP_AUTHORIZATION_FAILED for it), as in Kafka."""
+Needs DELETE on each group (else GROUP_AUTHORIZATION_FAILED for it, without a
+message), as in Kafka. v3 adds each refusal's message: Kafka's coordinator's."""
 
 from __future__ import annotations
 
@@ -17,7 +18,26 @@ from sidecar.share import state
 
 API_KEY = 42
 MIN_VERSION = 0
-MAX_VERSION = 2
+MAX_VERSION = 3
+
+# What Kafka 4.4's group coordinator says with each refusal (ApiError.message(): the
+# exception's text, else the error's default message).
+_MESSAGES = {
+    errors.code("NON_EMPTY_GROUP"): "The group is not empty.",
+    errors.code("NOT_COORDINATOR"): "This is not the correct coordinator.",
+    errors.code("COORDINATOR_NOT_AVAILABLE"): "The coordinator is not available.",
+    errors.code("COORDINATOR_LOAD_IN_PROGRESS"): (
+        "The coordinator is loading and hence can't process requests."
+    ),
+}
+
+
+def refusal_message(group_id: str, error_code: int) -> str | None:
+    if error_code == errors.code("GROUP_ID_NOT_FOUND"):
+        return f"Group {group_id} not found."
+    if error_code in (errors.NONE, checks.GROUP_AUTHORIZATION_FAILED):
+        return None
+    return _MESSAGES.get(error_code)
 
 
 async def _delete(broker: Broker, request: Any, group_id: str) -> int:
@@ -32,14 +52,16 @@ async def _delete(broker: Broker, request: Any, group_id: str) -> int:
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
+    results = []
+    for group_id in request.body.groups_names:
+        error_code = await _delete(broker, request, group_id)
+        results.append(
+            {
+                "group_id": group_id,
+                "error_code": error_code,
+                "error_message": refusal_message(group_id, error_code),
+            }
+        )
     return encode_response(
-        API_KEY,
-        request.header.api_version,
-        {
-            "throttle_time": 0,
-            "results": [
-                {"group_id": g, "error_code": await _delete(broker, request, g)}
-                for g in request.body.groups_names
-            ],
-        },
+        API_KEY, request.header.api_version, {"throttle_time": 0, "results": results}
     )

@@ -42,6 +42,7 @@ from sidecar.apis import (
     alter_partition_reassignments,
     api_versions,
     create_delegation_token,
+    delete_groups,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -370,7 +371,12 @@ def _describe_groups(broker: Broker, request: Any) -> bytes:
 
 def _delete_groups(broker: Broker, request: Any) -> bytes:
     results = [
-        {"group_id": g, "error_code": COORDINATOR_NOT_AVAILABLE} for g in request.body.groups_names
+        {
+            "group_id": g,
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "error_message": delete_groups.refusal_message(g, COORDINATOR_NOT_AVAILABLE),
+        }
+        for g in request.body.groups_names
     ]
     return encode_response(42, request.header.api_version, {"throttle_time": 0, "results": results})
 

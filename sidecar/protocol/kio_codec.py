@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
+from sidecar.protocol import kio_extra
 from sidecar.protocol.bounds import check_request
 from sidecar.protocol.tolerant_decoder import decode_tolerant
 from sidecar.telemetry.requests import response_errors
@@ -30,12 +31,14 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 @cache
 def request_type(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    extra = kio_extra.REQUESTS.get((api_key, version))
+    return extra if extra is not None else load_request_schema(api_key, version)
 
 
 @cache
 def response_type(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+    extra = kio_extra.RESPONSES.get((api_key, version))
+    return extra if extra is not None else load_response_schema(api_key, version)
 
 
 @cache

@@ -1,0 +1,98 @@
+"""Schemas of the versions Kafka 4.4 added after kio 0.6.5, written as kio writes its
+generated ones (frozen dataclasses with kio's field metadata), so kio's Rust readers,
+writers and Skiff's bounds check serve them like any other version. Each follows
+Kafka's JSON message definition of that version; drop one once kio ships it.
+
+- ApiVersions v5 (KIP-1242): the request names the cluster and node the client means
+  to reach; the response is v4's.
+- DeleteGroups v3: each group's result carries an ErrorMessage."""
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.api_versions.v4 import response as api_versions_v4
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.schema.types import BrokerId, GroupId
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32Timedelta, i64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiVersionsRequestV5:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(5)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(18)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    client_software_name: str = field(metadata={"kafka_type": "string"})
+    client_software_version: str = field(metadata={"kafka_type": "string"})
+    cluster_id: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    node_id: BrokerId = field(metadata={"kafka_type": "int32"}, default=BrokerId(-1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiVersionsResponseV5:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(5)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(18)
+    __header_schema__: ClassVar[type[ResponseHeaderV0]] = ResponseHeaderV0
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    api_keys: tuple[api_versions_v4.ApiVersion, ...]
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    supported_features: tuple[api_versions_v4.SupportedFeatureKey, ...] = field(
+        metadata={"tag": 0}, default=()
+    )
+    finalized_features_epoch: i64 = field(
+        metadata={"kafka_type": "int64", "tag": 1}, default=i64(-1)
+    )
+    finalized_features: tuple[api_versions_v4.FinalizedFeatureKey, ...] = field(
+        metadata={"tag": 2}, default=()
+    )
+    zk_migration_ready: bool = field(metadata={"kafka_type": "bool", "tag": 3}, default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupsRequestV3:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(42)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    groups_names: tuple[GroupId, ...] = field(metadata={"kafka_type": "string"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletableGroupResultV3:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(42)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupsResponseV3:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(42)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    results: tuple[DeletableGroupResultV3, ...]
+
+
+REQUESTS: dict[tuple[int, int], type] = {
+    (18, 5): ApiVersionsRequestV5,
+    (42, 3): DeleteGroupsRequestV3,
+}
+RESPONSES: dict[tuple[int, int], type] = {
+    (18, 5): ApiVersionsResponseV5,
+    (42, 3): DeleteGroupsResponseV3,
+}
