@@ -65,7 +65,7 @@ ADVERTISED = {
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
-    28: (0, 5),  # TxnOffsetCommit
+    28: (0, 6),  # TxnOffsetCommit
     27: (1, 2),  # WriteTxnMarkers
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions

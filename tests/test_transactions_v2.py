@@ -6,6 +6,8 @@ aborted. Kafka 4.x's Java client and Kafka Streams run it in test_transactions_j
 
 from __future__ import annotations
 
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +17,13 @@ import pytest
 from conftest import RedisServer, Skiff, start_skiff, stop_process
 from log_helpers import create, wait_for
 from rawkafka import RawKafka, build_batch, fetch_request, produce_request, read_batches
+from telemetry_helpers import scrape
 
 API_VERSIONS, PRODUCE, FETCH, OFFSET_FETCH = 18, 0, 1, 9
 INIT_PRODUCER_ID, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_PRODUCERS = 22, 26, 28, 61
 NONE, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED = 0, 47, 48, 90
+ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID = 22, 69, 100
+STALE_MEMBER_EPOCH, CG_HEARTBEAT = 113, 68
 CONTROL_BIT = 0x20
 
 
@@ -197,6 +202,88 @@ def test_txn_offset_commit_v5_adds_the_group(kafka: RawKafka) -> None:
     assert [stable(v) for v in (9, 10)] == [(7, NONE), (7, NONE)]
 
 
+def test_txn_offset_commit_v6_names_topics_by_id(kafka: RawKafka) -> None:
+    """KIP-1319 (Kafka 4.4): topics by id, UNKNOWN_TOPIC_ID for an id no topic has, and
+    GROUP_ID_NOT_FOUND for a member's commit to a group that does not exist, where v5
+    answers ILLEGAL_GENERATION."""
+    topic = f"tv6-{uuid.uuid4().hex[:10]}"
+    create(kafka, topic)
+    meta = {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False}
+    topic_id = kafka.request(3, 12, meta).topics[0].topic_id
+    unknown_id = uuid.uuid4()
+    txn_id, group = f"tx-{topic}", f"g-{topic}"
+    pid, epoch = _init(kafka, txn_id)
+
+    def commit(version: int, topics: list[Any], **fields: Any) -> list[tuple[Any, int, int]]:
+        body = {
+            "transactional_id": txn_id,
+            "group_id": group,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    **ref,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 11,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "m",
+                        }
+                    ],
+                }
+                for ref in topics
+            ],
+        } | fields
+        answer = kafka.request(TXN_OFFSET_COMMIT, version, body).topics
+        return [
+            (t.topic_id if version >= 6 else t.name, p.partition_index, p.error_code)
+            for t in answer
+            for p in t.partitions
+        ]
+
+    assert commit(6, [{"topic_id": topic_id}, {"topic_id": unknown_id}]) == [
+        (topic_id, 0, NONE),
+        (unknown_id, 0, UNKNOWN_TOPIC_ID),
+    ]
+    # A member (generation 3) of a group nobody made: v6 says so, v5 as Kafka before.
+    member = {"generation_id": 3, "member_id": "m-1", "group_id": group + "-none"}
+    assert commit(6, [{"topic_id": topic_id}], **member) == [(topic_id, 0, GROUP_ID_NOT_FOUND)]
+    assert commit(5, [{"name": topic}], **member) == [(topic, 0, ILLEGAL_GENERATION)]
+    # A consumer-protocol member (KIP-848) at an epoch it does not have: STALE_MEMBER_EPOCH.
+    cg = group + "-cg"
+    joined = kafka.request(
+        CG_HEARTBEAT,
+        1,
+        {
+            "group_id": cg,
+            "member_id": str(uuid.uuid4()),
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout": 30_000,
+            "subscribed_topic_names": [topic],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    )
+    assert joined.error_code == NONE, joined
+    stale = {"group_id": cg, "member_id": joined.member_id}
+    stale["generation_id"] = joined.member_epoch + 1
+    assert commit(6, [{"topic_id": topic_id}], **stale) == [(topic_id, 0, STALE_MEMBER_EPOCH)]
+    assert commit(5, [{"name": topic}], **stale) == [(topic, 0, ILLEGAL_GENERATION)]
+    current = stale | {"generation_id": joined.member_epoch}
+    assert commit(6, [{"topic_id": topic_id}], **current) == [(topic_id, 0, NONE)]
+    assert _end(kafka, txn_id, pid, epoch, commit=True).error_code == NONE
+    req = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
+    [p] = kafka.request(OFFSET_FETCH, 7, req | {"require_stable": False}).topics[0].partitions
+    assert (p.committed_offset, p.metadata) == (11, "m")
+
+
 def test_an_exhausted_epoch_moves_the_id_to_a_new_producer_id(
     kafka: RawKafka, redis_server: RedisServer
 ) -> None:
@@ -253,3 +340,77 @@ def test_a_commit_after_the_coordinator_aborted_is_fenced(quick_sweep: Skiff) ->
         assert _end(kafka, txn_id, pid, epoch, commit=True).error_code == PRODUCER_FENCED
         aborted = _end(kafka, txn_id, pid, epoch, commit=False)
         assert (aborted.error_code, aborted.producer_epoch) == (NONE, epoch + 1)
+
+
+def test_kafka44_message_copier_commits_offsets_by_topic_id(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Kafka 4.4's TransactionalMessageCopier (a Java 4.4 consume-transform-produce loop
+    with sendOffsetsToTransaction and random aborts) over transaction version 2: its
+    offsets go in TxnOffsetCommit v6, by topic id. The committed output is the input,
+    exactly once and in order, and the group's offset is the input's end."""
+    from confluent_kafka import Consumer, TopicPartition
+    from kafka_tools import ToolsUnavailable, kafka_cli
+
+    skiff = start_skiff(tmp_path / "skiff.log", "--redis-url", own_redis.url)
+    source, sink = f"copy-in-{uuid.uuid4().hex[:8]}", f"copy-out-{uuid.uuid4().hex[:8]}"
+    total = 1000
+    try:
+        with RawKafka("127.0.0.1", skiff.port) as kafka:
+            create(kafka, source)
+            create(kafka, sink)
+            for start in range(0, total, 100):
+                values = [f"v{i}".encode() for i in range(start, start + 100)]
+                assert produce_values(kafka, source, values) == start
+        args = ["--broker-list", skiff.bootstrap, "--input-topic", source]
+        args += ["--input-partition", "0", "--output-topic", sink, "--max-messages", "-1"]
+        args += ["--transaction-size", "50", "--transactional-id", f"tx-{source}"]
+        args += ["--consumer-group", f"g-{source}", "--group-mode", "--use-group-metadata"]
+        args += ["--enable-random-aborts"]
+        try:
+            cmd = kafka_cli.command(
+                "org.apache.kafka.tools.TransactionalMessageCopier", args, "ERROR", "4.4.0"
+            )
+        except ToolsUnavailable as exc:
+            pytest.skip(f"no Kafka 4.4.0: {exc}")
+        copier = subprocess.run(
+            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+        )
+        assert copier.returncode == 0, copier.stderr[-2000:]
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": skiff.bootstrap,
+                "group.id": f"check-{sink}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
+        consumer.assign([TopicPartition(sink, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < total and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(500, 1.0) if not m.error()]
+        consumer.close()
+        assert got == [f"v{i}".encode() for i in range(total)]
+        # The copier's group (not this consumer's): its offset is the input's end.
+        checker = Consumer({"bootstrap.servers": skiff.bootstrap, "group.id": f"g-{source}"})
+        [offset] = checker.committed([TopicPartition(source, 0)], 10)
+        checker.close()
+        assert offset.offset == total
+        by_version = {
+            dict(labels)["version"]: count
+            for (name, labels), count in scrape(skiff.http_port).items()
+            if name == "skiff_requests_total" and dict(labels)["api"] == "txn_offset_commit"
+        }
+        assert by_version.get("6", 0) >= total // 50, by_version
+    finally:
+        stop_process(skiff.proc)
+
+
+def produce_values(kafka: RawKafka, topic: str, values: list[bytes]) -> int:
+    """One plain batch; its base offset."""
+    body = produce_request(topic, {0: build_batch(values)})
+    [p] = kafka.request(PRODUCE, 9, body).responses[0].partition_responses
+    assert p.error_code == NONE, p
+    return int(p.base_offset)

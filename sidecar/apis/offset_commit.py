@@ -70,7 +70,7 @@ async def checked_offsets(
     return results, valid
 
 
-async def _by_id(broker: Broker, topics: Any) -> list[Any]:
+async def topics_by_id(broker: Broker, topics: Any) -> list[Any]:
     """v10: each request topic with the name of the topic its id names (None: no topic
     has that id; kio reads the zero id as None)."""
     named = []
@@ -81,7 +81,7 @@ async def _by_id(broker: Broker, topics: Any) -> list[Any]:
     return named
 
 
-def _answer_by_id(
+def answer_by_id(
     topics: list[Any], results: dict[tuple[str, int], str], unknown: str
 ) -> list[dict[str, Any]]:
     """v10's per-topic answer: the topic id, and per partition its error (`unknown` for
@@ -109,7 +109,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     now = int(time.time() * 1000)
     retention = ms(body.retention_time) if 2 <= version <= 4 else -1
     expire = now + retention if retention >= 0 else -1
-    by_id = await _by_id(broker, body.topics) if version >= TOPIC_IDS_VERSION else None
+    by_id = await topics_by_id(broker, body.topics) if version >= TOPIC_IDS_VERSION else None
     known = None if by_id is None else [t for t in by_id if t.name is not None]
     results, valid = await checked_offsets(broker, request, now, expire, topics=known)
     if valid and await queue_store(broker).exists(body.group_id):
@@ -139,5 +139,5 @@ async def handle(broker: Broker, request: Any) -> bytes:
             broker, request, Operation.READ, body.group_id
         ):
             unknown = "GROUP_AUTHORIZATION_FAILED"
-        answer = _answer_by_id(by_id, results, unknown)
+        answer = answer_by_id(by_id, results, unknown)
     return encode_response(API_KEY, version, {"throttle_time": 0, "topics": answer})

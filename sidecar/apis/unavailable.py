@@ -167,7 +167,7 @@ def _metadata(broker: Broker, request: Any) -> bytes:
 
 def _topic_ref(topic: Any) -> dict[str, Any]:
     """A request topic as its answer names it: by name, or by id (OffsetCommit and
-    OffsetFetch v10); the encoder keeps the field the version has."""
+    OffsetFetch v10, TxnOffsetCommit v6); the encoder keeps the field the version has."""
     return {"name": getattr(topic, "name", None), "topic_id": getattr(topic, "topic_id", None)}
 
 
@@ -285,7 +285,7 @@ def _end_txn(broker: Broker, request: Any) -> bytes:
 def _txn_offset_commit(broker: Broker, request: Any) -> bytes:
     topics = [
         {
-            "name": t.name,
+            **_topic_ref(t),
             "partitions": [
                 {"partition_index": p.partition_index, "error_code": COORDINATOR_NOT_AVAILABLE}
                 for p in t.partitions

@@ -862,16 +862,23 @@ class GroupCoordinator:
         return "NONE"
 
     async def validate_txn_commit(
-        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        precise_errors: bool = False,
     ) -> str:
         """TxnOffsetCommit's group checks (KIP-447, Kafka's validateOffsetCommit with
         isTransactional): a zombie member of an older generation is fenced with
         ILLEGAL_GENERATION. Without generation, member and instance id (v0-v2, or a
         producer given only the group id) any classic group accepts; an unknown group
-        is created as a simple group when the generation is -1."""
+        is created as a simple group when the generation is -1. precise_errors (v6+,
+        KIP-1319): an unknown group is GROUP_ID_NOT_FOUND and a consumer group member's
+        old epoch STALE_MEMBER_EPOCH, where older versions get ILLEGAL_GENERATION."""
         group = await self.coordinate(group_id, create=generation < 0)
         if group is None:
-            return "ILLEGAL_GENERATION"
+            return "GROUP_ID_NOT_FOUND" if precise_errors else "ILLEGAL_GENERATION"
         if group.state == State.DEAD:
             return "COORDINATOR_NOT_AVAILABLE"
         cg = group.consumer
@@ -879,8 +886,10 @@ class GroupCoordinator:
             cg_member = cg.members.get(member_id)
             if cg_member is None:
                 return "UNKNOWN_MEMBER_ID"
-            # STALE_MEMBER_EPOCH of a KIP-848 member is ILLEGAL_GENERATION here (Kafka).
-            return "NONE" if generation == cg_member.epoch else "ILLEGAL_GENERATION"
+            if generation == cg_member.epoch:
+                return "NONE"
+            # Kafka's StaleMemberEpochException, ILLEGAL_GENERATION before v6.
+            return "STALE_MEMBER_EPOCH" if precise_errors else "ILLEGAL_GENERATION"
         if generation < 0 and group.state == State.EMPTY:
             return "NONE"
         if generation >= 0 or member_id != "" or instance_id is not None:

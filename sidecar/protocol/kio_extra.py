@@ -5,8 +5,12 @@ Kafka's JSON message definition of that version; drop one once kio ships it.
 
 - ApiVersions v5 (KIP-1242): the request names the cluster and node the client means
   to reach; the response is v4's.
-- DeleteGroups v3: each group's result carries an ErrorMessage."""
+- DeleteGroups v3: each group's result carries an ErrorMessage.
+- TxnOffsetCommit v6 (KIP-1319): topics by id instead of name.
 
+No `from __future__ import annotations`: kio reads the fields' types at run time."""
+
+import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -15,9 +19,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.schema.types import BrokerId, GroupId
+from kio.schema.txn_offset_commit.v5 import request as txn_offset_commit_v5
+from kio.schema.txn_offset_commit.v5 import response as txn_offset_commit_v5_response
+from kio.schema.types import BrokerId, GroupId, ProducerId, TransactionalId
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32Timedelta, i64
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,11 +94,63 @@ class DeleteGroupsResponseV3:
     results: tuple[DeletableGroupResultV3, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitRequestTopicV6:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partitions: tuple[txn_offset_commit_v5.TxnOffsetCommitRequestPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitRequestV6:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    transactional_id: TransactionalId = field(metadata={"kafka_type": "string"})
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    producer_id: ProducerId = field(metadata={"kafka_type": "int64"})
+    producer_epoch: i16 = field(metadata={"kafka_type": "int16"})
+    generation_id: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+    member_id: str = field(metadata={"kafka_type": "string"}, default="")
+    group_instance_id: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    topics: tuple[TxnOffsetCommitRequestTopicV6, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitResponseTopicV6:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partitions: tuple[txn_offset_commit_v5_response.TxnOffsetCommitResponsePartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOffsetCommitResponseV6:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(6)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(28)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    topics: tuple[TxnOffsetCommitResponseTopicV6, ...]
+
+
 REQUESTS: dict[tuple[int, int], type] = {
     (18, 5): ApiVersionsRequestV5,
+    (28, 6): TxnOffsetCommitRequestV6,
     (42, 3): DeleteGroupsRequestV3,
 }
 RESPONSES: dict[tuple[int, int], type] = {
     (18, 5): ApiVersionsResponseV5,
+    (28, 6): TxnOffsetCommitResponseV6,
     (42, 3): DeleteGroupsResponseV3,
 }

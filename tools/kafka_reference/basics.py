@@ -46,8 +46,17 @@ def api_versions_scenarios() -> None:
 
         return run
 
-    for v in range(5):
+    for v in range(6):
         add(f"api_versions.v{v}", normal(v))
+
+    def naming(**named: Any) -> Callable[[Side], Any]:
+        def run(side: Side) -> Any:  # KIP-1242 (Kafka 4.4): the cluster and node meant
+            return ask(side, API_VERSIONS, 5, {**api_versions_body(), **named})
+
+        return run
+
+    add("api_versions.v5.other_cluster", naming(cluster_id="other", node_id=1), "REBOOTSTRAP")
+    add("api_versions.v5.cluster_only", naming(cluster_id="other"), "INVALID_REQUEST")
 
     def ranges(side: Side) -> Any:
         answer = ask(side, API_VERSIONS, 3, api_versions_body())
@@ -75,7 +84,7 @@ def api_versions_scenarios() -> None:
 
         return run
 
-    add("api_versions.v5.unsupported", unsupported(5), "answer decoded as v0")
+    add("api_versions.v6.unsupported", unsupported(6), "answer decoded as v0")
     add("api_versions.v127.unsupported", unsupported(127), "answer decoded as v0")
 
 
