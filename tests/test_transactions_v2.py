@@ -144,12 +144,23 @@ def test_produce_adds_partitions_and_end_txn_bumps_the_epoch(kafka: RawKafka) ->
     ]
 
 
-def test_txn_offset_commit_v5_adds_the_group(kafka: RawKafka) -> None:
-    topic = f"tv2-{uuid.uuid4().hex[:10]}"
-    create(kafka, topic)
-    txn_id, group = f"tx-{topic}", f"g-{topic}"
-    pid, epoch = _init(kafka, txn_id)
-    body = {
+def _txn_commit_body(
+    txn_id: str,
+    group: str,
+    pid: int,
+    epoch: int,
+    topics: list[dict[str, Any]],
+    offset: int,
+    metadata: str = "",
+) -> dict[str, Any]:
+    """TxnOffsetCommit of `offset` for partition 0 of each topic (by name or id)."""
+    partition = {
+        "partition_index": 0,
+        "committed_offset": offset,
+        "committed_leader_epoch": -1,
+        "committed_metadata": metadata,
+    }
+    return {
         "transactional_id": txn_id,
         "group_id": group,
         "producer_id": pid,
@@ -157,20 +168,16 @@ def test_txn_offset_commit_v5_adds_the_group(kafka: RawKafka) -> None:
         "generation_id": -1,
         "member_id": "",
         "group_instance_id": None,
-        "topics": [
-            {
-                "name": topic,
-                "partitions": [
-                    {
-                        "partition_index": 0,
-                        "committed_offset": 7,
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": "",
-                    }
-                ],
-            }
-        ],
+        "topics": [{**ref, "partitions": [partition]} for ref in topics],
     }
+
+
+def test_txn_offset_commit_v5_adds_the_group(kafka: RawKafka) -> None:
+    topic = f"tv2-{uuid.uuid4().hex[:10]}"
+    create(kafka, topic)
+    txn_id, group = f"tx-{topic}", f"g-{topic}"
+    pid, epoch = _init(kafka, txn_id)
+    body = _txn_commit_body(txn_id, group, pid, epoch, [{"name": topic}], 7)
     [p] = kafka.request(TXN_OFFSET_COMMIT, 5, body).topics[0].partitions
     assert p.error_code == NONE
     # Before AddOffsetsToTxn existed as a step, v4 still needs it.
@@ -215,29 +222,7 @@ def test_txn_offset_commit_v6_names_topics_by_id(kafka: RawKafka) -> None:
     pid, epoch = _init(kafka, txn_id)
 
     def commit(version: int, topics: list[Any], **fields: Any) -> list[tuple[Any, int, int]]:
-        body = {
-            "transactional_id": txn_id,
-            "group_id": group,
-            "producer_id": pid,
-            "producer_epoch": epoch,
-            "generation_id": -1,
-            "member_id": "",
-            "group_instance_id": None,
-            "topics": [
-                {
-                    **ref,
-                    "partitions": [
-                        {
-                            "partition_index": 0,
-                            "committed_offset": 11,
-                            "committed_leader_epoch": -1,
-                            "committed_metadata": "m",
-                        }
-                    ],
-                }
-                for ref in topics
-            ],
-        } | fields
+        body = _txn_commit_body(txn_id, group, pid, epoch, topics, 11, "m") | fields
         answer = kafka.request(TXN_OFFSET_COMMIT, version, body).topics
         return [
             (t.topic_id if version >= 6 else t.name, p.partition_index, p.error_code)
