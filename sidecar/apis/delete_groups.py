@@ -1,7 +1,7 @@
 """DeleteGroups (key 42), v0-v3: delete empty groups with their committed offsets;
 share (queue) groups are deleted by sidecar/share/membership.py.
 Needs DELETE on each group (else GROUP_AUTHORIZATION_FAILED for it, without a
-message), as in Kafka. v3 adds each refusal's message: Kafka's coordinator's."""
+message), as in Kafka. v3 adds a message where Kafka's coordinator gives one."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ API_KEY = 42
 MIN_VERSION = 0
 MAX_VERSION = 3
 
-# What Kafka 4.4's group coordinator says with each refusal (ApiError.message(): the
-# exception's text, else the error's default message).
+# Kafka 4.4's coordinator answers a group's own refusal (NON_EMPTY_GROUP,
+# GROUP_ID_NOT_FOUND) with a code alone, and a failure of its coordinator with the
+# exception's message (ApiError.fromThrowable: the error's default message here).
 _MESSAGES = {
-    errors.code("NON_EMPTY_GROUP"): "The group is not empty.",
     errors.code("NOT_COORDINATOR"): "This is not the correct coordinator.",
     errors.code("COORDINATOR_NOT_AVAILABLE"): "The coordinator is not available.",
     errors.code("COORDINATOR_LOAD_IN_PROGRESS"): (
@@ -32,11 +32,7 @@ _MESSAGES = {
 }
 
 
-def refusal_message(group_id: str, error_code: int) -> str | None:
-    if error_code == errors.code("GROUP_ID_NOT_FOUND"):
-        return f"Group {group_id} not found."
-    if error_code in (errors.NONE, checks.GROUP_AUTHORIZATION_FAILED):
-        return None
+def refusal_message(error_code: int) -> str | None:
     return _MESSAGES.get(error_code)
 
 
@@ -59,7 +55,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
             {
                 "group_id": group_id,
                 "error_code": error_code,
-                "error_message": refusal_message(group_id, error_code),
+                "error_message": refusal_message(error_code),
             }
         )
     return encode_response(

@@ -374,7 +374,7 @@ def _delete_groups(broker: Broker, request: Any) -> bytes:
         {
             "group_id": g,
             "error_code": COORDINATOR_NOT_AVAILABLE,
-            "error_message": delete_groups.refusal_message(g, COORDINATOR_NOT_AVAILABLE),
+            "error_message": delete_groups.refusal_message(COORDINATOR_NOT_AVAILABLE),
         }
         for g in request.body.groups_names
     ]

@@ -394,6 +394,11 @@ class RedisStore(PartitionLogOps):
         if info is None:
             return False
         queue_groups = await self._queue_groups_reading(name)
+        # Every consumer group's committed offsets of the topic go with it, as Kafka's
+        # coordinator drops them (onPartitionsDeleted): a topic made again under this
+        # name must not resume a group at the old topic's offsets.
+        groups = await self.redis.smembers(keys.GROUPS)
+        offset_fields = [keys.offset_field(name, p) for p in range(info.partitions)]
         async with self.redis.pipeline(transaction=False) as pipe:
             # Partition metas go first: the append script refuses a partition
             # without meta, so no produce recreates a half-deleted partition.
@@ -406,6 +411,10 @@ class RedisStore(PartitionLogOps):
             for p in range(info.partitions):
                 for group in queue_groups:
                     pipe.delete(*keys.queue_partition_keys(group, name, p))
+            for group in groups:  # group ids are any bytes: the key is built as bytes
+                group_id = group.decode(errors="surrogateescape")
+                offsets = keys.group_keys(group_id)[2].encode(errors="surrogateescape")
+                pipe.hdel(offsets, *offset_fields)
             pipe.hdel(keys.TOPIC_IDS, info.topic_id.hex)
             pipe.hdel(keys.TOPIC_FETCHED, name)  # the console's count (console/traffic.py)
             pipe.hdel(keys.TOPICS, name)
