@@ -6,6 +6,7 @@ errors. Producer ids differ between brokers: answers name them as "the id" inste
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -20,7 +21,7 @@ from .constants import (
     RETRIABLE_COORDINATOR,
     RUN,
 )
-from .talk import SetupError, Side, add, ask, error_of, make_topic, topic
+from .talk import SetupError, Side, add, ask, error_of, make_topic, metadata_topic, topic
 
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
@@ -63,6 +64,18 @@ def _masked(answer: Any, pid: int) -> Any:
         return [_masked(v, pid) for v in answer]
     if isinstance(answer, int) and answer == pid and pid > 1000:
         return "the id"
+    return answer
+
+
+def _ids_named(answer: Any, names: dict[uuid.UUID, str]) -> Any:
+    """The answer with the given topic ids (which differ between brokers) named."""
+    if isinstance(answer, dict):
+        return {k: _ids_named(v, names) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [_ids_named(v, names) for v in answer]
+    for topic_id, label in names.items():
+        if str(answer) == str(topic_id):
+            return label
     return answer
 
 
@@ -389,3 +402,37 @@ def transaction_scenarios() -> None:
         return _masked(out, pid)
 
     add("txn.v2", version_2, "Produce v12, TxnOffsetCommit v5, EndTxn v5 (Kafka 4.x only)")
+
+    def by_topic_id(side: Side) -> Any:
+        """TxnOffsetCommit v6 (KIP-1319, Kafka 4.4): topics by id, an unknown id, and a
+        member's commit to a group nobody made (v6 and v5)."""
+        name, txn_id, pid, epoch = _started(side, "txn-v6")
+        group = f"{RUN}-txn-v6-group"
+        _group_coordinator(side, group)
+        known = uuid.UUID(str(metadata_topic(side, name)["topic_id"]))
+        unknown = uuid.uuid4()
+        body = _offsets_body(txn_id, group, pid, epoch, name, 4, "m")
+        [entry] = body.pop("topics")
+        body["topics"] = [
+            {"topic_id": known, "partitions": entry["partitions"]},
+            {"topic_id": unknown, "partitions": entry["partitions"]},
+        ]
+        member = {"group_id": f"{group}-none", "generation_id": 3, "member_id": "m-1"}
+        out: dict[str, Any] = {
+            "by_id": ask(side, TXN_OFFSET_COMMIT, 6, body),
+            "member_of_no_group_v6": ask(side, TXN_OFFSET_COMMIT, 6, body | member),
+            "member_of_no_group_v5": ask(
+                side,
+                TXN_OFFSET_COMMIT,
+                5,
+                _offsets_body(txn_id, group, pid, epoch, name, 4, "m") | member,
+            ),
+        }
+        out["end"] = _end(side, txn_id, pid, epoch, True, 5)
+        named = _ids_named(out, {known: "the topic's id", unknown: "an unknown id"})
+        for answer in (named["by_id"], named["member_of_no_group_v6"]):
+            if isinstance(answer, dict):  # Kafka's order of topics follows no rule
+                answer["topics"].sort(key=lambda t: str(t["topic_id"]))
+        return _masked(named, pid)
+
+    add("txn.v6_by_topic_id", by_topic_id, "TxnOffsetCommit v6 (Kafka 4.4 only)")
