@@ -578,6 +578,65 @@ def test_compaction_drops_aborted_batches_keeps_markers_and_stops_at_the_stable_
         assert committed[-1] == (0, 10, b"v2")
 
 
+@pytest.mark.parametrize("storage_format", ["batch", "record"])
+def test_compaction_removes_markers_whose_transactions_left_no_record(
+    compacting: Skiff, own_redis: RedisServer, storage_format: str
+) -> None:
+    """As Kafka's cleaner: a marker goes once no record of its transaction is left (all
+    compacted away, or aborted and removed by an earlier pass) and it is older than
+    delete.retention.ms; an ABORT marker takes its aborted-index entry along. Markers of
+    transactions with records left stay. Without this a compacted topic written in
+    transactions (a Kafka Streams changelog under exactly-once) grew a marker a commit."""
+    bootstrap = f"127.0.0.1:{compacting.port}"
+    with RawKafka("127.0.0.1", compacting.port) as kafka:
+        topic = f"txn-{uuid.uuid4().hex[:10]}"
+        create(
+            kafka,
+            topic,
+            {
+                "cleanup.policy": "compact",
+                "min.cleanable.dirty.ratio": "0.01",
+                "delete.retention.ms": "0",
+                "skiff.storage.format": storage_format,
+            },
+        )
+        producer = _producer(bootstrap, f"tx-{topic}")
+        for key, value, commit in [
+            (b"k1", b"v1", True),  # 0, marker 1: k1 is written again
+            (b"k1", b"x", False),  # 2, ABORT marker 3
+            (b"k1", b"v2", True),  # 4, marker 5: k1 is written again
+            (b"k2", b"v1", True),  # 6, marker 7 stays: k2's value
+            (b"k1", b"v3", True),  # 8, marker 9 stays: k1's value
+        ]:
+            producer.begin_transaction()
+            producer.produce(topic, value, key)
+            producer.flush(30)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+        client = own_redis.client()
+        meta, log = f"skiff:{{{topic}/0}}:meta", f"skiff:{{{topic}/0}}:log"
+        aborted = f"skiff:{{{topic}/0}}:aborted"
+        wait_for(lambda: int(client.hget(meta, "cleaned") or 0) == 10, what="a first pass")
+        # The first pass removed the records (0, 2, 4); their markers go in the next one,
+        # which a new record makes due.
+        plain = Producer({"bootstrap.servers": bootstrap})
+        plain.produce(topic, b"z", b"k3")  # 10
+        assert plain.flush(30) == 0
+        wait_for(lambda: client.xlen(log) == 5, what="the markers of 0, 2 and 4 removed")
+        assert client.zcard(aborted) == 0
+        want = [(0, 6, b"v1"), (0, 8, b"v3"), (0, 10, b"z")]
+        assert _consume(bootstrap, topic, "read_committed", 11) == want
+        assert _consume(bootstrap, topic, "read_uncommitted", 11) == want
+        # The producer's next transaction is read as committed: no stale abort hides it.
+        producer.begin_transaction()
+        producer.produce(topic, b"v4", b"k1")  # 11, marker 12
+        producer.flush(30)
+        producer.commit_transaction(30)
+        assert _consume(bootstrap, topic, "read_committed", 13)[-1] == (0, 11, b"v4")
+
+
 def test_franz_go_group_transact_session_is_exactly_once(skiff: Skiff, kafka: RawKafka) -> None:
     bootstrap = f"127.0.0.1:{skiff.port}"
     source, sink = _topic(kafka, partitions=2), _topic(kafka, partitions=2)

@@ -14,9 +14,11 @@ A pass over one partition:
   4. the whole log [lso, end) is read again in chunks, and every record whose key has a
      later offset in the map, every record without a key (as Kafka's cleaner drops
      them) and every tombstone (null value) whose timestamp is older than
-     delete.retention.ms is XDELed in bounded batches. The last record of the log is
-     never removed: a consumer must always find a record at or after any offset below
-     the high watermark, or it could not move past a gap at the end;
+     delete.retention.ms is XDELed in bounded batches, as are aborted transactions'
+     records and the markers of transactions with no record left (`Markers`). The
+     last record of the log is never removed: a consumer must always find a record at
+     or after any offset below the high watermark, or it could not move past a gap at
+     the end;
   5. lua/cleaner.lua records `cleaned` = end, the records kept and the bytes removed.
 
 Every Redis call is bounded (CHUNK entries read, DELETE_BATCH ids deleted), so Redis is
@@ -47,6 +49,7 @@ from sidecar.protocol.record_batch import (
     FLAG_KEY_NULL,
     FLAG_VALUE_NULL,
     record_in_aborted,
+    transactional_producer_of_entry,
 )
 from sidecar.storage import keys
 from sidecar.storage.store import RedisStore, StoreError, TopicInfo
@@ -186,7 +189,7 @@ class Compactor(BackgroundLoop):
             plan.total,
         )
         # As on `batch` topics: aborted transactions' records go and never shadow a key's
-        # committed record; markers stay.
+        # committed record; a marker goes once its transaction has no record left.
         aborted = await store.aborted_ranges(name, partition, lso, end, limit=None)
         latest, end = await self._latest_offsets(name, partition, start, end, aborted)
         if latest is None:
@@ -195,6 +198,7 @@ class Compactor(BackgroundLoop):
         kept_bytes = 0
         oldest_tomb = -1
         doomed: list[int] = []
+        markers = Markers(aborted, horizon)
         pos = lso
         last = hw - 1
         while pos < end:
@@ -208,10 +212,15 @@ class Compactor(BackgroundLoop):
                     break
                 pos = offset + 1
                 flags = int(f[9])
+                pid = transactional_producer_of_entry(f)
                 if flags & FLAG_CONTROL:
+                    if offset != last and markers.goes(pid, offset, int(f[1])):
+                        removed += 1
+                        continue
                     kept += 1
                     kept_bytes += record_bytes(f[3], f[5], f[7])
                     continue
+                markers.data(pid)
                 if aborted and record_in_aborted(offset, f, aborted):
                     doomed.append(offset)
                     removed += 1
@@ -243,6 +252,11 @@ class Compactor(BackgroundLoop):
                 return None
         if doomed:
             await store.delete_entries(name, partition, doomed)
+        # The index entries first: a marker without one is ignored by readers, an entry
+        # without its marker would hide the producer's later records.
+        await store.forget_aborted(name, partition, markers.index_entries)
+        for i in range(0, len(markers.offsets), DELETE_BATCH):
+            await store.delete_entries(name, partition, markers.offsets[i : i + DELETE_BATCH])
 
         fields: list[Any] = ["ckept", kept, "ctombts", oldest_tomb]
         # Bytes compaction removed from the live log (DescribeLogDirs, retention.bytes):
@@ -304,6 +318,7 @@ class Compactor(BackgroundLoop):
         last = plan.hw - 1
         kept = removed = kept_bytes = 0
         oldest_tomb = -1
+        markers = Markers(aborted, plan.horizon)
         pending: list[bytes] = []
         pending_bytes = 0
         started = False
@@ -332,14 +347,21 @@ class Compactor(BackgroundLoop):
                 pos = stop
                 copied = entry_id
                 data = f[1]
+                pid = stored_batch.transactional_producer(data)
                 if stored_batch.is_control(data):
-                    # Transaction markers stay: read_committed readers need them to end
-                    # what the aborted index lists (docs/transactions.md).
+                    # A marker stays while its transaction has records in the log:
+                    # read_committed readers need it to end what the aborted index lists.
+                    offset = stored_batch.base_offset(entry_id, data)
+                    ts = stored_batch.first_timestamp(entry_id, data)
+                    if offset != last and markers.goes(pid, offset, ts):
+                        removed += 1
+                        continue
                     kept += 1
                     kept_bytes += len(data)
                     pending += (entry_id, data)
                     pending_bytes += len(data)
                     continue
+                markers.data(pid)
                 if aborted and stored_batch.in_aborted(entry_id, data, aborted):
                     removed += stored_batch.record_count(data)
                     continue
@@ -376,6 +398,8 @@ class Compactor(BackgroundLoop):
         if not started and not await flush():
             return None
 
+        # Before the swap drops their markers (see the `record` pass).
+        await store.forget_aborted(name, partition, markers.index_entries)
         fields: list[Any] = ["ckept", kept, "ctombts", oldest_tomb]
         first_score, end_score = await store.byte_scores(name, partition, end)
         appended_to_end = plan.total if end == plan.hw else end_score
@@ -440,6 +464,37 @@ class Compactor(BackgroundLoop):
             if not await self.store.cleaner_lease(name, partition, "renew", self.token, LEASE_MS):
                 return None, end
         return latest, end
+
+
+class Markers:
+    """Which transaction markers a pass removes, as Kafka's cleaner does: a marker whose
+    transaction has no record left in the log (none was seen since the producer's
+    previous marker: compacted away or aborted and removed by an earlier pass), once
+    older than delete.retention.ms (Kafka counts from the pass that first finds it
+    removable). An ABORT marker takes its aborted-index entry along."""
+
+    def __init__(self, aborted: list[tuple[int, int, int]], horizon: int) -> None:
+        self.horizon = horizon
+        self._abort_entries = {marker: f"{pid} {first}" for pid, first, marker in aborted}
+        self._with_records: set[int] = set()  # producers whose open transaction has some
+        self.offsets: list[int] = []  # the removed markers
+        self.index_entries: list[str] = []  # their aborted-index members
+
+    def data(self, pid: int | None) -> None:
+        """A transactional record of producer `pid` (None: not transactional)."""
+        if pid is not None:
+            self._with_records.add(pid)
+
+    def goes(self, pid: int | None, offset: int, timestamp: int) -> bool:
+        """Whether the marker at `offset` is removed (its transaction ends here)."""
+        had_records = pid in self._with_records
+        self._with_records.discard(pid)  # type: ignore[arg-type]
+        if had_records or timestamp >= self.horizon:
+            return False
+        self.offsets.append(offset)
+        if offset in self._abort_entries:
+            self.index_entries.append(self._abort_entries[offset])
+        return True
 
 
 def _finished(name: str, partition: int, end: int, removed: int, kept: int) -> PassResult:

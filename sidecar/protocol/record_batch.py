@@ -211,6 +211,14 @@ def record_in_aborted(offset: int, fields: list[Any], aborted: list[tuple[int, i
     return any(p == pid and first <= offset < marker for p, first, marker in aborted)
 
 
+def transactional_producer_of_entry(fields: list[Any]) -> int | None:
+    """The producer id of a `record` topic's transactional entry (a marker too), else
+    None."""
+    if not int(fields[9]) & (FLAG_TRANSACTIONAL | FLAG_CONTROL):
+        return None
+    return _producer(_field(fields, 11))[0]
+
+
 def is_control_entry(fields: list[Any]) -> bool:
     """Whether a `record` topic's entry is a transaction marker."""
     return bool(int(fields[9]) & FLAG_CONTROL)

@@ -441,6 +441,13 @@ PRODUCER_ID = struct.Struct(">q")
 PRODUCER_ID_AT = 43
 
 
+def transactional_producer(data: bytes) -> int | None:
+    """The producer id of a transactional batch (a marker too), else None."""
+    if not data[ATTRIBUTES_AT + 1] & TRANSACTIONAL_BIT:
+        return None
+    return int(PRODUCER_ID.unpack_from(data, PRODUCER_ID_AT)[0])
+
+
 def in_aborted(entry_id: bytes, data: bytes, aborted: list[tuple[int, int, int]]) -> bool:
     """Whether the batch is a data batch of an aborted transaction: transactional, and
     its producer's (producer id, first offset, ABORT marker offset) range holds it."""

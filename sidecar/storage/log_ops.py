@@ -155,6 +155,12 @@ class PartitionLogOps:
         log_key = keys.partition_keys(topic, partition)[0]
         return int(await self.redis.xdel(log_key, *(f"0-{o + 1}" for o in offsets)))
 
+    async def forget_aborted(self, topic: str, partition: int, members: list[str]) -> None:
+        """Drop entries ("pid first") from the aborted-transaction index: compaction
+        removes their ABORT markers, their records being gone already."""
+        if members:
+            await self.redis.zrem(keys.aborted_key(topic, partition), *members)
+
     async def meta(self, topic: str, partition: int, *names: str) -> list[int | None]:
         values = await self.redis.hmget(keys.partition_keys(topic, partition)[1], *names)
         return [None if v is None else int(v) for v in values]
