@@ -314,6 +314,8 @@ EXPECTED: dict[int, Denied] = {
     57: Denied(CLUSTER_DENIED),
     # AlterPartitionReassignments: ALTER on the cluster
     45: Denied(CLUSTER_DENIED),
+    # AlterReplicaLogDirs: ALTER on the cluster
+    34: Denied(CLUSTER_DENIED),
     # ListPartitionReassignments: DESCRIBE on the cluster
     46: Denied(CLUSTER_DENIED),
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import re
 import socket
 import struct
@@ -697,6 +698,88 @@ def test_elect_leaders_is_never_needed(kafka: RawKafka) -> None:
     assert listed[topic] == ()
     bad = elect(2, named, election_type=5)
     assert int(bad.error_code) == 42  # INVALID_REQUEST
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_alter_replica_log_dirs_never_moves_anything(kafka: RawKafka, version: int) -> None:
+    """A sidecar's one log dir is its Redis: naming it is a move already done (NONE), any
+    other dir LOG_DIR_NOT_FOUND; a partition named twice goes to the later dir, and the
+    answer is grouped by topic, as Kafka 4.4's (checked against 4.4.0)."""
+    topic = f"arld-{uuid.uuid4().hex[:10]}"
+    create(kafka, topic, partitions=2)
+    here = kafka.request(35, 4, {"topics": None}).results[0].log_dir  # the Redis dir
+    assert _leaders(kafka, topic) == [_node_id(kafka)] * 2  # this sidecar holds both
+    body = {
+        "dirs": [
+            {
+                "path": here,
+                "topics": [
+                    {"name": topic, "partitions": [0, 1, 7]},
+                    {"name": f"{topic}-missing", "partitions": [0, 1]},
+                ],
+            },
+            {
+                "path": "/nonexistent",
+                "topics": [
+                    {"name": topic, "partitions": [0]},
+                    {"name": f"{topic}-missing", "partitions": [0]},
+                ],
+            },
+        ]
+    }
+    resp = kafka.request(34, version, body)
+    got = {
+        r.topic_name: {p.partition_index: int(p.error_code) for p in r.partitions}
+        for r in resp.results
+    }
+    assert len(resp.results) == 2  # one entry a topic
+    assert got == {
+        topic: {0: 57, 1: NONE, 7: UNKNOWN_TOPIC_OR_PARTITION},
+        f"{topic}-missing": {0: 57, 1: UNKNOWN_TOPIC_OR_PARTITION},
+    }
+
+
+def test_kafka4_reassign_partitions_with_log_dirs(skiff: Skiff, tmp_path: Path) -> None:
+    """Kafka 4.4's kafka-reassign-partitions with `log_dirs`: --execute sends
+    AlterPartitionReassignments and AlterReplicaLogDirs, --verify reads the replica's
+    log dir and clears the replication throttles (IncrementalAlterConfigs DELETE on the
+    broker, a no-op here); a dir the sidecar does not have fails as on Kafka."""
+    from kafka_tools import ToolsUnavailable, kafka_cli
+
+    topic = f"rpl-{uuid.uuid4().hex[:10]}"
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        create(kafka, topic)
+        here = kafka.request(35, 4, {"topics": None}).results[0].log_dir
+        node = _node_id(kafka)
+    plan = tmp_path / "plan.json"
+
+    def reassign(log_dir: str, action: str) -> tuple[int, str]:
+        move = {"topic": topic, "partition": 0, "replicas": [node], "log_dirs": [log_dir]}
+        plan.write_text(json.dumps({"version": 1, "partitions": [move]}))
+        args = ["--bootstrap-server", skiff.bootstrap, "--reassignment-json-file", str(plan)]
+        try:
+            cmd = kafka_cli.command(
+                "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                [*args, action],
+                "ERROR",
+                KAFKA4,
+            )
+        except ToolsUnavailable as exc:
+            pytest.skip(f"no Kafka {KAFKA4}: {exc}")
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+        )
+        return done.returncode, done.stdout + done.stderr
+
+    code, out = reassign(here, "--execute")
+    assert code == 0, out
+    assert f"Successfully started moving log directory to {here} for replica {topic}-0" in out
+    code, out = reassign(here, "--verify")
+    assert code == 0, out
+    assert f"Reassignment of replica {topic}-0-{node} completed successfully." in out
+    assert f"Clearing broker-level throttles on broker {node}" in out
+    code, out = reassign("/elsewhere", "--execute")
+    assert code == 1 and "LogDirNotFoundException" in out, out
 
 
 def test_list_partition_reassignments_is_always_empty(kafka: RawKafka) -> None:

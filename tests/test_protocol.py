@@ -111,6 +111,7 @@ ADVERTISED = {
     43: (0, 2),  # ElectLeaders
     57: (0, 2),  # UpdateFeatures
     45: (0, 1),  # AlterPartitionReassignments
+    34: (1, 2),  # AlterReplicaLogDirs
     46: (0, 0),  # ListPartitionReassignments
     23: (2, 4),  # OffsetForLeaderEpoch
     74: (0, 1),  # ListConfigResources

@@ -524,6 +524,26 @@ def compacting(own_redis: RedisServer, tmp_path: Path) -> Iterator[Skiff]:
     stop_process(server.proc)
 
 
+def _compacted_topic(kafka: RawKafka, storage_format: str, **configs: str) -> str:
+    """A compacted topic that every new record makes due for a pass."""
+    topic = f"txn-{uuid.uuid4().hex[:10]}"
+    wanted = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+    create(kafka, topic, {**wanted, **configs, "skiff.storage.format": storage_format})
+    return topic
+
+
+def _transactions(producer: Producer, topic: str, steps: list[tuple[bytes, bytes, bool]]) -> None:
+    """One transaction a (key, value, commit?) step."""
+    for key, value, commit in steps:
+        producer.begin_transaction()
+        producer.produce(topic, value, key)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
 @pytest.mark.parametrize("storage_format", ["batch", "record"])
 def test_compaction_drops_aborted_batches_keeps_markers_and_stops_at_the_stable_offset(
     compacting: Skiff, own_redis: RedisServer, storage_format: str
@@ -533,31 +553,16 @@ def test_compaction_drops_aborted_batches_keeps_markers_and_stops_at_the_stable_
     stable offset is cleaned."""
     bootstrap = f"127.0.0.1:{compacting.port}"
     with RawKafka("127.0.0.1", compacting.port) as kafka:
-        topic = f"txn-{uuid.uuid4().hex[:10]}"
-        create(
-            kafka,
-            topic,
-            {
-                "cleanup.policy": "compact",
-                "min.cleanable.dirty.ratio": "0.01",
-                "skiff.storage.format": storage_format,
-            },
-        )
+        topic = _compacted_topic(kafka, storage_format)
         producer = _producer(bootstrap, f"tx-{topic}")
-        for key, value, commit in [
+        steps = [
             (b"k1", b"v1", True),  # 0, marker 1
             (b"k2", b"v1", True),  # 2, marker 3
             (b"k1", b"x", False),  # 4, ABORT marker 5
             (b"k1", b"v2", True),  # 6, marker 7
             (b"k2", b"y", False),  # 8, ABORT marker 9: k2's v1 at 2 is still its value
-        ]:
-            producer.begin_transaction()
-            producer.produce(topic, value, key)
-            producer.flush(30)
-            if commit:
-                producer.commit_transaction(30)
-            else:
-                producer.abort_transaction(30)
+        ]
+        _transactions(producer, topic, steps)
         producer.begin_transaction()
         producer.produce(topic, b"v2", b"k2")  # 10, open: the last stable offset
         producer.flush(30)
@@ -589,32 +594,16 @@ def test_compaction_removes_markers_whose_transactions_left_no_record(
     transactions (a Kafka Streams changelog under exactly-once) grew a marker a commit."""
     bootstrap = f"127.0.0.1:{compacting.port}"
     with RawKafka("127.0.0.1", compacting.port) as kafka:
-        topic = f"txn-{uuid.uuid4().hex[:10]}"
-        create(
-            kafka,
-            topic,
-            {
-                "cleanup.policy": "compact",
-                "min.cleanable.dirty.ratio": "0.01",
-                "delete.retention.ms": "0",
-                "skiff.storage.format": storage_format,
-            },
-        )
+        topic = _compacted_topic(kafka, storage_format, **{"delete.retention.ms": "0"})
         producer = _producer(bootstrap, f"tx-{topic}")
-        for key, value, commit in [
+        steps = [
             (b"k1", b"v1", True),  # 0, marker 1: k1 is written again
             (b"k1", b"x", False),  # 2, ABORT marker 3
             (b"k1", b"v2", True),  # 4, marker 5: k1 is written again
             (b"k2", b"v1", True),  # 6, marker 7 stays: k2's value
             (b"k1", b"v3", True),  # 8, marker 9 stays: k1's value
-        ]:
-            producer.begin_transaction()
-            producer.produce(topic, value, key)
-            producer.flush(30)
-            if commit:
-                producer.commit_transaction(30)
-            else:
-                producer.abort_transaction(30)
+        ]
+        _transactions(producer, topic, steps)
         client = own_redis.client()
         meta, log = f"skiff:{{{topic}/0}}:meta", f"skiff:{{{topic}/0}}:log"
         aborted = f"skiff:{{{topic}/0}}:aborted"

@@ -11,7 +11,8 @@ from typing import Any
 
 from sidecar.apis.config_alteration import alter, refusal
 from sidecar.broker import Broker
-from sidecar.config.admin import incremental_alter
+from sidecar.config.admin import DELETE, incremental_alter
+from sidecar.config.broker import NEVER_SET
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.share import group_configs
 
@@ -33,11 +34,13 @@ async def handle(broker: Broker, request: Any) -> bytes:
             responses.append(await group_configs.alter(broker, resource, body.validate_only))
             continue
         ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        # Broker configs to refuse: all but deletions of what a sidecar never holds.
+        altered = [n for n, op, _ in ops if not (op == DELETE and n in NEVER_SET)]
         responses.append(
             await alter(
                 broker,
                 resource,
-                [n for n, _, _ in ops],
+                altered,
                 lambda ops=ops: incremental_alter(ops, defaults, broker.remote is not None),
                 body.validate_only,
             )

@@ -40,6 +40,7 @@ from typing import Any
 
 from sidecar.apis import (
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     api_versions,
     create_delegation_token,
     delete_groups,
@@ -601,6 +602,12 @@ def _update_features(broker: Broker, request: Any) -> bytes:
     return encode_response(57, version, data)
 
 
+def _alter_replica_log_dirs(broker: Broker, request: Any) -> bytes:
+    # Kafka's answer for a log dir it cannot use: KAFKA_STORAGE_ERROR (retriable).
+    storage_error = errors.code("KAFKA_STORAGE_ERROR")
+    return alter_replica_log_dirs.response(request, storage_error)
+
+
 def _alter_partition_reassignments(broker: Broker, request: Any) -> bytes:
     return alter_partition_reassignments.response(
         request, REQUEST_TIMED_OUT, UNAVAILABLE, lambda t, p: (REQUEST_TIMED_OUT, UNAVAILABLE)
@@ -709,6 +716,7 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     41: _delegation_token(41),
     43: _elect_leaders,
     57: _update_features,
+    34: _alter_replica_log_dirs,
     45: _alter_partition_reassignments,
     23: _offset_for_leader_epoch,
     74: _list_config_resources,

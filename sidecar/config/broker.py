@@ -7,7 +7,9 @@ lifetime, like a Kafka broker's static (read-only) configs. So every entry is
 read_only, AlterConfigs and IncrementalAlterConfigs refuse every broker config with
 Kafka's INVALID_REQUEST "Cannot update these configs dynamically: Set(...)", and the
 cluster-wide default resource (name "") lists no configs, as a Kafka cluster without
-dynamic defaults answers."""
+dynamic defaults answers. The one exception: deleting a dynamic config a sidecar never
+holds (NEVER_SET) changes nothing and is answered NONE, as on a Kafka broker where it is
+not set."""
 
 from __future__ import annotations
 
@@ -21,6 +23,17 @@ from sidecar.config.listeners import resolve
 from sidecar.config.settings import Settings
 from sidecar.config.topic import KEYS
 from sidecar.telemetry.redact import is_sensitive
+
+# Dynamic broker configs Kafka lets clients set that a sidecar never holds (there is no
+# replication to throttle): IncrementalAlterConfigs may DELETE them, a no-op, as
+# `kafka-reassign-partitions --verify` does on every broker; setting one is refused.
+NEVER_SET = frozenset(
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
