@@ -1,8 +1,9 @@
 -- brokers.lua: the registry of live sidecars (like Kafka's ephemeral broker nodes).
 --
--- KEYS[1] skiff:brokers  hash: node id -> cjson {host, port, inc, exp}
---   inc: the registration's incarnation token; exp: expiry, ms of Redis TIME.
--- ARGV[1] op: register | renew | leave | list
+-- KEYS[1] skiff:brokers  hash: node id -> cjson {host, port, inc, exp, at}
+--   inc: the registration's incarnation token; exp: expiry, at: last registration or
+--   renewal (DescribeQuorum's fetch time), both ms of Redis TIME.
+-- ARGV[1] op: register | renew | leave | unregister | list
 -- ARGV[2] node id (-1 for register: the lowest id no live sidecar holds)
 -- ARGV[3] incarnation token   ARGV[4] host   ARGV[5] port   ARGV[6] ttl ms
 -- ARGV[7] 1: take the node id even from a live registration (embedded Redis only)
@@ -13,6 +14,8 @@
 -- register -> {node id, now} or {-1, ms until the requested id expires}
 -- renew    -> {1, now} while the registration is ours, {0, now} once it is lost
 -- leave    -> {1} ; list -> {now, id1, json1, id2, json2, ...} of live sidecars
+-- unregister (UnregisterBroker: any incarnation) -> {1, now} if a live registration
+--   went, {0, now} if there was none (the sidecar's next renew fails: it registers again)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -27,7 +30,7 @@ end
 local function write(id)
   redis.call('HSET', KEYS[1], id, cjson.encode({
     host = ARGV[4], port = tonumber(ARGV[5]), inc = ARGV[3], exp = now + tonumber(ARGV[6]),
-    ls = ARGV[8]}))
+    at = now, ls = ARGV[8]}))
 end
 
 if op == 'list' then
@@ -44,6 +47,7 @@ elseif op == 'renew' then
   local e = entry(ARGV[2])
   if e and e.inc == ARGV[3] and e.exp > now then
     e.exp = now + tonumber(ARGV[6])
+    e.at = now
     redis.call('HSET', KEYS[1], ARGV[2], cjson.encode(e))
     return {1, now}
   end
@@ -52,6 +56,11 @@ elseif op == 'leave' then
   local e = entry(ARGV[2])
   if e and e.inc == ARGV[3] then redis.call('HDEL', KEYS[1], ARGV[2]) end
   return {1}
+elseif op == 'unregister' then
+  local e = entry(ARGV[2])
+  if e then redis.call('HDEL', KEYS[1], ARGV[2]) end
+  if e and e.exp > now then return {1, now} end
+  return {0, now}
 elseif op == 'register' then
   local all = redis.call('HGETALL', KEYS[1])
   local live = {}

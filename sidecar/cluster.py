@@ -197,7 +197,10 @@ class Cluster:
                 if await self.registry.renew(self.node_id, self.incarnation, ttl):
                     self._valid_until = sent + ttl / 1000
                 else:
-                    log.warning("registration of node %d expired; registering again", self.node_id)
+                    log.warning(
+                        "registration of node %d expired or was unregistered; registering again",
+                        self.node_id,
+                    )
                     self._lost()
                     await self._register()
                 await self.refresh()

@@ -316,6 +316,13 @@ EXPECTED: dict[int, Denied] = {
     45: Denied(CLUSTER_DENIED),
     # AlterReplicaLogDirs: ALTER on the cluster
     34: Denied(CLUSTER_DENIED),
+    # DescribeQuorum: DESCRIBE on the cluster
+    55: Denied(CLUSTER_DENIED),
+    # UnregisterBroker, UnregisterController, Add/RemoveRaftVoter: ALTER on the cluster
+    64: Denied(CLUSTER_DENIED),
+    94: Denied(CLUSTER_DENIED),
+    80: Denied(CLUSTER_DENIED),
+    81: Denied(CLUSTER_DENIED),
     # ListPartitionReassignments: DESCRIBE on the cluster
     46: Denied(CLUSTER_DENIED),
 }

@@ -112,6 +112,11 @@ ADVERTISED = {
     57: (0, 2),  # UpdateFeatures
     45: (0, 1),  # AlterPartitionReassignments
     34: (1, 2),  # AlterReplicaLogDirs
+    55: (0, 2),  # DescribeQuorum
+    64: (0, 0),  # UnregisterBroker
+    80: (0, 1),  # AddRaftVoter
+    81: (0, 0),  # RemoveRaftVoter
+    94: (0, 0),  # UnregisterController
     46: (0, 0),  # ListPartitionReassignments
     23: (2, 4),  # OffsetForLeaderEpoch
     74: (0, 1),  # ListConfigResources

@@ -10,6 +10,7 @@ from types import ModuleType
 from sidecar.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    add_raft_voter,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
@@ -36,6 +37,7 @@ from sidecar.apis import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
     describe_share_group_offsets,
     describe_topic_partitions,
     describe_transactions,
@@ -63,6 +65,7 @@ from sidecar.apis import (
     offset_for_leader_epoch,
     produce,
     push_telemetry,
+    remove_raft_voter,
     renew_delegation_token,
     sasl_authenticate,
     sasl_handshake,
@@ -72,6 +75,8 @@ from sidecar.apis import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    unregister_broker,
+    unregister_controller,
     update_features,
     write_txn_markers,
 )
@@ -145,5 +150,10 @@ HANDLERS: dict[int, ModuleType] = {
         push_telemetry,
         consumer_group_heartbeat,
         consumer_group_describe,
+        describe_quorum,
+        unregister_broker,
+        unregister_controller,
+        add_raft_voter,
+        remove_raft_voter,
     )
 }

@@ -27,6 +27,7 @@ clients back off and retry by themselves instead of failing or hanging.
   from memory).
 - ElectLeaders, AlterPartitionReassignments: REQUEST_TIMED_OUT, and per partition named;
   UpdateFeatures: REQUEST_TIMED_OUT (nothing changed).
+- UnregisterBroker, UnregisterController: REQUEST_TIMED_OUT (nothing dropped).
 - Create/Renew/Expire/DescribeDelegationToken: REQUEST_TIMED_OUT, after the checks that
   need no Redis (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, DELEGATION_TOKEN_AUTH_DISABLED).
 
@@ -54,6 +55,8 @@ from sidecar.apis import (
     fetch,
     produce,
     sasl_handshake,
+    unregister_broker,
+    unregister_controller,
 )
 from sidecar.broker import Broker
 from sidecar.protocol import errors
@@ -81,6 +84,9 @@ NEEDS_NO_REDIS = frozenset(
         describe_client_quotas.API_KEY,
         describe_acls.API_KEY,
         46,  # ListPartitionReassignments: nothing ever moves
+        55,  # DescribeQuorum: the live sidecars as last read
+        80,  # AddRaftVoter, RemoveRaftVoter: refused alike
+        81,
         71,  # GetTelemetrySubscriptions
         72,  # PushTelemetry
     }
@@ -602,6 +608,10 @@ def _update_features(broker: Broker, request: Any) -> bytes:
     return encode_response(57, version, data)
 
 
+def _unregister(module: Any) -> Callable[[Broker, Any], bytes]:
+    return lambda broker, request: module.response(request, REQUEST_TIMED_OUT, UNAVAILABLE)
+
+
 def _alter_replica_log_dirs(broker: Broker, request: Any) -> bytes:
     # Kafka's answer for a log dir it cannot use: KAFKA_STORAGE_ERROR (retriable).
     storage_error = errors.code("KAFKA_STORAGE_ERROR")
@@ -717,6 +727,8 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     43: _elect_leaders,
     57: _update_features,
     34: _alter_replica_log_dirs,
+    64: _unregister(unregister_broker),
+    94: _unregister(unregister_controller),
     45: _alter_partition_reassignments,
     23: _offset_for_leader_epoch,
     74: _list_config_resources,

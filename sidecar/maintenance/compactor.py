@@ -488,7 +488,8 @@ class Markers:
     def goes(self, pid: int | None, offset: int, timestamp: int) -> bool:
         """Whether the marker at `offset` is removed (its transaction ends here)."""
         had_records = pid in self._with_records
-        self._with_records.discard(pid)  # type: ignore[arg-type]
+        if pid is not None:
+            self._with_records.discard(pid)
         if had_records or timestamp >= self.horizon:
             return False
         self.offsets.append(offset)

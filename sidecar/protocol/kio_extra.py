@@ -7,6 +7,8 @@ Kafka's JSON message definition of that version; drop one once kio ships it.
   to reach; the response is v4's.
 - DeleteGroups v3: each group's result carries an ErrorMessage.
 - TxnOffsetCommit v6 (KIP-1319): topics by id instead of name.
+- UnregisterController v0 (`kafka-cluster unregister-controller`): a controller id
+  to drop; the response is UnregisterBroker's, with an error code kio does not know.
 
 No `from __future__ import annotations`: kio reads the fields' types at run time."""
 
@@ -144,13 +146,38 @@ class TxnOffsetCommitResponseV6:
     topics: tuple[TxnOffsetCommitResponseTopicV6, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterControllerRequestV0:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(94)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterControllerResponseV0:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(94)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    # int16, not kio's ErrorCode: CONTROLLER_ID_NOT_REGISTERED (136) is newer than kio.
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+
+
 REQUESTS: dict[tuple[int, int], type] = {
     (18, 5): ApiVersionsRequestV5,
     (28, 6): TxnOffsetCommitRequestV6,
     (42, 3): DeleteGroupsRequestV3,
+    (94, 0): UnregisterControllerRequestV0,
 }
 RESPONSES: dict[tuple[int, int], type] = {
     (18, 5): ApiVersionsResponseV5,
     (28, 6): TxnOffsetCommitResponseV6,
     (42, 3): DeleteGroupsResponseV3,
+    (94, 0): UnregisterControllerResponseV0,
 }

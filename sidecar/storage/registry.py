@@ -4,6 +4,7 @@ expires unless renewed, like Kafka's ephemeral broker nodes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ class BrokerInfo:
     # Advertised address per listener name; (): a registration from before listeners,
     # whose one address serves every listener.
     listeners: tuple[tuple[str, str, int], ...] = ()
+    # When the registration was last made or renewed (ms, Redis's clock); -1: unknown.
+    renewed_ms: int = -1
 
     @property
     def token(self) -> str:
@@ -35,7 +38,7 @@ class BrokerInfo:
             if name == listener:
                 if (host, port) == (self.host, self.port):
                     return self
-                return BrokerInfo(self.node_id, host, port, self.incarnation, self.listeners)
+                return dataclasses.replace(self, host=host, port=port)
         return self
 
 
@@ -72,6 +75,13 @@ class Registry:
     async def leave(self, node_id: int, incarnation: str) -> None:
         await self._call("leave", node_id, incarnation, "", 0, 0, 0)
 
+    async def unregister(self, node_id: int) -> bool:
+        """Drop node `node_id`'s live registration, whoever holds it (UnregisterBroker);
+        False if there is none. A live sidecar finds out at its next renewal and
+        registers again."""
+        dropped, _ = await self._call("unregister", node_id, "", "", 0, 0, 0)
+        return bool(dropped)
+
     async def live(self) -> list[BrokerInfo]:
         reply = await self._call("list", -1, "", "", 0, 0, 0)
         out = []
@@ -82,6 +92,13 @@ class Registry:
                 for name, hp in json.loads(doc.get("ls") or "{}").items()
             )
             out.append(
-                BrokerInfo(int(reply[i]), doc["host"], int(doc["port"]), doc["inc"], listeners)
+                BrokerInfo(
+                    int(reply[i]),
+                    doc["host"],
+                    int(doc["port"]),
+                    doc["inc"],
+                    listeners,
+                    int(doc.get("at", -1)),
+                )
             )
         return sorted(out, key=lambda b: b.node_id)

@@ -36,6 +36,7 @@ from .admin import (
     describe_cluster_scenarios,
     describe_configs_scenarios,
     describe_configs_v0_scenarios,
+    quorum_scenarios,
     update_features_scenarios,
 )
 from .basics import api_versions_scenarios, metadata_scenarios, unsupported_scenarios
@@ -103,6 +104,7 @@ for _family in (
     create_partitions_scenarios,
     describe_cluster_scenarios,
     update_features_scenarios,
+    quorum_scenarios,
     create_topics_bad_input_scenarios,
     delete_topics_v0_scenarios,
     unsupported_scenarios,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,8 @@ from rawkafka import (
     list_offsets_request,
     metadata_request,
 )
+
+from sidecar.protocol import kio_extra
 
 from .compare import Masked, _strip_run
 from .constants import CREATE_TOPICS, DELETE_TOPICS, LIST_OFFSETS, METADATA
@@ -643,3 +646,98 @@ def delete_topics_v0_scenarios() -> None:
         return {"delete": answer, "gone_after": wait_gone(side, name)}
 
     add("delete_topics.v0.existing_and_missing", run, "hand-encoded v0 (kio has no schema)")
+
+
+DESCRIBE_QUORUM, UNREGISTER_BROKER, ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 55, 64, 80, 81
+UNREGISTER_CONTROLLER = 94
+QUORUM_PARTITION = {"partition_index": 0}
+
+
+def quorum_scenarios() -> None:
+    """The KRaft administration APIs (Kafka 4.4 only; UnregisterController is new in
+    4.x). The quorum itself differs by design: Kafka's has a metadata log, Skiff's none
+    (epoch and offsets 0), and the times are the brokers' own; the refusals compare in
+    full. Nothing here unregisters a live broker: the reference Kafka would stay
+    unregistered for the scenarios after it."""
+
+    def describe(version: int, topics: list[dict[str, Any]]) -> Callable[[Side], Any]:
+        def run(side: Side) -> Any:
+            answer = ask(side, DESCRIBE_QUORUM, version, {"topics": topics})
+            if not isinstance(answer, dict):
+                return answer
+            for t in answer["topics"]:
+                for p in t["partitions"]:
+                    if p["error_code"] == 0:
+                        p["leader_id"] = Masked("node id", p["leader_id"])
+                        p["leader_epoch"] = Masked("no metadata log", p["leader_epoch"])
+                        p["high_watermark"] = Masked("no metadata log", p["high_watermark"])
+                        for v in p["current_voters"]:
+                            v["replica_id"] = Masked("node id", v["replica_id"])
+                            v["log_end_offset"] = Masked("no metadata log", v["log_end_offset"])
+                            for key in ("last_fetch_timestamp", "last_caught_up_timestamp"):
+                                if key in v:
+                                    v[key] = Masked("time", v[key])
+            for n in answer.get("nodes", []):  # Kafka's controller listener, Skiff's own
+                n["node_id"] = Masked("node id", n["node_id"])
+                n["listeners"] = Masked("listeners", n["listeners"])
+            return answer
+
+        return run
+
+    quorum = [{"topic_name": "__cluster_metadata", "partitions": [QUORUM_PARTITION]}]
+    for v in range(3):
+        add(f"describe_quorum.v{v}", describe(v, quorum))
+    two = [{"topic_name": "__cluster_metadata", "partitions": [QUORUM_PARTITION] * 2}]
+    add("describe_quorum.v2.two_partitions", describe(2, two))
+    other = [{"topic_name": "other", "partitions": [QUORUM_PARTITION]}]
+    add("describe_quorum.v2.other_topic", describe(2, other))
+    add("describe_quorum.v2.nothing", describe(2, []))
+
+    def unregister_broker(side: Side) -> Any:
+        return ask(side, UNREGISTER_BROKER, 0, {"broker_id": 7})
+
+    add("unregister_broker.v0.unknown", unregister_broker)
+
+    def unregister_controller(node: Callable[[Side], int]) -> Callable[[Side], Any]:
+        def run(side: Side) -> Any:
+            request = kio_extra.UnregisterControllerRequestV0(controller_id=node(side))  # type: ignore[arg-type]
+            return ask(side, UNREGISTER_CONTROLLER, 0, request)
+
+        return run
+
+    add("unregister_controller.v0.unknown", unregister_controller(lambda side: 7))
+    add("unregister_controller.v0.active", unregister_controller(node_of))
+
+    directory = uuid.UUID("a5f9f456-441b-4710-bc1e-c6ca8db5b62f")
+
+    def voter(key: int, version: int, **changes: Any) -> Callable[[Side], Any]:
+        def run(side: Side) -> Any:
+            body: dict[str, Any] = {
+                "cluster_id": None,
+                "voter_id": 2,
+                "voter_directory_id": directory,
+            }
+            if key == ADD_RAFT_VOTER:
+                body["timeout"] = 1000
+                body["listeners"] = [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 1}]
+                body["ack_when_committed"] = True
+            body.update(changes)
+            answer = ask(side, key, version, body)
+            if isinstance(answer, dict) and "cluster id" in str(answer.get("error_message")):
+                answer["error_message"] = re.sub(
+                    r'cluster id "[^"]*"', 'cluster id "<id>"', answer["error_message"]
+                )
+            return answer
+
+        return run
+
+    for name, key, versions in (
+        ("add", ADD_RAFT_VOTER, (0, 1)),
+        ("remove", REMOVE_RAFT_VOTER, (0,)),
+    ):
+        for v in versions:
+            add(f"{name}_raft_voter.v{v}.static_quorum", voter(key, v))
+        add(f"{name}_raft_voter.v0.other_cluster", voter(key, 0, cluster_id="other"))
+        add(
+            f"{name}_raft_voter.v0.no_directory", voter(key, 0, voter_directory_id=uuid.UUID(int=0))
+        )
