@@ -1,6 +1,6 @@
 """Client quotas (KIP-13, KIP-55, KIP-124, KIP-219, KIP-546): what AlterClientQuotas
 stores, what DescribeClientQuotas reads, and the enforcement of the produce/fetch byte
-rates and of request_percentage (request_quota.py).
+rates, of request_percentage (request_quota.py) and of controller_mutation_rate.
 
 Stored in Redis, one hash (QUOTAS_KEY), so every sidecar sees the same quotas: field
 `[[type, name|null], ...]\\0key` (the entity's components sorted by type, JSON; null
@@ -15,11 +15,19 @@ Kafka's DefaultQuotaCallback picks them, and throttle_time_ms = (rate - bound) /
 window, as QuotaUtils.throttleTime. Rates idle a whole window are
 dropped and at most MAX_RATES kept (Kafka expires its quota sensors after an hour idle;
 that alone would not bound a client cycling client ids). The sidecar reads the hash again every
-REFRESH_S seconds (and at once after its own AlterClientQuotas)."""
+REFRESH_S seconds (and at once after its own AlterClientQuotas).
+
+controller_mutation_rate (KIP-599) is a token bucket of partitions created or deleted,
+as Kafka's ControllerMutationQuotaManager keeps it: it refills at the quota's rate up to
+a burst of quota.window.num * quota.window.size.seconds * rate, and a request is over
+quota once the bucket is below zero. Kafka's controller enforces it for the whole
+cluster; here each sidecar does, and admin clients send CreateTopics, DeleteTopics and
+CreatePartitions to the controller Metadata names, one sidecar."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import time
@@ -38,14 +46,16 @@ ENTITY_TYPES = (USER, CLIENT_ID, IP)
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
 # Kafka's QuotaConfig: the keys each entity type takes, with their ConfigDef types.
 USER_CLIENT_KEYS = {
     PRODUCER_BYTE_RATE: "LONG",
     CONSUMER_BYTE_RATE: "LONG",
     REQUEST_PERCENTAGE: "DOUBLE",
-    "controller_mutation_rate": "DOUBLE",
+    CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
-IP_KEYS = {"connection_creation_rate": "INT"}
+IP_KEYS = {CONNECTION_CREATION_RATE: "INT"}
 REFRESH_S = 1.0
 # Rates this sidecar keeps at most: a client cycling client ids must not grow memory
 # without bound. Past it the least recently used rate goes (its client starts afresh).
@@ -237,6 +247,34 @@ def _lookup(
     return None
 
 
+def _ip_quota(quotas: dict[Entity, dict[str, float]], ip: str) -> float | None:
+    """connection_creation_rate of `ip`: its own entity (written as any form of the
+    address), else the default ip entity."""
+    address = _address(ip)
+    default = None
+    for entity, values in quotas.items():
+        if len(entity) != 1 or entity[0][0] != IP or CONNECTION_CREATION_RATE not in values:
+            continue
+        name = entity[0][1]
+        if name is None:
+            default = values[CONNECTION_CREATION_RATE]
+        elif name == ip or (address is not None and _address(name) == address):
+            return values[CONNECTION_CREATION_RATE]
+    return default
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `text` writes (an IPv4-mapped IPv6 one as IPv4); None for a host
+    name (Kafka resolves those; here they match only a peer named alike)."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
 class QuotaManager:
     """This sidecar's quota enforcement: the quotas last read from Redis, and one Rate
     per (quota key, metric tags), least recently used first."""
@@ -248,6 +286,7 @@ class QuotaManager:
         self.quotas: dict[Entity, dict[str, float]] = {}
         self.keys: set[str] = set()  # the keys any entity has a quota for
         self.rates: dict[tuple[str, str, str], Rate] = {}
+        self.buckets: dict[tuple[str, str], TokenBucket] = {}  # controller mutations
         self.loaded_at = float("-inf")
         self._refreshing: asyncio.Task[None] | None = None
         self._store: QuotaStore | None = None
@@ -320,6 +359,49 @@ class QuotaManager:
                 break
             del self.rates[oldest]
 
+    def mutation_quota(self, user: str, client_id: str, strict: bool) -> MutationQuota | None:
+        """The client's controller mutation quota for one request; None: unbounded."""
+        self._maybe_refresh()
+        found = _lookup(self.quotas, CONTROLLER_MUTATION_RATE, user, client_id)
+        if found is None:
+            return None
+        rate, tags = found
+        burst = self.samples * self.window_ms / 1000 * rate
+        bucket = self.buckets.pop(tags, None) or TokenBucket()
+        self.buckets[tags] = bucket  # to the end: the most recently used
+        now = int(time.time() * 1000)
+        # Drop full buckets (a fresh one is the same) and, past max_rates, the least
+        # recently used.
+        while len(self.buckets) > 1:
+            oldest_tags = next(iter(self.buckets))
+            if len(self.buckets) <= self.max_rates and not self.buckets[oldest_tags].full(now):
+                break
+            del self.buckets[oldest_tags]
+        return MutationQuota(bucket, rate, burst, strict)
+
+    def connection_throttle_ms(self, ip: str) -> int:
+        """Count a connection from `ip` against its connection_creation_rate (KIP-612:
+        the ip's own quota, else the default ip's); the throttle time in ms if over it,
+        at most one quota window, the connection then not counted (Kafka's
+        ConnectionQuotas.recordIpConnectionMaybeThrottle)."""
+        self._maybe_refresh()
+        if CONNECTION_CREATION_RATE not in self.keys:
+            return 0
+        bound = _ip_quota(self.quotas, ip)
+        if bound is None:
+            return 0
+        now = int(time.time() * 1000)
+        tags = (CONNECTION_CREATION_RATE, ip, "")
+        rate = self.rates.pop(tags, None) or Rate(self.samples, self.window_ms)
+        self.rates[tags] = rate
+        self._expire(now)
+        rate.record(1.0, now)
+        observed = rate.measure(now)
+        if observed <= bound:
+            return 0
+        rate.record(-1.0, now)
+        return int(min(round((observed - bound) / bound * rate.window_size(now)), self.window_ms))
+
     def unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
         """Take back a recorded value (a throttled Fetch answers with no records)."""
         found = _lookup(self.quotas, key, user, client_id)
@@ -332,6 +414,72 @@ class QuotaManager:
         if bound is None:
             return None
         return bound * (self.samples - 1) * self.window_ms / 1000
+
+
+class TokenBucket:
+    """Kafka's metrics.stats.TokenBucket: starts full, refills at `rate` per second up
+    to `burst`; a recording may take it below zero."""
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.last_ms = 0  # as Kafka's: the first refill fills the bucket
+        self.rate = self.burst = 0.0  # the quota it was last used with
+
+    def _refill(self, rate: float, burst: float, now: int) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens = min(burst, self.tokens + rate * (now - self.last_ms) / 1000)
+        self.last_ms = now
+
+    def full(self, now: int) -> bool:
+        """Whether it would be full now at its last quota: as good as a fresh one."""
+        return self.tokens + self.rate * (now - self.last_ms) / 1000 >= self.burst
+
+    def measure(self, rate: float, burst: float, now: int) -> float:
+        self._refill(rate, burst, now)
+        return self.tokens
+
+    def record(self, value: float, rate: float, burst: float, now: int) -> None:
+        self._refill(rate, burst, now)
+        self.tokens = min(burst, self.tokens - value)
+
+
+class MutationQuota:
+    """One request's controller mutation quota: Kafka's StrictControllerMutationQuota
+    (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+: a mutation asked for
+    while the bucket is below zero is refused with THROTTLING_QUOTA_EXCEEDED) or
+    PermissiveControllerMutationQuota (older versions: every mutation is made and
+    counted, and the answer is throttled)."""
+
+    def __init__(self, bucket: TokenBucket, rate: float, burst: float, strict: bool) -> None:
+        self.bucket = bucket
+        self.rate = rate
+        self.burst = burst
+        self.strict = strict
+        self._throttle_ms = 0
+        self._throttled_at = 0
+
+    def _note_violation(self, now: int) -> None:
+        # ControllerMutationQuotaManager.throttleTimeMs: -tokens / rate, in ms.
+        self._throttle_ms = round(-self.bucket.tokens / self.rate * 1000)
+        self._throttled_at = now
+
+    def record(self, partitions: int) -> bool:
+        """Count `partitions` mutations; False if refused (strict, over quota)."""
+        now = int(time.time() * 1000)
+        if self.strict and self.bucket.measure(self.rate, self.burst, now) < 0:
+            self._note_violation(now)
+            return False
+        self.bucket.record(partitions, self.rate, self.burst, now)
+        if not self.strict and self.bucket.tokens < 0:
+            self._note_violation(now)
+        return True
+
+    def throttle_time_ms(self) -> int:
+        """What is left of the last violation's throttle time (Kafka's throttleTime)."""
+        if self._throttle_ms == 0:
+            return 0
+        elapsed = int(time.time() * 1000) - self._throttled_at
+        return min(max(self._throttle_ms - elapsed, 0), JAVA_INT_MAX)
 
 
 # -- the order of Kafka's HashMaps ---------------------------------------------------

@@ -338,6 +338,16 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()  # as Kafka: closed at once, before any request is read
             return
         self.accepted = True
+        throttle_ms = self.broker.quotas.connection_throttle_ms(self.peer_host)
+        if throttle_ms:
+            # As Kafka's Acceptor (KIP-612): read nothing, close once the throttle time
+            # has passed, so the client does not come straight back.
+            self.closing = True
+            self.close_reason = f"connection_creation_rate of {self.peer_host} exceeded"
+            self.counts.throttled(self.peer, throttle_ms)
+            transport.pause_reading()
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.close)
+            return
         self.connections.add(self)
         self.worker = _keep(asyncio.create_task(self._work(), name=f"kafka-conn-{self.peer}"))
         log.info("connection from %s opened", self.peer, extra={"event": "open", "peer": self.peer})

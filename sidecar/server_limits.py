@@ -1,6 +1,7 @@
 """Resource bounds of the Kafka listener (sidecar/server.py), with Kafka's names:
 max.connections, max.connections.per.ip(.overrides), queued.max.request.bytes,
-connections.max.idle.ms, plus Skiff's partial-frame deadline.
+connections.max.idle.ms, plus Skiff's partial-frame deadline; and the count of
+connections throttled by an ip's connection_creation_rate quota (quotas.py).
 
 Each breach is logged at most once a second per limit (a flood of breaches must not
 become a flood of log lines) and counted in /metrics.
@@ -61,6 +62,15 @@ class ConnectionCounts:
             self.per_ip[host] = left
         else:
             del self.per_ip[host]
+
+    def throttled(self, peer: str, throttle_ms: int) -> None:
+        """A connection over its ip's connection_creation_rate, closed in throttle_ms."""
+        metrics.connections_rejected["connection_creation_rate"].inc()
+        self._log.warning(
+            "throttled connection from %s: connection_creation_rate exceeded, closing it in %d ms",
+            peer,
+            throttle_ms,
+        )
 
     def _refuse(self, peer: str, limit: str, value: int) -> None:
         metrics.connections_rejected[limit].inc()

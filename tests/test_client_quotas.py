@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 from conftest import RedisServer, Skiff, start_redis, start_skiff, stop_process
 from kafka_tools import ADMIN_KAFKA_VERSION, AdminKafka, run_batch
-from rawkafka import RawKafka
+from rawkafka import ConnectionClosed, RawKafka
 
 from sidecar.quotas import CLIENT_ID, PRODUCER_BYTE_RATE, QuotaManager, entity_of
 
@@ -493,3 +493,149 @@ def test_rate_trackers_are_bounded_and_expire() -> None:
         manager.record(PRODUCER_BYTE_RATE, "", "busy", 0.0)
         time.sleep(0.05)
     assert list(manager.rates) == [(PRODUCER_BYTE_RATE, "", "busy")]
+
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+def _new_topics(*names: str) -> dict[str, Any]:
+    topics = [
+        {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+        for n in names
+    ]
+    return {"topics": topics, "timeout": 30_000, "validate_only": False}
+
+
+def _mutations(bootstrap: str, tag: str) -> list[Any]:
+    """Under a controller_mutation_rate of 0.01 partitions/s (a burst of 0.11: one
+    partition takes the bucket 89 s below zero) on one client id: strict versions are
+    refused, older ones served and throttled, another client id unaffected. Each
+    answer as (error code, message) per topic and whether a throttle time came."""
+    host, port = bootstrap.rsplit(":", 1)
+    client = f"m-{tag}"
+
+    def ask(key: int, version: int, body: dict[str, Any], client_id: str = client) -> Any:
+        with RawKafka(host, int(port), client_id=client_id) as kafka:  # muted: a fresh one
+            return kafka.request(key, version, body)
+
+    def quota(op: dict[str, Any]) -> None:
+        entry = {"entity": _entity(("client-id", client)), "ops": [op]}
+        r = ask(ALTER, 1, {"entries": [entry], "validate_only": False}, "admin")
+        assert [e.error_code for e in r.entries] == [0]
+
+    quota(_op("controller_mutation_rate", 0.01))
+    # The first topic empties the bucket whenever the quota is in force (Kafka's
+    # controller learns it a moment after the answer): ask until one is refused.
+    deadline = time.monotonic() + 30
+    made = []
+    while True:
+        name = f"mq-{tag}-{len(made)}"
+        [t] = ask(CREATE_TOPICS, 7, _new_topics(name)).topics
+        if t.error_code == THROTTLING_QUOTA_EXCEEDED:
+            break
+        assert t.error_code == 0, t
+        made.append(name)
+        assert time.monotonic() < deadline, "the quota never took effect"
+    answers: list[Any] = []
+
+    def seen(resp: Any, items: str) -> None:
+        results = [(r.error_code, r.error_message) for r in getattr(resp, items)]
+        answers.append((results, resp.throttle_time.total_seconds() > 0))
+
+    first = made[0]
+    seen(ask(CREATE_TOPICS, 7, _new_topics(f"mq-{tag}-strict", f"mq-{tag}-x")), "topics")
+    seen(ask(DELETE_TOPICS, 6, {"topics": [{"name": first}], "timeout": 30_000}), "responses")
+    grow = {"topics": [{"name": first, "count": 2, "assignments": None}], "timeout": 30_000}
+    seen(ask(CREATE_PARTITIONS, 3, {**grow, "validate_only": False}), "results")
+    # Versions before strictness: served, and throttled.
+    seen(ask(CREATE_TOPICS, 5, _new_topics(f"mq-{tag}-old")), "topics")
+    seen(ask(CREATE_PARTITIONS, 2, {**grow, "validate_only": False}), "results")
+    # Another client id has no quota.
+    other = ask(CREATE_TOPICS, 7, _new_topics(f"mq-{tag}-other"), "admin")
+    seen(other, "topics")
+    quota(_op("controller_mutation_rate", remove=True))
+    names = [*made, f"mq-{tag}-old", f"mq-{tag}-other"]
+    ask(DELETE_TOPICS, 6, {"topics": [{"name": n} for n in names], "timeout": 30_000}, "admin")
+    return answers
+
+
+def test_controller_mutation_rate_same_as_kafka(kafka4_admin: AdminKafka, skiff_own: Skiff) -> None:
+    tag = uuid.uuid4().hex[:8]
+    on_skiff = _mutations(skiff_own.bootstrap, tag)
+    on_kafka = _mutations(kafka4_admin.bootstrap, tag)
+    assert on_skiff == on_kafka
+    served, throttled = (0, None), (THROTTLING_QUOTA_EXCEEDED, None)
+    assert on_kafka == [
+        ([throttled, throttled], True),
+        ([throttled], True),
+        ([throttled], True),
+        ([served], True),
+        ([served], True),
+        ([served], False),
+    ]
+
+
+def test_controller_mutation_buckets_are_kafkas_and_bounded() -> None:
+    """Kafka's TokenBucket: a burst of samples x window x rate, a request admitted while
+    the bucket is not below zero, the throttle time -tokens / rate; a client cycling
+    client ids leaves at most max_rates buckets."""
+    manager = QuotaManager(samples=11, window_s=1, max_rates=100)
+    manager.set_quotas({entity_of([(CLIENT_ID, None)]): {"controller_mutation_rate": 2.0}})
+    strict = manager.mutation_quota("", "c", strict=True)
+    assert strict is not None and strict.burst == 22.0
+    assert strict.record(30)  # a full bucket admits a request larger than itself
+    assert not strict.record(1)
+    assert 3_900 <= strict.throttle_time_ms() <= 4_000  # 8 tokens short at 2/s
+    permissive = manager.mutation_quota("", "c", strict=False)
+    assert permissive is not None and permissive.record(1)
+    assert 4_300 <= permissive.throttle_time_ms() <= 4_500
+    for n in range(5_000):
+        assert manager.mutation_quota("", f"hostile-{n}", strict=True) is not None
+    assert len(manager.buckets) <= 100
+
+
+def _answers_api_versions(bootstrap: str, source: str) -> bool:
+    """Whether a new connection from `source` is served (ApiVersions answered) or
+    closed without an answer."""
+    host, port = bootstrap.rsplit(":", 1)
+    body = {"client_software_name": "q", "client_software_version": "1"}
+    with RawKafka(host, int(port), timeout=10, source_host=source) as kafka:
+        try:
+            kafka.request(18, 3, body)
+        except (ConnectionClosed, ConnectionResetError):  # closed unanswered
+            return False
+    return True
+
+
+def test_connection_creation_rate_throttles_one_ip(skiff_own: Skiff) -> None:
+    """connection_creation_rate=1 on ip 127.0.0.2 (KIP-612): after the quota's
+    window-long credit (Kafka's Rate: about 10 s worth at first), further connections
+    from that address are closed unanswered, each after a throttle time of at most the
+    1 s window; 127.0.0.1 connects as before; without the quota 127.0.0.2 is served
+    again."""
+    host, port = skiff_own.bootstrap.rsplit(":", 1)
+    source = "127.0.0.2"
+
+    def set_quota(op: dict[str, Any]) -> None:
+        with RawKafka(host, int(port)) as kafka:
+            entry = {"entity": _entity(("ip", source)), "ops": [op]}
+            r = kafka.request(ALTER, 1, {"entries": [entry], "validate_only": False})
+        assert [e.error_code for e in r.entries] == [0]
+
+    set_quota(_op("connection_creation_rate", 1))
+    started = time.monotonic()
+    outcomes = [_answers_api_versions(skiff_own.bootstrap, source) for _ in range(80)]
+    elapsed = time.monotonic() - started  # each refusal takes its throttle time
+    served, refused = outcomes.count(True), outcomes.count(False)
+    # At most the window's credit (11 samples of 1 s at 1/s) and 1/s since.
+    assert served <= 11 + elapsed + 2 and refused >= 10, (served, refused, elapsed)
+    assert outcomes[:10] == [True] * 10  # the credit first
+    started = time.monotonic()
+    assert not _answers_api_versions(skiff_own.bootstrap, source)
+    assert time.monotonic() - started < 5  # closed after the throttle time, not left open
+    assert all(_answers_api_versions(skiff_own.bootstrap, "127.0.0.1") for _ in range(20))
+    set_quota(_op("connection_creation_rate", remove=True))
+    wait_until = time.monotonic() + 30
+    while not _answers_api_versions(skiff_own.bootstrap, source):
+        assert time.monotonic() < wait_until, "still throttled without a quota"

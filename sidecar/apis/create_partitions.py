@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.apis import controller_mutation
 from sidecar.apis.replica_assignment import INVALID_REPLICA_ASSIGNMENT, check_replicas
 from sidecar.broker import Broker
 from sidecar.config.admin import AdminError
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.quotas import MutationQuota
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage import topic_admin
@@ -49,10 +51,14 @@ def _check_assignments(broker: Broker, assignments: Any, added: int) -> None:
             )
 
 
-async def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+async def _grow(
+    broker: Broker, topic: Any, validate_only: bool, quota: MutationQuota | None
+) -> dict[str, Any]:
     name, count = topic.name, topic.count
+    counted = False  # a retried compare-and-set runs `check` again: count once
 
     def check(current: int) -> None:
+        nonlocal counted
         if count == current:
             raise AdminError(
                 errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
@@ -69,6 +75,9 @@ async def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, An
             )
         if topic.assignments is not None:
             _check_assignments(broker, topic.assignments, count - current)
+        if not counted:
+            controller_mutation.record(quota, count - current)
+            counted = True
 
     try:
         if invalid_name_reason(name):
@@ -90,6 +99,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     names = [t.name for t in body.topics]
     results: list[dict[str, Any]] = []
     seen: set[str] = set()
+    quota = controller_mutation.quota_for(broker, request, API_KEY)
     for topic in body.topics:
         if topic.name in seen:
             continue
@@ -111,7 +121,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 }
             )
         else:
-            results.append(await _grow(broker, topic, body.validate_only))
+            results.append(await _grow(broker, topic, body.validate_only, quota))
+    throttle = controller_mutation.throttle_ms(quota)
     return encode_response(
-        API_KEY, request.header.api_version, {"throttle_time": 0, "results": results}
+        API_KEY, request.header.api_version, {"throttle_time": throttle, "results": results}
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from sidecar.apis import controller_mutation
 from sidecar.apis.replica_assignment import (
     INVALID_REPLICA_ASSIGNMENT,
     check_replicas,
@@ -24,6 +25,7 @@ from sidecar.config.admin import AdminError
 from sidecar.config.topic import describe
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
+from sidecar.quotas import MutationQuota
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.storage.topic_admin import topic_names
@@ -100,7 +102,11 @@ def _partitions(broker: Broker, topic: Any) -> int:
 
 
 async def _create(
-    broker: Broker, topic: Any, validate_only: bool, existing: dict[str, set[str]]
+    broker: Broker,
+    topic: Any,
+    validate_only: bool,
+    existing: dict[str, set[str]],
+    quota: MutationQuota | None,
 ) -> dict[str, Any]:
     name = topic.name
     result: dict[str, Any] = {
@@ -144,6 +150,7 @@ async def _create(
             partitions = _check_assignments(broker, topic)
         else:
             partitions = _partitions(broker, topic)
+        controller_mutation.record(quota, partitions)  # validate_only too, as Kafka
         if validate_only:
             info = None
             if await broker.store.get_topic(name, fresh=True):
@@ -206,6 +213,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     topics = body.topics
     asked = sum(len(t.assignments) or max(t.num_partitions, 0) for t in topics)
     results = []
+    quota = None
     if asked > MAX_PARTITIONS_PER_REQUEST:
         message = "Excessively large number of partitions per request."
         results = [_refused(t, POLICY_VIOLATION, message) for t in topics]
@@ -221,6 +229,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
             else checks.allowed_topics(broker, request, Operation.CREATE, names)
         )
         done: set[str] = set()
+        quota = controller_mutation.quota_for(broker, request, API_KEY)
         for t in topics:
             if t.name in done:
                 continue  # Kafka answers a duplicated name once
@@ -231,13 +240,14 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 denied = checks.TOPIC_AUTHORIZATION_FAILED
                 results.append(_refused(t, denied, "Authorization failed."))
             else:
-                result = await _create(broker, t, body.validate_only, existing)
+                result = await _create(broker, t, body.validate_only, existing, quota)
                 if result["error_code"] == errors.NONE and not checks.topic_allowed(
                     broker, request, Operation.DESCRIBE_CONFIGS, t.name
                 ):
                     result["configs"] = []
                     result["topic_config_error_code"] = checks.TOPIC_AUTHORIZATION_FAILED
                 results.append(result)
+    throttle = controller_mutation.throttle_ms(quota)
     return encode_response(
-        API_KEY, request.header.api_version, {"throttle_time": 0, "topics": results}
+        API_KEY, request.header.api_version, {"throttle_time": throttle, "topics": results}
     )

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.apis import controller_mutation
 from sidecar.broker import Broker
+from sidecar.config.admin import AdminError
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.protocol.primitives import Reader, array_len, pack_i16, string
@@ -63,6 +65,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
     else:
         wanted = [(name, None) for name in body.topic_names]
     results = []
+    quota = controller_mutation.quota_for(broker, request, API_KEY)
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             info = await store.topic_by_id(topic_id)
@@ -84,6 +87,19 @@ async def handle(broker: Broker, request: Any) -> bytes:
             results.append(_denied(name, topic_id))
             continue
         info = await store.get_topic(name, fresh=True) if name else None
+        if info is not None:
+            try:
+                controller_mutation.record(quota, info.partitions)
+            except AdminError as exc:
+                results.append(
+                    {
+                        "name": name,
+                        "topic_id": info.topic_id,
+                        "error_code": exc.code,
+                        "error_message": exc.message,
+                    }
+                )
+                continue
         archived: list[str] = []
         if info is not None and broker.remote is not None:
             archived = await broker.remote.topic_objects(info.name, info.partitions)
@@ -100,6 +116,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 else "This server does not host this topic-partition.",  # Kafka's words
             }
         )
+    throttle = controller_mutation.throttle_ms(quota)
     if version == 0:
         return encode_v0(results)
-    return encode_response(API_KEY, version, {"throttle_time": 0, "responses": results})
+    return encode_response(API_KEY, version, {"throttle_time": throttle, "responses": results})

@@ -85,7 +85,8 @@ REDIS_SECONDS = Histogram(
 CONNECTIONS_REJECTED = Counter(
     "skiff_connections_rejected",
     "Connections closed on accept because a limit was reached "
-    "(limit=max.connections or max.connections.per.ip)",
+    "(limit=max.connections or max.connections.per.ip; connection_creation_rate: "
+    "closed once its throttle time has passed)",
     ["limit"],
     registry=REGISTRY,
 )
