@@ -561,6 +561,25 @@ def test_parquet_copies_of_segments(
             assert [int(r["timestamp"].timestamp() * 1000) for r in rows[::10]] == [
                 now + i for i in range(6)
             ]
+        # A copy whose upload failed (here: deleted) is written again by the garbage
+        # pass, which a sidecar makes first thing after it starts, once no other pass
+        # holds the every-5-minutes lease (dropped here: as if 5 minutes had passed).
+        import obstore
+
+        lost, lost_table = sorted(tables().items())[0]
+        stop_process(server.proc)
+        obstore.delete(s3.store(BUCKET), lost)
+        own_redis.client().delete("skiff:remote_gc")
+        assert lost not in tables()
+        server = start_tiered(
+            s3, own_redis, tmp_path / "skiff.log", prefix, "--remote-parquet", "true"
+        )
+        wait_for(lambda: lost in tables(), what="the lost Parquet copy written again")
+        assert (
+            pq.read_table(io.BytesIO(tables()[lost])).to_pylist()
+            == pq.read_table(io.BytesIO(lost_table)).to_pylist()
+        )
+        with RawKafka("127.0.0.1", server.port) as kafka:
             # DeleteRecords past everything: segments and their Parquet files go.
             assert delete_records(kafka, topic, {0: 60}) == {0: (NONE, 60)}
             wait_for(lambda: not objects(s3, prefix), what="segments and Parquet files gone")

@@ -17,11 +17,12 @@ storage requires cleanup.policy=delete, so no compactor competes for it):
    are deleted.
 
 With --remote-parquet, each segment is also written as a Parquet file beside it
-(parquet.py), deleted with it.
+(parquet.py), deleted with it; a copy whose upload failed is written by the next
+garbage pass.
 
 Every so often one sidecar (under `skiff:remote_gc`) deletes what no segment list
 names: objects of deleted topics (a topic's objects are under its topic id) and
-unrecorded uploads older than GC_AGE_MS."""
+unrecorded uploads older than GC_AGE_MS, and writes missing Parquet copies."""
 
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class Archiver(BackgroundLoop):
         self.segment_bytes = segment_bytes
         self.parquet_files = parquet_files
         self.token = secrets.token_hex(8)
-        self._last_gc = 0.0
+        self._last_gc = float("-inf")  # the first pass collects garbage
         self._warn = RateLimitedLog(log, 10.0)
 
     async def _run(self) -> None:
@@ -336,6 +337,7 @@ class Archiver(BackgroundLoop):
             topic_id = prefix.rstrip("/").rsplit("/", 1)[-1]
             known = topic_id in live
             named: set[str] = set()
+            listed_segments: list[tuple[TopicInfo, int, Segment]] = []
             if known:
                 name = await redis.hget(keys.TOPIC_IDS, topic_id)
                 info = await self.store.get_topic(
@@ -346,14 +348,37 @@ class Archiver(BackgroundLoop):
                 for p in range(info.partitions):
                     for segment in await self.remote.segment_list(info.name, p):
                         named.update((segment.path, parquet.path_for(segment.path)))
-            for path, modified in await store.list(prefix):
+                        listed_segments.append((info, p, segment))
+            present = await store.list(prefix)
+            for path, modified in present:
                 if path in named or (known and now - modified < GC_AGE_MS):
                     continue
                 await store.delete(path)
                 deleted += 1
+            if self.parquet_files:
+                await self._copy_missing_parquet(listed_segments, {p for p, _ in present})
         if deleted:
             log.info("remote storage: deleted %d objects no segment list names", deleted)
         return deleted
+
+    async def _copy_missing_parquet(
+        self, listed: list[tuple[TopicInfo, int, Segment]], present: set[str]
+    ) -> None:
+        """Write again the Parquet copies that a failed upload left missing: the segment
+        is archived either way, and the copy is made from it. A segment dropped
+        meanwhile is skipped (its object is gone: the read fails)."""
+        for info, partition, segment in listed:
+            path = parquet.path_for(segment.path)
+            if path in present or segment.path not in present:
+                continue
+            try:
+                data = await self.remote.store.get(segment.path)
+                table = await parquet.encode(info.name, partition, data)
+                await self.remote.store.put(path, table)
+            except Exception as exc:  # the next pass tries again
+                self._warn.warning("Parquet copy of %s: %s", segment.path, exc)
+                continue
+            log.info("remote storage: wrote the missing Parquet copy of %s", segment.path)
 
 
 def _text(value: bytes | str) -> str:
