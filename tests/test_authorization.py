@@ -761,10 +761,11 @@ def test_offsets_by_topic_id_authorize_the_topic_the_id_names(
                 {"topic_id": unknown, "partitions": parts(8)},
             ]
             answer = commit(10, by_id)
+            # Kafka 4: the topics refused before the coordinator first, in request order
             assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in answer.topics] == [
-                (ids["open"], [0]),
                 (ids["shut"], [TOPIC_AUTHORIZATION_FAILED]),
                 (unknown, [100]),  # UNKNOWN_TOPIC_ID
+                (ids["open"], [0]),
             ]
             wanted = [{"topic_id": t["topic_id"], "partition_indexes": [0]} for t in by_id]
             assert fetch(wanted) == [

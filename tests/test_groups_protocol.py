@@ -1,7 +1,8 @@
 """Classic consumer-group APIs spoken raw (tests/rawkafka.py), asserting what Apache Kafka
-3.9.1 answers: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete. Kafka's answers are
-pinned by the group scenarios of tools/kafka_reference.
+4.4 answers (3.9.1 for the versions 4.4 dropped): FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
+DeleteGroups and OffsetDelete. Kafka's answers are pinned by the group scenarios of
+tools/kafka_reference.
 
 GROUPS_TEST_BOOTSTRAP=127.0.0.1:9092 runs the tests against another broker (a Kafka with
 group.initial.rebalance.delay.ms=0); the tests that need Skiff's settings are then skipped.
@@ -784,7 +785,11 @@ def test_during_rebalance(broker: Broker, topics: Topics, members: list[Member])
     assert fetched(broker, a.group)[(topics.grp, 0)][0] == 3
     d = describe(broker, a.group)
     assert (d.group_state, d.protocol_data) == ("PreparingRebalance", "")
-    assert {(m.member_metadata, m.member_assignment) for m in d.members} == {(b"", b"")}
+    # Kafka 4: no metadata outside Stable, each member's last assignment (none for B yet)
+    assert {(m.member_id, m.member_metadata, m.member_assignment) for m in d.members} == {
+        (a.member_id, b"", assignment(topics.grp, [0])),
+        (b.member_id, b"", b""),
+    }
     old = a.generation
     assert a.join().generation_id == b.joined().generation_id == old + 1
     assert a.heartbeat() == NONE
@@ -1071,10 +1076,14 @@ def test_member_commit(
     assert state(broker, a.group) == "Stable"
 
 
-def test_commit_with_generation_to_unknown_group(broker: Broker, topics: Topics) -> None:
+@pytest.mark.parametrize(("version", "error"), [(8, ILLEGAL_GENERATION), (9, GROUP_ID_NOT_FOUND)])
+def test_commit_with_generation_to_unknown_group(
+    broker: Broker, topics: Topics, version: int, error: int
+) -> None:
+    """Kafka 4 (KIP-848): GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before."""
     group = new_group()
-    errors = commit(broker, group, {topics.grp: {0: 1}}, generation=3, member_id="m")
-    assert errors == {(topics.grp, 0): ILLEGAL_GENERATION}
+    errors = commit(broker, group, {topics.grp: {0: 1}}, version, generation=3, member_id="m")
+    assert errors == {(topics.grp, 0): error}
     assert state(broker, group) == "Dead"
     assert commit(broker, group, {topics.grp: {0: 1}}, member_id="m") == {(topics.grp, 0): NONE}
     assert fetched(broker, group) == {(topics.grp, 0): (1, "meta", NONE)}
@@ -1278,7 +1287,8 @@ def test_unknown_topic_ids(broker: Broker, topics: Topics) -> None:
     ] == [
         (unknown, [(0, UNKNOWN_TOPIC_ID), (1, UNKNOWN_TOPIC_ID)]),
         (None, [(0, UNKNOWN_TOPIC_ID)]),
-        (known, [(0, NONE), (9, UNKNOWN_TOPIC_OR_PARTITION)]),
+        # Kafka 4: the partitions refused before the coordinator come first
+        (known, [(9, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE)]),
     ]
     assert fetched(broker, group) == {(topics.grp, 0): (5, "m", NONE)}
     wanted = [
@@ -1337,8 +1347,10 @@ def test_describe_groups(
     unknown = new_group()
     body = {"groups": [a.group, empty, unknown], "include_authorized_operations": False}
     resp = broker.ask(DESCRIBE_GROUPS, version, body)
-    stable, e, u = resp.groups
-    assert [g.group_id for g in resp.groups] == [a.group, empty, unknown]
+    # Skiff answers in request order; Kafka 4 by __consumer_offsets partition.
+    by_id = {g.group_id: g for g in resp.groups}
+    assert sorted(by_id) == sorted([a.group, empty, unknown]) and len(resp.groups) == 3
+    stable, e, u = by_id[a.group], by_id[empty], by_id[unknown]
     assert (stable.error_code, stable.group_state, stable.protocol_type, stable.protocol_data) == (
         NONE,
         "Stable",
@@ -1380,7 +1392,12 @@ def test_describe_groups(
         assert {g.authorized_operations for g in resp.groups} == {UNSET_OPERATIONS}
         body["include_authorized_operations"] = True
         asked = broker.ask(DESCRIBE_GROUPS, version, body)
-        assert {g.authorized_operations for g in asked.groups} == {GROUP_OPERATIONS}
+        # Kafka 4: none for a group it answers GROUP_ID_NOT_FOUND (v6)
+        assert {g.group_id: g.authorized_operations for g in asked.groups} == {
+            a.group: GROUP_OPERATIONS,
+            empty: GROUP_OPERATIONS,
+            unknown: GROUP_OPERATIONS if version < 6 else UNSET_OPERATIONS,
+        }
     assert broker.ask(DESCRIBE_GROUPS, version, {"groups": []}).groups == ()
 
 

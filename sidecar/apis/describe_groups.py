@@ -1,5 +1,7 @@
 """DescribeGroups (key 15), v0-v6: state, protocol and members of groups. Member
-metadata and assignments are given only for a Stable group, as Kafka does. An
+metadata is given only for a Stable group, and each member's last assignment in every
+state, as Kafka 4 does (Kafka 3 gave assignments only for a Stable group). Groups are
+answered in request order (Kafka 4: grouped by __consumer_offsets partition). An
 unknown group, and a KIP-848 consumer group (not a classic group), is reported as Dead:
 with no error up to v5, with GROUP_ID_NOT_FOUND and Kafka's message from v6 (KIP-1043).
 Needs DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it); its authorized
@@ -26,7 +28,13 @@ MAX_VERSION = 6
 def _not_found(entry: dict[str, Any], version: int, message: str) -> dict[str, Any]:
     if version < 6:
         return entry
-    return {**entry, "error_code": errors.code("GROUP_ID_NOT_FOUND"), "error_message": message}
+    # Kafka 4 gives a group it could not describe no authorized operations.
+    return {
+        **entry,
+        "error_code": errors.code("GROUP_ID_NOT_FOUND"),
+        "error_message": message,
+        "authorized_operations": checks.NOT_REQUESTED,
+    }
 
 
 async def _describe(
@@ -74,7 +82,9 @@ async def _describe(
             "client_id": m.client_id,
             "client_host": m.client_host,
             "member_metadata": m.metadata(group.protocol) if stable else b"",
-            "member_assignment": m.assignment if stable else b"",
+            # Kafka 4's describeNoMetadata keeps the member's last assignment (3.x
+            # left it out outside Stable); a rebalance's failed sync clears it.
+            "member_assignment": m.assignment,
         }
         for m in group.members.values()
     ]

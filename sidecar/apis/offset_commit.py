@@ -7,7 +7,13 @@ READ on each topic (else TOPIC_AUTHORIZATION_FAILED), as in Kafka.
 v10 (Kafka 4.1) names topics by id and answers with the id: each id is resolved to its
 topic's name first (offsets stay stored by name, so v9 and v10 see the same offsets),
 and the partitions of an id no topic has (the zero id too) get UNKNOWN_TOPIC_ID,
-after the group check and before the topic's, as Kafka's KafkaApis does."""
+after the group check and before the topic's, as Kafka's KafkaApis does.
+
+The answer lists the partitions refused before the group coordinator first (unknown
+topics, ids and partitions, topics not authorized), as Kafka 4 does
+(partition_errors.refused_first); a commit to a group that does not exist with a
+generation is GROUP_ID_NOT_FOUND from v9 (ILLEGAL_GENERATION before), as Kafka 4's
+OffsetMetadataManager answers."""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from sidecar.apis.partition_errors import topic_partition_errors
+from sidecar.apis.partition_errors import refused_first
 from sidecar.broker import Broker
 from sidecar.groups.coordinator import CoordinatorError
 from sidecar.protocol import errors
@@ -130,7 +136,15 @@ async def handle(broker: Broker, request: Any) -> bytes:
             error = exc.code
         results.update({tp: error for tp in valid})
     if by_id is None:
-        answer = topic_partition_errors(body.topics, results)
+        entries = [
+            (t.name, p.partition_index, results[(t.name, p.partition_index)])
+            for t in body.topics
+            for p in t.partitions
+        ]
+        answer = [
+            {"name": name, "partitions": _partitions(parts)}
+            for name, parts in refused_first(entries)
+        ]
     else:
         # An unknown id's partitions: GROUP_AUTHORIZATION_FAILED like all others when the
         # group is refused, else UNKNOWN_TOPIC_ID (it has no name to authorize).
@@ -139,5 +153,21 @@ async def handle(broker: Broker, request: Any) -> bytes:
             broker, request, Operation.READ, body.group_id
         ):
             unknown = "GROUP_AUTHORIZATION_FAILED"
-        answer = answer_by_id(by_id, results, unknown)
+        entries = [
+            (
+                t.topic_id,
+                p.partition_index,
+                unknown if t.name is None else results[(t.name, p.partition_index)],
+            )
+            for t in by_id
+            for p in t.partitions
+        ]
+        answer = [
+            {"topic_id": topic_id, "partitions": _partitions(parts)}
+            for topic_id, parts in refused_first(entries)
+        ]
     return encode_response(API_KEY, version, {"throttle_time": 0, "topics": answer})
+
+
+def _partitions(parts: list[tuple[int, str]]) -> list[dict[str, int]]:
+    return [{"partition_index": i, "error_code": errors.code(e)} for i, e in parts]

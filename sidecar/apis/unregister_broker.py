@@ -13,7 +13,6 @@ from typing import Any
 from sidecar.apis import cluster_registration
 from sidecar.broker import Broker
 from sidecar.protocol import errors
-from sidecar.security import checks
 
 API_KEY = 64
 MIN_VERSION = 0
@@ -27,11 +26,7 @@ def response(request: Any, code: int, message: str | None) -> bytes:
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
-    if not cluster_registration.may_alter_cluster(broker, request):
-        denied = cluster_registration.DENIED_MESSAGE
-        return response(request, checks.CLUSTER_AUTHORIZATION_FAILED, denied)
     node_id = request.body.broker_id
-    if await cluster_registration.unregister(broker, node_id):
-        return response(request, errors.NONE, "")
     message = f"Broker ID {node_id} is not currently registered"
-    return response(request, BROKER_ID_NOT_REGISTERED, message)
+    not_registered = (BROKER_ID_NOT_REGISTERED, message)
+    return await cluster_registration.handle(broker, request, API_KEY, node_id, not_registered)

@@ -12,8 +12,6 @@ from typing import Any
 
 from sidecar.apis import cluster_registration
 from sidecar.broker import Broker
-from sidecar.protocol import errors
-from sidecar.security import checks
 
 API_KEY = 94
 MIN_VERSION = 0
@@ -27,15 +25,9 @@ def response(request: Any, code: int, message: str | None) -> bytes:
 
 
 async def handle(broker: Broker, request: Any) -> bytes:
-    if not cluster_registration.may_alter_cluster(broker, request):
-        denied = cluster_registration.DENIED_MESSAGE
-        return response(request, checks.CLUSTER_AUTHORIZATION_FAILED, denied)
     node_id = request.body.controller_id
-    await broker.cluster.refresh()  # which sidecar is active now, not a heartbeat ago
-    if broker.cluster.brokers()[0].node_id == node_id:
-        message = "Controller cannot unregister itself while it is active."
-        return response(request, errors.INVALID_REQUEST, message)
-    if await cluster_registration.unregister(broker, node_id):
-        return response(request, errors.NONE, "")
     message = f"Controller ID {node_id} is not currently registered."
-    return response(request, CONTROLLER_ID_NOT_REGISTERED, message)
+    not_registered = (CONTROLLER_ID_NOT_REGISTERED, message)
+    return await cluster_registration.handle(
+        broker, request, API_KEY, node_id, not_registered, spare_active=True
+    )

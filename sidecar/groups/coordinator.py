@@ -821,7 +821,9 @@ class GroupCoordinator:
         """Commit offsets; the error for every partition of the request ("NONE")."""
         group = await self.coordinate(group_id, create=generation < 0)
         if group is None:
-            return "ILLEGAL_GENERATION"
+            # A generation for a group that does not exist: Kafka 4's
+            # OffsetMetadataManager says GROUP_ID_NOT_FOUND from v9 (KIP-848).
+            return "GROUP_ID_NOT_FOUND" if version >= 9 else "ILLEGAL_GENERATION"
         if group.state == State.DEAD:
             return "COORDINATOR_NOT_AVAILABLE"
         member = None
