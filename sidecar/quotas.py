@@ -247,6 +247,15 @@ def _lookup(
     return None
 
 
+def _throttle_ms(rate: Rate, bound: float, now: int, max_ms: int) -> int:
+    """QuotaUtils.boundedThrottleTime: (rate - bound) / bound * window, at most max_ms;
+    0 within the quota."""
+    observed = rate.measure(now)
+    if observed <= bound:
+        return 0
+    return int(min(round((observed - bound) / bound * rate.window_size(now)), max_ms))
+
+
 def _ip_quota(quotas: dict[Entity, dict[str, float]], ip: str) -> float | None:
     """connection_creation_rate of `ip`: its own entity (written as any form of the
     address), else the default ip entity."""
@@ -338,16 +347,16 @@ class QuotaManager:
             return 0
         bound, tags = found
         now = int(time.time() * 1000)
-        rate = self.rates.pop((key, *tags), None)
-        if rate is None:
-            rate = Rate(self.samples, self.window_ms)
-        self.rates[(key, *tags)] = rate  # to the end: the most recently used
+        rate = self._recorded((key, *tags), value, now)
+        return _throttle_ms(rate, bound, now, max_ms)
+
+    def _recorded(self, tags: tuple[str, str, str], value: float, now: int) -> Rate:
+        """The rate of `tags`, made the most recently used, with `value` recorded."""
+        rate = self.rates.pop(tags, None) or Rate(self.samples, self.window_ms)
+        self.rates[tags] = rate  # to the end: the most recently used
         self._expire(now)
         rate.record(value, now)
-        observed = rate.measure(now)
-        if observed <= bound:
-            return 0
-        return int(min(round((observed - bound) / bound * rate.window_size(now)), max_ms))
+        return rate
 
     def _expire(self, now: int) -> None:
         """Drop rates idle for a whole quota window (all their samples would be purged:
@@ -391,16 +400,11 @@ class QuotaManager:
         if bound is None:
             return 0
         now = int(time.time() * 1000)
-        tags = (CONNECTION_CREATION_RATE, ip, "")
-        rate = self.rates.pop(tags, None) or Rate(self.samples, self.window_ms)
-        self.rates[tags] = rate
-        self._expire(now)
-        rate.record(1.0, now)
-        observed = rate.measure(now)
-        if observed <= bound:
-            return 0
-        rate.record(-1.0, now)
-        return int(min(round((observed - bound) / bound * rate.window_size(now)), self.window_ms))
+        rate = self._recorded((CONNECTION_CREATION_RATE, ip, ""), 1.0, now)
+        throttle_ms = _throttle_ms(rate, bound, now, self.window_ms)
+        if throttle_ms:
+            rate.record(-1.0, now)
+        return throttle_ms
 
     def unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
         """Take back a recorded value (a throttled Fetch answers with no records)."""
