@@ -625,15 +625,20 @@ def test_connection_creation_rate_throttles_one_ip(skiff_own: Skiff) -> None:
 
     set_quota(_op("connection_creation_rate", 1))
     started = time.monotonic()
-    outcomes = [_answers_api_versions(skiff_own.bootstrap, source) for _ in range(80)]
+    outcomes: list[bool] = []
+    refusal_seconds: list[float] = []
+    for _ in range(80):
+        attempt = time.monotonic()
+        outcomes.append(_answers_api_versions(skiff_own.bootstrap, source))
+        if not outcomes[-1]:
+            refusal_seconds.append(time.monotonic() - attempt)
     elapsed = time.monotonic() - started  # each refusal takes its throttle time
     served, refused = outcomes.count(True), outcomes.count(False)
     # At most the window's credit (11 samples of 1 s at 1/s) and 1/s since.
     assert served <= 11 + elapsed + 2 and refused >= 10, (served, refused, elapsed)
     assert outcomes[:10] == [True] * 10  # the credit first
-    started = time.monotonic()
-    assert not _answers_api_versions(skiff_own.bootstrap, source)
-    assert time.monotonic() - started < 5  # closed after the throttle time, not left open
+    # Closed after the throttle time (at most the 1 s window), not left open.
+    assert max(refusal_seconds) < 5, refusal_seconds
     assert all(_answers_api_versions(skiff_own.bootstrap, "127.0.0.1") for _ in range(20))
     set_quota(_op("connection_creation_rate", remove=True))
     wait_until = time.monotonic() + 30
