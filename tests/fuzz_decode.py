@@ -46,7 +46,6 @@ _TOPIC = {
     "message.timestamp.type": "CreateTime",
     "cleanup.policy": "delete",
     "compression.type": "producer",
-    "message.timestamp.difference.max.ms": 2**63 - 1,
     "message.timestamp.before.max.ms": 2**63 - 1,
     "message.timestamp.after.max.ms": 2**63 - 1,
 }

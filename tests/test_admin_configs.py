@@ -1,5 +1,5 @@
 """Topic and broker configs through DescribeConfigs, AlterConfigs and
-IncrementalAlterConfigs, against Skiff and, for the same calls, a real Apache Kafka 3.9.1
+IncrementalAlterConfigs, against Skiff and, for the same calls, a real Apache Kafka 4.4.0
 broker: Kafka's `kafka-configs` tool (ConfigCommand, the Java AdminClient) and
 confluent-kafka's AdminClient. Also: an altered config is enforced at once on the
 sidecar that changed it and within the topic cache's second on the others, and two
@@ -32,12 +32,13 @@ from rawkafka import RawKafka, build_batch, produce_request
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 MESSAGE_TOO_LARGE = 10
+KAFKA4 = "4.4.0"  # the broker Skiff's configs follow
 
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[str]:
     try:
-        with reference_kafka() as bootstrap:
+        with reference_kafka(version=KAFKA4) as bootstrap:
             yield bootstrap
     except ToolsUnavailable as exc:
         pytest.skip(f"no reference Kafka: {exc}")
@@ -125,7 +126,7 @@ def test_kafka_configs_alter_and_describe_topic_like_kafka(kafka: str, skiff: Sk
         ],
     )
     assert got[5][0] == 1 and "Not a number of type LONG" in got[5][1][0]
-    assert len(got[7][1]) == 37  # the heading and all 36 topic configs
+    assert len(got[7][1]) == 38  # the heading and all 37 topic configs
     assert got[9] == (
         1,
         [

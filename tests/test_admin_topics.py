@@ -1,4 +1,4 @@
-"""Topic administration against Skiff and, for the same calls, a real Apache Kafka 3.9.1
+"""Topic administration against Skiff and, for the same calls, a real Apache Kafka 4.4.0
 broker: Kafka's own `kafka-topics` tool (TopicCommand, the Java AdminClient) and
 confluent-kafka's AdminClient create, describe, grow and delete topics and describe
 the cluster; bad input is refused with Kafka's codes and messages and leaves nothing in
@@ -33,7 +33,7 @@ from rawkafka import RawKafka, build_batch, produce_request
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[str]:
     try:
-        with reference_kafka() as bootstrap:
+        with reference_kafka(version="4.4.0") as bootstrap:
             yield bootstrap
     except ToolsUnavailable as exc:
         pytest.skip(f"no reference Kafka: {exc}")
@@ -221,7 +221,8 @@ def test_confluent_admin_create_grow_delete_like_kafka(
         (
             "INVALID_REPLICATION_FACTOR",
             "Unable to replicate the partition 3 time(s): The target replication factor of 3 "
-            "cannot be reached because only 1 broker(s) are registered.",
+            "cannot be reached because only 1 broker(s) are registered or some brokers have "
+            "all their log directories cordoned.",
         ),
         (
             "INVALID_CONFIG",
@@ -424,7 +425,7 @@ def test_java_admin_client_like_kafka(kafka: str, skiff: Skiff, redis_server: Re
     assert results[9]["error"] == "UnknownTopicOrPartitionException"
     assert (results[10]["partitions"], results[10]["replicas"]) == (4, 1)
     assert results[12]["message"] == (
-        "Invalid value 1 for configuration segment.bytes: Value must be at least 14"
+        "Invalid value 1 for configuration segment.bytes: Value must be at least 1048576"
     )
     configs = results[14]["configs"]
     assert len(configs) == 36

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import ROOT, start_redis, start_skiff, stop_process
 
-KAFKA_VERSION = "3.9.1"
+KAFKA_VERSION = "4.4.0"
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def create_tiered(
     size = len(batch_of(0))
     configs = {"remote.storage.enable": "true", "local.retention.bytes": str(size * local_batches)}
     if segment_batches is not None:
-        configs["segment.bytes"] = str(size * segment_batches)
+        configs["internal.segment.bytes"] = str(size * segment_batches)
     create(kafka, topic, configs)
 
 
@@ -370,7 +370,7 @@ def test_retention_and_topic_deletion_remove_remote_segments(
                 "remote.storage.enable": "true",
                 "retention.ms": "600000",
                 "local.retention.bytes": str(batch_bytes),
-                "segment.bytes": str(batch_bytes * 2),
+                "internal.segment.bytes": str(batch_bytes * 2),
             },
         )
         for i in range(4):
@@ -539,7 +539,7 @@ def test_parquet_copies_of_segments(
                 {
                     "remote.storage.enable": "true",
                     "local.retention.bytes": "0",
-                    "segment.bytes": str(len(batch_of(0)) * 3),
+                    "internal.segment.bytes": str(len(batch_of(0)) * 3),
                 },
             )
             for i in range(6):
@@ -631,7 +631,7 @@ def test_redis_killed_while_archiving(s3: S3Server, tmp_path: Path, prefix: str)
                 {
                     "remote.storage.enable": "true",
                     "local.retention.bytes": "20000",
-                    "segment.bytes": "100000",
+                    "internal.segment.bytes": "100000",
                 },
             )
         loop = ProduceLoop(server.bootstrap, topic, 1, **{"batch.size": 16384})

@@ -72,11 +72,11 @@ def test_spark_reads_both_tiers(
             "remote.storage.enable": "true",
             "retention.ms": "-1",  # the records' timestamps are from 2023
             "local.retention.bytes": "20000",
-            "segment.bytes": "30000",
+            "internal.segment.bytes": "30000",  # below segment.bytes' 1 MiB floor, as Kafka's tests
         },
     )
     # Flushed every 500 records: batches of ~250 records (~10 KB) per partition, under
-    # segment.bytes (a larger batch is RECORD_LIST_TOO_LARGE, as on Kafka).
+    # the segment size (a larger batch is RECORD_LIST_TOO_LARGE, as on Kafka).
     acked: set[Any] = set()
     for first in range(0, 4000, 500):
         acked |= produce(tiered, topic, 500, 2, first=first)

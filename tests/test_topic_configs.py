@@ -3,7 +3,7 @@ v5+ listing every config of a new topic, server defaults from flags, and the lim
 Produce enforces (max.message.bytes, segment.bytes, timestamps, LogAppendTime).
 
 Expected answers (error codes, messages, defaults, config sources) are what Apache
-Kafka 3.9.1 returned for the same requests (tools/kafka_reference starts one).
+Kafka 4.4.0 returned for the same requests (tools/kafka_reference starts one).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ INVALID_CONFIG = 40
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 LONG_MAX = str(2**63 - 1)
 
-# Every topic config of Kafka 3.9.1 with its default, as its CreateTopics v7 answer lists
+# Every topic config of Kafka 4.4.0 with its default, as its CreateTopics v7 answer lists
 # them (sorted by name).
 KAFKA_DEFAULTS = {
     "cleanup.policy": "delete",
@@ -50,6 +50,7 @@ KAFKA_DEFAULTS = {
     "compression.type": "producer",
     "compression.zstd.level": "3",
     "delete.retention.ms": "86400000",
+    "errors.deadletterqueue.group.enable": "false",
     "file.delete.delay.ms": "60000",
     "flush.messages": LONG_MAX,
     "flush.ms": LONG_MAX,
@@ -59,17 +60,17 @@ KAFKA_DEFAULTS = {
     "local.retention.bytes": "-2",
     "local.retention.ms": "-2",
     "max.compaction.lag.ms": LONG_MAX,
+    "max.decompressed.message.bytes": "2147483639",
     "max.message.bytes": "1048588",
-    "message.downconversion.enable": "true",
-    "message.format.version": "3.0-IV1",
-    "message.timestamp.after.max.ms": LONG_MAX,
+    "message.timestamp.after.max.ms": "3600000",
     "message.timestamp.before.max.ms": LONG_MAX,
-    "message.timestamp.difference.max.ms": LONG_MAX,
     "message.timestamp.type": "CreateTime",
     "min.cleanable.dirty.ratio": "0.5",
     "min.compaction.lag.ms": "0",
     "min.insync.replicas": "1",
     "preallocate": "false",
+    "remote.copy.lag.bytes": "-1",
+    "remote.copy.lag.ms": "0",
     "remote.log.copy.disable": "false",
     "remote.log.delete.on.disable": "false",
     "remote.storage.enable": "false",
@@ -227,7 +228,7 @@ def test_validate_only_lists_configs_and_creates_nothing(
     assert result.error_code == INVALID_CONFIG
 
 
-# (configs, Kafka 3.9.1's error message)
+# (configs, Kafka 4.4.0's error message)
 INVALID = [
     ([("foo.bar", "1")], "Unknown topic config name: foo.bar"),
     ([("log.retention.ms", "3")], "Unknown topic config name: log.retention.ms"),
@@ -283,7 +284,7 @@ INVALID = [
     ),
     (
         [("segment.bytes", "10")],
-        "Invalid value 10 for configuration segment.bytes: Value must be at least 14",
+        "Invalid value 10 for configuration segment.bytes: Value must be at least 1048576",
     ),
     (
         [("min.insync.replicas", "0")],
@@ -304,9 +305,31 @@ INVALID = [
         "Invalid value 23 for configuration compression.zstd.level: Value must be no more than 22",
     ),
     (
-        [("message.format.version", "foo")],
-        "Invalid value foo for configuration message.format.version: Version foo is not a "
-        "valid version",
+        [("segment.bytes", "1048575")],
+        "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576",
+    ),
+    (
+        [("remote.copy.lag.ms", "-2")],
+        "Invalid value -2 for configuration remote.copy.lag.ms: Value must be at least -1",
+    ),
+    (
+        [("max.decompressed.message.bytes", "0")],
+        "Invalid value 0 for configuration max.decompressed.message.bytes: Value must be at "
+        "least 1",
+    ),
+    (
+        [("internal.segment.bytes", "x")],
+        "Invalid value x for configuration internal.segment.bytes: Not a number of type INT",
+    ),
+    # Kafka 4 removed these three.
+    ([("message.format.version", "3.0")], "Unknown topic config name: message.format.version"),
+    (
+        [("message.downconversion.enable", "true")],
+        "Unknown topic config name: message.downconversion.enable",
+    ),
+    (
+        [("message.timestamp.difference.max.ms", "5")],
+        "Unknown topic config name: message.timestamp.difference.max.ms",
     ),
     (
         [("follower.replication.throttled.replicas", "0:1,x")],
@@ -357,12 +380,13 @@ ACCEPTED = [
     ("cleanup.policy", ""),
     ("retention.ms", "+5"),
     ("retention.bytes", "-7"),
-    ("message.format.version", "0.10.0"),
-    ("message.format.version", "2.8-IV1"),
     ("follower.replication.throttled.replicas", "*"),
     ("leader.replication.throttled.replicas", " 0:1 , 2:3 "),
     ("min.cleanable.dirty.ratio", "1e-1"),
-    ("message.downconversion.enable", "false"),
+    ("remote.copy.lag.bytes", "-1"),
+    ("max.decompressed.message.bytes", "1"),
+    ("errors.deadletterqueue.group.enable", "true"),
+    ("internal.segment.bytes", "13"),  # Kafka's internal config: no lower bound
     ("flush.ms", LONG_MAX),
 ]
 
@@ -415,15 +439,26 @@ def test_max_message_bytes_is_the_batch_size_as_sent(
 def test_a_batch_larger_than_segment_bytes_is_record_list_too_large(
     kafka: RawKafka, redis_server: RedisServer
 ) -> None:
+    # segment.bytes is at least 1 MiB: Kafka's internal.segment.bytes sets a smaller one.
     batch = build_batch([b"x" * 100])
-    topic = create_ok(kafka, [("segment.bytes", str(len(batch) - 1))])
+    topic = create_ok(kafka, [("internal.segment.bytes", str(len(batch) - 1))])
     p = produce(kafka, topic, batch)
     assert p.error_code == RECORD_LIST_TOO_LARGE
+    assert p.error_message == (
+        f"Message batch size is {len(batch)} bytes in append to partition {topic}-0, which "
+        f"exceeds the maximum configured segment size of {len(batch) - 1}."
+    )
     assert log_length(redis_server, topic) == 0
+    # It wins over segment.bytes, as Kafka's LogConfig.segmentSize.
+    fits = create_ok(kafka, [("segment.bytes", "1048576"), ("internal.segment.bytes", "100000")])
+    assert produce(kafka, fits, batch).error_code == NONE
     # max.message.bytes is checked first, as in Kafka.
     both = create_ok(
         kafka,
-        [("segment.bytes", str(len(batch) - 1)), ("max.message.bytes", str(len(batch) - 2))],
+        [
+            ("internal.segment.bytes", str(len(batch) - 1)),
+            ("max.message.bytes", str(len(batch) - 2)),
+        ],
     )
     assert produce(kafka, both, batch).error_code == MESSAGE_TOO_LARGE
 
@@ -468,13 +503,20 @@ def test_timestamps_outside_before_and_after_max_ms_are_refused(
     assert log_length(redis_server, topic) == 2
 
 
-def test_timestamp_difference_max_ms_applies_where_before_and_after_are_unbounded(
-    kafka: RawKafka,
+def test_by_default_a_timestamp_over_an_hour_ahead_is_refused(
+    kafka: RawKafka, redis_server: RedisServer
 ) -> None:
-    topic = create_ok(kafka, [("message.timestamp.difference.max.ms", "60000")])
-    p = produce(kafka, topic, build_batch([Rec(b"a", timestamp=now_ms() - 120_000)]))
-    assert p.error_code == INVALID_TIMESTAMP and [e.batch_index for e in p.record_errors] == [0]
-    assert produce(kafka, topic, build_batch([Rec(b"a", timestamp=now_ms())])).error_code == NONE
+    """Kafka 4's message.timestamp.after.max.ms default is 1 h (before: unbounded)."""
+    topic = create_ok(kafka, [])
+    ahead = now_ms() + 2 * 3_600_000
+    batch = build_batch([Rec(b"a", timestamp=now_ms()), Rec(b"b", timestamp=ahead)])
+    p = produce(kafka, topic, batch, version=11)
+    assert p.error_code == INVALID_TIMESTAMP and [e.batch_index for e in p.record_errors] == [1]
+    assert log_length(redis_server, topic) == 0
+    soon, old = now_ms() + 1_800_000, 978_307_200_000  # half an hour ahead; 2001
+    batch = build_batch([Rec(b"a", timestamp=soon), Rec(b"b", timestamp=old)])
+    assert produce(kafka, topic, batch).error_code == NONE
+    assert log_length(redis_server, topic) == 2
 
 
 def test_log_append_time_topic_stamps_the_append_time(

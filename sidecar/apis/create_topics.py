@@ -95,7 +95,7 @@ def _partitions(broker: Broker, topic: Any) -> int:
                 errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): The target replication "
                 f"factor of {rf} cannot be reached because only {live} broker(s) are "
-                "registered.",
+                "registered or some brokers have all their log directories cordoned.",
             )
         raise AdminError(errors.INVALID_REPLICATION_FACTOR, one_copy_message(rf))
     return broker.settings.num_partitions if partitions == -1 else partitions

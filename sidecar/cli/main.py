@@ -474,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(
         serve,
         "log-message-timestamp-after-max-ms",
-        str(2**63 - 1),
+        "3600000",
         "log.message.timestamp.after.max.ms: how far in the future a CreateTime timestamp may be",
         type=at_least(0),
     )

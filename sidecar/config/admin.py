@@ -34,11 +34,22 @@ OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 # their *.hours / *.minutes forms), so Kafka lists no synonym for these topic configs
 # unless a server setting names the value.
 NO_BROKER_DEFAULT = {"retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"}
+HOURS_DEFAULT = {
+    "retention.ms": {"name": "log.retention.hours", "value": "168", "source": DEFAULT_CONFIG}
+}
 
 NOT_APPLIED_NOTE = (
     " (Skiff: accepted, stored and reported like Kafka, but not applied: Redis Streams "
     "have no segments, flushes or replicas of their own.)"
 )
+# Kafka 4.4's configs Skiff has no machinery for yet.
+NOT_YET_NOTE = " (Skiff: accepted, stored and reported like Kafka, but not applied yet.)"
+NOT_YET = {
+    "remote.copy.lag.ms",
+    "remote.copy.lag.bytes",
+    "max.decompressed.message.bytes",
+    "errors.deadletterqueue.group.enable",
+}
 
 
 class AdminError(Exception):
@@ -52,7 +63,9 @@ class AdminError(Exception):
 
 def documentation(key: ConfigKey) -> str:
     doc = TOPIC_DOCS.get(key.name, "")
-    return doc if key.applies else doc + NOT_APPLIED_NOTE
+    if key.applies:
+        return doc
+    return doc + (NOT_YET_NOTE if key.name in NOT_YET else NOT_APPLIED_NOTE)
 
 
 def _shown(key: ConfigKey, raw: str) -> str:
@@ -81,6 +94,8 @@ def topic_entry(
             synonyms.append(
                 {"name": key.synonym, "value": key.format(server), "source": STATIC_BROKER_CONFIG}
             )
+            if key.name in HOURS_DEFAULT:  # Kafka 4 then lists the *.hours form's default
+                synonyms.append(HOURS_DEFAULT[key.name])
         if key.name not in NO_BROKER_DEFAULT:
             synonyms.append(
                 {"name": key.synonym, "value": key.format(key.default), "source": DEFAULT_CONFIG}

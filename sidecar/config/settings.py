@@ -99,7 +99,7 @@ class Settings:
     storage_format: str = "batch"  # storage_format.DEFAULT
     message_max_bytes: int = 1_048_588
     log_message_timestamp_before_max_ms: int = 2**63 - 1
-    log_message_timestamp_after_max_ms: int = 2**63 - 1
+    log_message_timestamp_after_max_ms: int = 3_600_000
     # Sidecars sharing one Redis (Kafka's broker.session.timeout.ms / heartbeat).
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000

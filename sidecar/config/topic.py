@@ -1,4 +1,4 @@
-"""Topic configs: Kafka 3.9's topic config names, types, defaults and validation, the
+"""Topic configs: Kafka 4.4's topic config names, types, defaults and validation, the
 server-wide defaults Skiff's flags set, and each topic's effective config.
 
 A topic stores only its overrides, as the strings it was given (`configs` in its
@@ -6,9 +6,14 @@ A topic stores only its overrides, as the strings it was given (`configs` in its
 `TopicInfo.config`, the effective config (overrides over server defaults), so hot paths
 read a config with one dict lookup: `effective_config(info, "max.message.bytes")`.
 
-Every Kafka 3.9 topic config is known and validated as Kafka's ConfigDef does (same
-types, ranges and messages); the ones Skiff does not apply (segment.bytes, flush.ms, …)
-are accepted and stored. `KEYS[name].applies` says which ones Skiff enforces.
+Every Kafka 4.4 topic config is known and validated as Kafka's ConfigDef does (same
+types, ranges and messages); the ones Skiff does not apply (flush.ms, …) are accepted
+and stored. `KEYS[name].applies` says which ones Skiff enforces. The configs Kafka 4
+removed (message.format.version, message.downconversion.enable,
+message.timestamp.difference.max.ms) are unknown names, as on Kafka 4; a topic that
+stored one under an older Skiff keeps it in Redis, unreported and without effect.
+Kafka's internal `internal.segment.bytes` (INTERNAL, for tests: a segment size below
+segment.bytes' 1 MiB floor) is accepted, never listed, and wins over segment.bytes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
     from sidecar.storage.store import TopicInfo
 
 LONG_MAX = 2**63 - 1
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN = -(2**63)
 
@@ -153,22 +159,6 @@ def _throttled_replicas(name: str, value: Any) -> None:
     )
 
 
-# MetadataVersion.fromVersionString: releases, with or without an "-IVn" suffix.
-_RELEASES = (
-    "0.8.0 0.8.1 0.8.2 0.9.0 0.10.0 0.10.1 0.10.2 0.11.0 1.0 1.1 2.0 2.1 2.2 2.3 2.4 2.5 "
-    "2.6 2.7 2.8 3.0 3.1 3.2 3.3 3.4 3.5 3.6 3.7 3.8 3.9"
-).split()
-_VERSION = re.compile("(" + "|".join(re.escape(r) for r in _RELEASES) + r")(-IV[0-9]+)?")
-
-
-def _message_format_version(name: str, value: Any) -> None:
-    segments = value.split(".")
-    keep = 3 if value.startswith("0.") else 2
-    key = value if keep >= len(segments) else ".".join(segments[:keep])
-    if not _VERSION.fullmatch(key):
-        raise _invalid(name, value, f"Version {value} is not a valid version")
-
-
 # -- the schema ------------------------------------------------------------------------------
 
 
@@ -204,7 +194,7 @@ def _key(
     return ConfigKey(name, kind, default, validator, synonym, setting, applies)
 
 
-# Kafka 3.9's LogConfig, with its defaults (checked against a 3.9.1 broker's CreateTopics
+# Kafka 4.4's LogConfig, with its defaults (checked against a 4.4.0 broker's CreateTopics
 # v7 answer) and validators.
 KEYS: dict[str, ConfigKey] = {
     k.name: k
@@ -291,23 +281,9 @@ KEYS: dict[str, ConfigKey] = {
             applies=True,
         ),
         _key(
-            "message.downconversion.enable",
-            "boolean",
-            True,
-            None,
-            "log.message.downconversion.enable",
-        ),
-        _key(
-            "message.format.version",
-            "string",
-            "3.0-IV1",
-            _message_format_version,
-            "log.message.format.version",
-        ),
-        _key(
             "message.timestamp.after.max.ms",
             "long",
-            LONG_MAX,
+            3_600_000,
             at_least(0),
             "log.message.timestamp.after.max.ms",
             "log_message_timestamp_after_max_ms",
@@ -320,14 +296,6 @@ KEYS: dict[str, ConfigKey] = {
             at_least(0),
             "log.message.timestamp.before.max.ms",
             "log_message_timestamp_before_max_ms",
-            applies=True,
-        ),
-        _key(
-            "message.timestamp.difference.max.ms",
-            "long",
-            LONG_MAX,
-            at_least(0),
-            "log.message.timestamp.difference.max.ms",
             applies=True,
         ),
         _key(
@@ -365,7 +333,18 @@ KEYS: dict[str, ConfigKey] = {
             applies=True,
         ),
         _key("preallocate", "boolean", False, None, "log.preallocate"),
+        _key(
+            "max.decompressed.message.bytes",
+            "int",
+            2_147_483_639,
+            at_least(1),
+            "max.decompressed.message.bytes",
+        ),
+        _key("errors.deadletterqueue.group.enable", "boolean", False),
+        _key(INTERNAL_SEGMENT_BYTES, "int", None, applies=True),
         _key("remote.log.copy.disable", "boolean", False, applies=True),
+        _key("remote.copy.lag.bytes", "long", -1, at_least(-1), "log.remote.copy.lag.bytes"),
+        _key("remote.copy.lag.ms", "long", 0, at_least(-1), "log.remote.copy.lag.ms"),
         _key("remote.log.delete.on.disable", "boolean", False, applies=True),
         _key("remote.storage.enable", "boolean", False, applies=True),
         _key(
@@ -387,7 +366,12 @@ KEYS: dict[str, ConfigKey] = {
             applies=True,
         ),
         _key(
-            "segment.bytes", "int", 1_073_741_824, at_least(14), "log.segment.bytes", applies=True
+            "segment.bytes",
+            "int",
+            1_073_741_824,
+            at_least(1024 * 1024),
+            "log.segment.bytes",
+            applies=True,
         ),
         _key("segment.index.bytes", "int", 10_485_760, at_least(4), "log.index.size.max.bytes"),
         _key("segment.jitter.ms", "long", 0, at_least(0), "log.roll.jitter.ms"),
@@ -401,21 +385,21 @@ KEYS: dict[str, ConfigKey] = {
         ),
     )
 }
-NAMES = tuple(sorted(KEYS))
-# LogConfig's definition order: Kafka parses (and reports the first bad value) in it.
+NAMES = tuple(sorted(name for name in KEYS if name != INTERNAL_SEGMENT_BYTES))  # listed
+# LogConfig's definition order (Kafka 4.4): Kafka parses (and reports the first bad value) in it.
 KAFKA_ORDER = (
     "segment.bytes segment.ms segment.jitter.ms segment.index.bytes flush.messages flush.ms "
     "retention.bytes retention.ms max.message.bytes index.interval.bytes delete.retention.ms "
     "min.compaction.lag.ms max.compaction.lag.ms file.delete.delay.ms min.cleanable.dirty.ratio "
     "cleanup.policy unclean.leader.election.enable min.insync.replicas compression.type "
     "compression.gzip.level compression.lz4.level compression.zstd.level preallocate "
-    "message.format.version message.timestamp.type message.timestamp.difference.max.ms "
-    "message.timestamp.before.max.ms message.timestamp.after.max.ms "
+    "message.timestamp.type message.timestamp.before.max.ms message.timestamp.after.max.ms "
     "leader.replication.throttled.replicas follower.replication.throttled.replicas "
-    "message.downconversion.enable remote.storage.enable local.retention.ms "
-    "local.retention.bytes remote.log.copy.disable remote.log.delete.on.disable"
+    "remote.storage.enable local.retention.ms local.retention.bytes remote.log.copy.disable "
+    "remote.copy.lag.ms remote.copy.lag.bytes remote.log.delete.on.disable "
+    "max.decompressed.message.bytes errors.deadletterqueue.group.enable internal.segment.bytes"
 ).split()
-assert sorted(KAFKA_ORDER) == list(NAMES)
+assert sorted(KAFKA_ORDER) == sorted(KEYS)
 
 KAFKA_DEFAULTS: dict[str, Any] = {name: key.default for name, key in KEYS.items()}
 
@@ -573,21 +557,21 @@ def describe(overrides: Mapping[str, str], defaults: Mapping[str, Any]) -> list[
 
 def timestamp_bounds(config: Mapping[str, Any]) -> tuple[int, int] | None:
     """(before, after) max ms for CreateTime records of an effective config, or None when
-    timestamps are not checked (LogAppendTime, or both unbounded). As in Kafka 3.9, the
-    deprecated message.timestamp.difference.max.ms applies where before/after are
-    unbounded."""
+    timestamps are not checked (LogAppendTime, or both unbounded)."""
     if config["message.timestamp.type"] != "CreateTime":
         return None
-    difference = config["message.timestamp.difference.max.ms"]
     before = config["message.timestamp.before.max.ms"]
     after = config["message.timestamp.after.max.ms"]
-    if before == LONG_MAX:
-        before = difference
-    if after == LONG_MAX:
-        after = difference
     if before == LONG_MAX and after == LONG_MAX:
         return None
     return before, after
+
+
+def segment_bytes(config: Mapping[str, Any]) -> int:
+    """The segment size of an effective config: internal.segment.bytes when set (Kafka's
+    LogConfig.segmentSize)."""
+    internal = config.get(INTERNAL_SEGMENT_BYTES)
+    return config["segment.bytes"] if internal is None else internal
 
 
 # compression.type=producer: Kafka serves the producer's own bytes, but Skiff compresses

@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from sidecar.cluster import Cluster
+from sidecar.config import topic as topic_config
 from sidecar.maintenance.background import BackgroundLoop
 from sidecar.storage import keys, scripts
 from sidecar.storage.store import RedisStore, TopicInfo
@@ -200,7 +201,7 @@ class Archiver(BackgroundLoop):
             return False
         # A segment object is at most segment.bytes (Kafka's segment size), and at most
         # SEGMENT_BYTES: the archiver holds one in memory.
-        most = min(self.segment_bytes, info.config["segment.bytes"])
+        most = min(self.segment_bytes, topic_config.segment_bytes(info.config))
         entries: list[Any] = []
         size = 0
         position = start

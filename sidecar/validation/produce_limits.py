@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.config.topic import timestamp_bounds
+from sidecar.config.topic import segment_bytes, timestamp_bounds
 from sidecar.protocol.record_batch import FLAG_KEY_NULL, DecodedBatch, InvalidBatch
 
 NO_TIMESTAMP = -1
@@ -73,7 +73,7 @@ def check_batch(
 
 def check_segment(size: int, config: Mapping[str, Any], topic: str, partition: int) -> None:
     """Kafka refuses a batch no segment could hold (segment.bytes)."""
-    segment = config["segment.bytes"]
+    segment = segment_bytes(config)
     if size > segment:
         raise InvalidBatch(
             "RECORD_LIST_TOO_LARGE",
