@@ -14,6 +14,7 @@ from sidecar.groups.coordinator import GroupCoordinator
 from sidecar.longpoll import Wakeups
 from sidecar.quotas import QuotaManager
 from sidecar.security.authorizer import AllowAll, Authorizer
+from sidecar.storage.broker_configs import DynamicBrokerConfigs
 from sidecar.storage.features import Features
 from sidecar.storage.store import RedisStore, TopicInfo
 from sidecar.telemetry import metrics
@@ -79,8 +80,15 @@ class Broker:
     features: Features = field(init=False)
     # Tiered storage's remote tier (sidecar/tiered/); None: tiered storage is off.
     remote: RemoteLog | None = None
+    # Dynamic broker configs (KIP-226) in Redis; made here unless given (started by
+    # process/app.py before the sidecar serves).
+    dynamic: DynamicBrokerConfigs = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if self.dynamic is None:
+            self.dynamic = DynamicBrokerConfigs(
+                self.settings, self.store, lambda: self.cluster.node_id
+            )
         self.auto_create = AutoCreateBudget(self.settings.auto_create_topics_per_minute)
         self.transactions = TransactionCoordinator(self.settings, self.store)
         self.features = Features(self.store.redis, self.settings.transaction_version)

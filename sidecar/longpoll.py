@@ -131,6 +131,9 @@ class Wakeups:
         self._waiters: dict[bytes, set[asyncio.Event]] = defaultdict(set)
         # Called with a topic's name when its registry entry changed (keys.TOPICS_CHANNEL).
         self.topic_listeners: list[Callable[[str], None]] = []
+        # Called with the message on other channels that are no partition's (under the
+        # pattern: keys.BROKER_CONFIGS_CHANNEL).
+        self.channel_listeners: dict[bytes, list[Callable[[bytes], None]]] = {}
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
         # Shutting down: long polls answer at once with what they have.
@@ -187,6 +190,11 @@ class Wakeups:
             name = data.decode(errors="replace")
             for listener in self.topic_listeners:
                 listener(name)
+            return
+        listeners = self.channel_listeners.get(channel)
+        if listeners is not None:
+            for other in listeners:
+                other(data)
             return
         self.watermarks.published(channel, data)
         for event in self._waiters.get(channel, ()):

@@ -131,7 +131,7 @@ def test_kafka_configs_alter_and_describe_topic_like_kafka(kafka: str, skiff: Sk
         1,
         [
             "Caused by: org.apache.kafka.common.errors.InvalidRequestException: "
-            "Cannot update these configs dynamically: Set(num.partitions)"
+            "Cannot update these configs dynamically: [num.partitions]"
         ],
     )
 
@@ -403,9 +403,11 @@ def test_two_sidecars_altering_one_topic_lose_no_update(
 
 
 def test_describe_configs_broker_resources(skiff: Skiff) -> None:
-    """Raw DescribeConfigs v4 for broker resources: this sidecar's id (every config
-    read-only, synonyms and documentation), the cluster default (empty, as Kafka without
-    dynamic defaults), and another id (Kafka's INVALID_REQUEST)."""
+    """Raw DescribeConfigs v4 for broker resources, as Kafka 4.4.0 answers: this
+    sidecar's id (a static config read-only, a dynamic one writable, synonyms and
+    documentation), the cluster default (min.insync.replicas, written when the cluster
+    is formatted; tests/test_broker_configs.py has the rest), and another id (Kafka's
+    INVALID_REQUEST)."""
     with RawKafka("127.0.0.1", skiff.port) as client:
         meta = client.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})
         node = str(meta.brokers[0].node_id)
@@ -416,7 +418,11 @@ def test_describe_configs_broker_resources(skiff: Skiff) -> None:
                     "resource_name": node,
                     "configuration_keys": ["num.partitions", "log.retention.ms"],
                 },
-                {"resource_type": 4, "resource_name": "", "configuration_keys": None},
+                {
+                    "resource_type": 4,
+                    "resource_name": "",
+                    "configuration_keys": ["min.insync.replicas"],
+                },
                 {"resource_type": 4, "resource_name": "77", "configuration_keys": None},
             ],
             "include_synonyms": True,
@@ -432,9 +438,21 @@ def test_describe_configs_broker_resources(skiff: Skiff) -> None:
     assert [(s.name, s.value, s.source) for s in partitions.synonyms] == [
         ("num.partitions", "1", 5)
     ]
-    assert partitions.documentation == "The default number of log partitions per topic"
-    assert entries["log.retention.ms"].value is None  # as Kafka: log.retention.hours applies
-    assert (int(default.error_code), default.configs) == (0, ())
+    assert partitions.documentation.startswith("The default number of log partitions per topic")
+    retention = entries["log.retention.ms"]
+    # as Kafka: no value of its own (log.retention.hours applies), and writable
+    assert (retention.value, retention.read_only, retention.synonyms) == (None, False, ())
+    assert int(default.error_code) == 0
+    [min_insync] = default.configs
+    assert (min_insync.name, min_insync.value, min_insync.read_only) == (
+        "min.insync.replicas",
+        "1",
+        False,
+    )
+    assert min_insync.config_source == 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert [(s.name, s.value, s.source) for s in min_insync.synonyms] == [
+        ("min.insync.replicas", "1", 3)
+    ]
     assert int(other.error_code) == 42
     assert other.error_message == (
         f"Unexpected broker id, expected {node} or empty string, but received 77"

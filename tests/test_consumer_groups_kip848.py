@@ -342,6 +342,9 @@ def test_static_member_leaves_for_a_while(kafka: RawKafka, topic: str) -> None:
     assert (resp.error_code, resp.member_epoch, other.owned) == (NONE, 1, {tid: [0, 1]})
     d = _describe(kafka, group)
     assert (d.group_epoch, [m.member_id for m in d.members]) == (1, [other.member_id])
+    # ... and its target assignment, so the next rebalance is sticky for it.
+    [back] = d.members
+    assert [list(tp.partitions) for tp in back.target_assignment.topic_partitions] == [[0, 1]]
 
 
 @pytest.fixture
@@ -554,7 +557,9 @@ def _consumer_configs(kafka: RawKafka, group: str) -> list[tuple[str, str, int]]
     [r] = kafka.request(32, 4, body).results
     assert r.error_code == 0
     return sorted(
-        (c.name, c.value, c.config_source) for c in r.configs if c.name.startswith("consumer.")
+        (c.name, c.value, c.config_source)
+        for c in r.configs
+        if c.name in ("consumer.heartbeat.interval.ms", "consumer.session.timeout.ms")
     )
 
 
@@ -562,34 +567,19 @@ def test_group_configs_set_the_heartbeat_interval_and_are_checked(
     kafka: RawKafka, topic: str
 ) -> None:
     """consumer.heartbeat.interval.ms and consumer.session.timeout.ms through
-    IncrementalAlterConfigs, as Kafka 4.x's GroupConfig: bounds with Kafka's messages,
-    described as GROUP_CONFIG (8) where set, DEFAULT_CONFIG (5) otherwise, and the
-    heartbeat interval a member is told follows the group's."""
+    IncrementalAlterConfigs, as a Kafka 4.4.0 broker answers them: bounds with its
+    messages, described as GROUP_CONFIG (8) where set, DEFAULT_CONFIG (5) otherwise, and
+    the heartbeat interval a member is told follows the group's."""
     create(kafka, topic, partitions=1)
     group = f"g-{uuid.uuid4().hex[:8]}"
     hb, session = "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms"
     assert _consumer_configs(kafka, group) == [(hb, "5000", 5), (session, "45000", 5)]
     for name, value, message in (
-        (
-            hb,
-            "4999",
-            f"{hb} must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
-        ),
-        (
-            hb,
-            "15001",
-            f"{hb} must be less than or equal to group.consumer.max.heartbeat.interval.ms",
-        ),
-        (
-            session,
-            "44999",
-            f"{session} must be greater than or equal to group.consumer.min.session.timeout.ms",
-        ),
-        (
-            session,
-            "60001",
-            f"{session} must be less than or equal to group.consumer.max.session.timeout.ms",
-        ),
+        (hb, "4999", f"{hb} must be in the range 5000 to 15000 inclusive."),
+        (hb, "15001", f"{hb} must be in the range 5000 to 15000 inclusive."),
+        (session, "44999", f"{session} must be in the range 45000 to 60000 inclusive."),
+        (session, "60001", f"{session} must be in the range 45000 to 60000 inclusive."),
+        (session, "0", f"Invalid value 0 for configuration {session}: Value must be at least 1"),
         (hb, "often", f"Invalid value often for configuration {hb}: Not a number of type INT"),
     ):
         assert _alter_group(kafka, group, (name, 0, value)) == (40, message)
@@ -645,12 +635,14 @@ def test_kafka_configs_cli_sets_and_describes_group_configs(skiff: Skiff) -> Non
     )
     assert altered.returncode == 0, altered.stdout + altered.stderr
     assert f"Completed updating config for group {group}." in altered.stdout
-    expected = (
+    expected = (  # the group's value, then the broker's default (Kafka 4.4's synonyms)
         f"Dynamic configs for group {group} are:\n"
         "  consumer.heartbeat.interval.ms=6000 sensitive=false "
-        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=6000}\n"
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.heartbeat.interval.ms=6000, "
+        "DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000}\n"
         "  consumer.session.timeout.ms=50000 sensitive=false "
-        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000}\n"
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000, "
+        "DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}\n"
     )
     assert described.returncode == 0 and expected in described.stdout, described.stdout
     assert listed.returncode == 0 and expected in listed.stdout, listed.stdout

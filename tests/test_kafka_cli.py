@@ -136,3 +136,20 @@ def test_every_listed_tool_class_is_in_the_fetched_jars() -> None:
             classes.update(n for n in z.namelist() if n.endswith(".class"))
     missing = [n for n in names if tool.TOOLS[n].replace(".", "/") + ".class" not in classes]
     assert missing == []
+
+
+@pytest.mark.parametrize("version", ["4.2.0", "4.4.0"])
+def test_every_tool_class_of_kafka_4_is_in_its_jars(version: str) -> None:
+    """Kafka 4 moved tools from kafka_2.13 to kafka-tools (ConfigCommand only in 4.4)."""
+    tool = tools_module()
+    lib = tool.tools_jars(version)
+    classes: set[str] = set()
+    for jar in Path(lib).glob("*.jar"):
+        with zipfile.ZipFile(jar) as z:
+            classes.update(n for n in z.namelist() if n.endswith(".class"))
+    missing = [
+        n
+        for n in tool.TOOLS
+        if tool.tool_class(n, version).replace(".", "/") + ".class" not in classes
+    ]
+    assert missing == []

@@ -38,7 +38,18 @@ RECORD_LIST_TOO_LARGE = 18
 INVALID_TIMESTAMP = 32
 TOPIC_ALREADY_EXISTS = 36
 INVALID_CONFIG = 40
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 3, 4, 5
+# Kafka 4 formats a cluster with min.insync.replicas as a cluster-wide dynamic config
+# (KIP-966), so a topic without its own shows that source.
+MIN_ISR = "min.insync.replicas"
+
+
+def server_source(name: str, static: bool = False) -> int:
+    if name == MIN_ISR:
+        return DYNAMIC_DEFAULT_BROKER_CONFIG
+    return STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG
+
+
 LONG_MAX = str(2**63 - 1)
 
 # Every topic config of Kafka 4.4.0 with its default, as its CreateTopics v7 answer lists
@@ -191,7 +202,7 @@ def test_create_topics_stores_configs_and_v5_lists_them(
         # read-only as it cannot be altered
         assert [c.name for c in result.configs] == sorted([*KAFKA_DEFAULTS, FORMAT])
         expected = {
-            n: (overrides[n], TOPIC_CONFIG) if n in overrides else (v, DEFAULT_CONFIG)
+            n: (overrides[n], TOPIC_CONFIG) if n in overrides else (v, server_source(n))
             for n, v in KAFKA_DEFAULTS.items()
         }
         assert listed(result) == {**expected, FORMAT: ("batch", DEFAULT_CONFIG)}
@@ -206,7 +217,7 @@ def test_a_topic_without_configs_stores_none_and_lists_kafka_defaults(
     result = create(kafka, name, [])
     assert result.error_code == NONE
     assert listed(result) == {
-        **{n: (v, DEFAULT_CONFIG) for n, v in KAFKA_DEFAULTS.items()},
+        **{n: (v, server_source(n)) for n, v in KAFKA_DEFAULTS.items()},
         FORMAT: ("batch", DEFAULT_CONFIG),
     }
     assert "configs" not in stored(redis_server, name)  # type: ignore[operator]
@@ -276,6 +287,10 @@ INVALID = [
         [("min.cleanable.dirty.ratio", "2")],
         "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no "
         "more than 1",
+    ),
+    (
+        [("cleanup.policy", "delete,")],
+        "Configuration 'cleanup.policy' values must not be empty.",
     ),
     (
         [("cleanup.policy", "foo")],
@@ -606,7 +621,9 @@ def test_flags_set_server_defaults_and_topic_configs_override_them(
             }
             assert listed(result) == {
                 **{
-                    n: (changed[n], STATIC_BROKER_CONFIG) if n in changed else (v, DEFAULT_CONFIG)
+                    n: (changed[n], server_source(n, True))
+                    if n in changed
+                    else (v, server_source(n))
                     for n, v in KAFKA_DEFAULTS.items()
                 },
                 FORMAT: ("batch", DEFAULT_CONFIG),

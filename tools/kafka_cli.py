@@ -54,13 +54,21 @@ TOOLS = {
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
 }
-# Kafka 4.0 moved AclCommand from Scala (kafka_2.13) to Java (kafka-tools)
-TOOLS_4 = TOOLS | {"kafka-acls": "org.apache.kafka.tools.AclCommand"}
+# Kafka 4.0 moved these from Scala (kafka_2.13) to Java (kafka-tools), and 4.4 ConfigCommand
+TOOLS_4 = TOOLS | {
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+}
+TOOLS_4_4 = TOOLS_4 | {"kafka-configs": "org.apache.kafka.tools.ConfigCommand"}
 
 
 def tool_class(name: str, version: str = KAFKA_VERSION) -> str:
     """The main class of tool `name` in Kafka `version`."""
-    return (TOOLS if int(version.split(".")[0]) < 4 else TOOLS_4)[name]
+    major, minor = (int(part) for part in version.split(".")[:2])
+    if major < 4:
+        return TOOLS[name]
+    return (TOOLS_4 if minor < 4 else TOOLS_4_4)[name]
 
 
 # config/tools-log4j.properties of Kafka 3.x, with the level a parameter

@@ -1,6 +1,7 @@
 """AlterConfigs (key 33), v0-v2: the given configs replace a topic's whole override
 set (a config not named goes back to the server default), validated as Kafka does.
-Broker configs are not dynamically updatable in Skiff and are refused.
+Broker resources: the given configs replace the whole set of dynamic broker configs of
+the cluster default ("") or this sidecar (config/dynamic_broker.py).
 Needs ALTER_CONFIGS on the topic or (broker resources) the cluster, else
 TOPIC_/CLUSTER_AUTHORIZATION_FAILED for that resource, as in Kafka."""
 
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sidecar.apis.config_alteration import alter, refusal
+from sidecar.apis.config_alteration import BROKER, alter, alter_broker, refusal
 from sidecar.broker import Broker
-from sidecar.config.admin import legacy_alter
+from sidecar.config.admin import SET, legacy_alter
 from sidecar.protocol.kio_codec import encode_response
 
 API_KEY = 33
@@ -27,6 +28,10 @@ async def handle(broker: Broker, request: Any) -> bytes:
             responses.append(refused)
             continue
         pairs = [(c.name, c.value) for c in resource.configs]
+        if resource.resource_type == BROKER:
+            ops = [(n, SET, v) for n, v in pairs]
+            responses.append(await alter_broker(broker, resource, ops, body.validate_only, False))
+            continue
         responses.append(
             await alter(
                 broker,

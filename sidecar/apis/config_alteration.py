@@ -1,6 +1,8 @@
 """What AlterConfigs and IncrementalAlterConfigs share: one resource's alteration with
 Kafka's checks in Kafka's order (duplicate or null values, the resource's name, the
-topic's existence, then the new configs), and the answer entry. Not an API module."""
+topic's existence, then the new configs), and the answer entry; for BROKER resources,
+the dynamic broker configs (config/dynamic_broker.py, storage/broker_configs.py). Not an
+API module."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sidecar.broker import Broker
-from sidecar.config.admin import AdminError
+from sidecar.config import dynamic_broker
+from sidecar.config.admin import DELETE, AdminError
 from sidecar.protocol import errors
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
@@ -36,27 +39,45 @@ def refusal(broker: Broker, request: Any, resource: Any) -> dict[str, Any] | Non
     return answer(resource, denied[0]) if denied else None
 
 
-def _refuse_broker(broker: Broker, name: str, config_names: list[str]) -> None:
-    """Skiff has no dynamic broker configs (a sidecar's settings are its flags), so every
-    broker config is refused as Kafka refuses its read-only ones."""
-    if name != "":
-        try:
-            wanted = int(name)
-        except ValueError:
-            raise AdminError(
-                errors.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
-            ) from None
-        node_id = broker.cluster.node_id
-        if wanted != node_id:
-            raise AdminError(
-                errors.INVALID_REQUEST,
-                f"Unexpected broker id, expected {node_id}, but received {name}",
-            )
-    if config_names:
-        raise AdminError(
-            errors.INVALID_REQUEST,
-            "Cannot update these configs dynamically: Set(" + ", ".join(config_names) + ")",
-        )
+async def alter_broker(
+    broker: Broker,
+    resource: Any,
+    ops: list[tuple[str, int, str | None]],
+    validate_only: bool,
+    incremental: bool = True,
+) -> dict[str, Any]:
+    """A BROKER resource's dynamic configs: `ops` IncrementalAlterConfigs' (name,
+    operation, value), or (not `incremental`) AlterConfigs' whole new set as SETs."""
+    dynamic = broker.dynamic
+    try:
+        deleted = {n for n, op, _ in ops if op == DELETE} if incremental else set()
+        dynamic_broker.check_request([(n, v) for n, _, v in ops], deleted)
+        name = resource.resource_name
+        per_broker = name != dynamic_broker.CLUSTER_DEFAULT
+        if per_broker:
+            dynamic_broker.node_id_of(name, broker.cluster.node_id)
+        if incremental:
+            dynamic_broker.apply_ops({}, ops)  # the checks of the operations themselves
+        touched = [n for n, _, _ in ops]
+
+        def change(current: dict[str, str]) -> dict[str, str]:
+            if incremental:
+                new = dynamic_broker.apply_ops(current, ops)
+            else:
+                new = {n: v or "" for n, _, v in ops}
+            if per_broker:
+                layers = (dynamic.cluster_default(), new)
+            else:
+                layers = (new, dynamic.node())
+            dynamic_broker.validate(new, per_broker, dynamic.static_defaults, *layers)
+            dynamic_broker.min_insync_rule(per_broker, touched, new)
+            return new
+
+        key = str(broker.cluster.node_id) if per_broker else dynamic_broker.CLUSTER_DEFAULT
+        await dynamic.alter(key, change, validate_only)
+    except AdminError as exc:
+        return answer(resource, exc.code, exc.message)
+    return answer(resource)
 
 
 async def alter(
@@ -85,8 +106,6 @@ async def alter(
                 raise AdminError(
                     errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
                 ) from None
-        elif resource.resource_type == BROKER:
-            _refuse_broker(broker, name, config_names)
         elif resource.resource_type == BROKER_LOGGER:
             if config_names:
                 raise AdminError(

@@ -22,7 +22,7 @@ from sidecar.apis.replica_assignment import (
 from sidecar.broker import Broker
 from sidecar.config import storage_format
 from sidecar.config.admin import AdminError
-from sidecar.config.topic import describe
+from sidecar.config.topic import KEYS, SOURCE_DEFAULT, SOURCE_TOPIC, describe
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.quotas import MutationQuota
@@ -172,6 +172,16 @@ async def _create(
     }
 
 
+def _source(broker: Broker, entry: Any) -> int:
+    """A config's source: the topic's, else its first broker synonym's (the dynamic broker
+    configs, the flag, Kafka's default), as a topic's DescribeConfigs entry has it."""
+    key = KEYS.get(entry.name)
+    if entry.source == SOURCE_TOPIC or key is None:
+        return int(entry.source)
+    chain = broker.dynamic.topic_synonyms(key)
+    return int(chain[0]["source"]) if chain else SOURCE_DEFAULT
+
+
 def _configs(broker: Broker, configs: dict[str, str], info: Any) -> list[dict[str, Any]]:
     """The new topic's configs sorted by name, skiff.storage.format among them."""
     out = [
@@ -179,7 +189,7 @@ def _configs(broker: Broker, configs: dict[str, str], info: Any) -> list[dict[st
             "name": e.name,
             "value": e.value,
             "read_only": e.read_only,
-            "config_source": e.source,
+            "config_source": _source(broker, e),
             "is_sensitive": e.sensitive,
         }
         for e in describe(configs, broker.store.topic_defaults)

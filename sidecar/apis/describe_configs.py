@@ -1,6 +1,7 @@
 """DescribeConfigs (key 32), v0-v4: topic resources (every topic config with its value,
-source, synonyms, type and documentation, as Kafka 3.9 answers) and broker resources
-(this sidecar's flags under Kafka's names; see config/broker.py). Broker loggers are
+source, synonyms, type and documentation, as Kafka 4.4 answers) and broker resources
+(this sidecar's flags under Kafka's names with the dynamic broker configs over them, and
+the cluster default's dynamic configs; see config/broker.py). Broker loggers are
 answered with no entries. kio has no v0 schema: v0 is decoded and encoded here (its
 entries carry is_default, always false as from Kafka 3.9, instead of a source).
 Needs DESCRIBE_CONFIGS on the topic, group, or (broker resources) cluster, else
@@ -13,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.broker import Broker
-from sidecar.config.admin import describe_topic
-from sidecar.config.broker import describe_broker
+from sidecar.config import dynamic_broker
+from sidecar.config.admin import AdminError, describe_topic
+from sidecar.config.broker import describe_broker, describe_cluster_default
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.protocol.primitives import Reader, array_len, pack_i16, pack_i32, string
@@ -49,7 +51,7 @@ def _result(resource: Any, code: int = errors.NONE, message: str = "") -> dict[s
 
 async def _describe(broker: Broker, resource: Any, synonyms: bool, docs: bool) -> dict[str, Any]:
     if resource.resource_type == GROUP:  # share groups' configs
-        return await group_configs.describe(broker, resource, synonyms)
+        return await group_configs.describe(broker, resource, synonyms, docs)
     answer = answer_without_redis(broker, resource, synonyms, docs)
     if answer is not None:
         return answer
@@ -63,6 +65,7 @@ async def _describe(broker: Broker, resource: Any, synonyms: bool, docs: bool) -
         synonyms,
         docs,
         (info.storage_format, info.storage_format_set),
+        broker.dynamic.topic_synonyms,
     )
     return {**_result(resource), "configs": configs}
 
@@ -79,23 +82,23 @@ def answer_without_redis(
         reason = invalid_name_reason(name)
         return _result(resource, errors.INVALID_TOPIC_EXCEPTION, reason) if reason else None
     if resource.resource_type == BROKER:
-        if name == "":
-            return _result(resource)  # no dynamic cluster defaults
+        dynamic = broker.dynamic
+        if name == dynamic_broker.CLUSTER_DEFAULT:
+            configs = describe_cluster_default(dynamic.cluster_default(), keys, synonyms, docs)
+            return {**_result(resource), "configs": configs}
         node_id = broker.cluster.node_id
         try:
-            wanted = int(name)
-        except ValueError:
-            return _result(
-                resource, errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
-            )
-        if wanted != node_id:
-            return _result(
-                resource,
-                errors.INVALID_REQUEST,
-                f"Unexpected broker id, expected {node_id} or empty string, but received {name}",
-            )
+            dynamic_broker.node_id_of(name, node_id, describing=True)
+        except AdminError as exc:
+            return _result(resource, exc.code, exc.message or "")
         configs = describe_broker(
-            broker.settings, node_id, broker.store.topic_defaults, keys, synonyms, docs
+            broker.settings,
+            node_id,
+            dynamic.static_defaults,
+            keys,
+            synonyms,
+            docs,
+            dynamic.layers(),
         )
         return {**_result(resource), "configs": configs}
     return _result(resource)  # BROKER_LOGGER: Skiff has no run-time log levels to list

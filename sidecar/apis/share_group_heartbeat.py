@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from sidecar.broker import Broker
+from sidecar.groups.group_configs import SHARE_HEARTBEAT
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security import checks
@@ -66,7 +67,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
         "error_message": result.message,
         "member_id": result.member_id,
         "member_epoch": result.epoch,
-        "heartbeat_interval": broker.settings.group_share_heartbeat_interval_ms,
+        "heartbeat_interval": broker.groups.configs.get(  # share.heartbeat.interval.ms
+            body.group_id, SHARE_HEARTBEAT, broker.settings.group_share_heartbeat_interval_ms
+        ),
         "assignment": None,
     }
     if result.error == "NONE" and result.assignment is not None:

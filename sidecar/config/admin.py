@@ -8,7 +8,7 @@ storage/topic_admin.py; the broker configs are in config/broker.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sidecar.config import storage_format
@@ -76,20 +76,29 @@ def _shown(key: ConfigKey, raw: str) -> str:
         return raw  # written by hand into Redis: show it as it is
 
 
+# A topic config's broker synonyms (config/broker.py topic_synonyms: the dynamic broker
+# configs, the flag, Kafka's default), as its entry lists them after its own override.
+BrokerSynonyms = Callable[[ConfigKey], list[dict[str, Any]]]
+
+
 def topic_entry(
     key: ConfigKey,
     overrides: Mapping[str, str],
     defaults: Mapping[str, Any],
     include_synonyms: bool,
     include_documentation: bool,
+    broker_synonyms: BrokerSynonyms | None = None,
 ) -> dict[str, Any]:
-    """One DescribeConfigs entry of a topic config (Kafka's createTopicConfigEntry)."""
+    """One DescribeConfigs entry of a topic config (Kafka's createTopicConfigEntry).
+    Without `broker_synonyms`, the broker synonyms are the static ones of `defaults`."""
     synonyms: list[dict[str, Any]] = []
     if key.name in overrides:
         value = _shown(key, overrides[key.name])
         synonyms.append({"name": key.name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
     server = defaults.get(key.name, key.default)
-    if key.synonym is not None:
+    if broker_synonyms is not None:
+        synonyms += broker_synonyms(key)
+    elif key.synonym is not None:
         if server != key.default:
             synonyms.append(
                 {"name": key.synonym, "value": key.format(server), "source": STATIC_BROKER_CONFIG}
@@ -120,13 +129,16 @@ def describe_topic(
     include_synonyms: bool,
     include_documentation: bool,
     fmt: tuple[str, bool] | None = None,
+    broker_synonyms: BrokerSynonyms | None = None,
 ) -> list[dict[str, Any]]:
     """Every topic config (or those named in `names`; unknown names are left out, as
     Kafka does), in the order a Kafka broker lists them; then, given the topic's
     (storage format, named at creation), Skiff's skiff.storage.format."""
     wanted = set(names) if names else None
     entries = [
-        topic_entry(KEYS[n], overrides, defaults, include_synonyms, include_documentation)
+        topic_entry(
+            KEYS[n], overrides, defaults, include_synonyms, include_documentation, broker_synonyms
+        )
         for n in TOPIC_ORDER
         if wanted is None or n in wanted
     ]

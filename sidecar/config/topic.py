@@ -133,6 +133,8 @@ def between(lo: int, hi: int) -> Validator:
 
 def one_of(*choices: str) -> Validator:
     def check(name: str, value: Any) -> None:
+        if isinstance(value, list) and "" in value:  # Kafka 4's ValidList
+            raise ConfigError(f"Configuration '{name}' values must not be empty.")
         for item in value if isinstance(value, list) else [value]:
             if item not in choices:
                 raise _invalid(name, item, "String must be one of: " + ", ".join(choices))

@@ -675,8 +675,8 @@ class GroupCoordinator:
                             f"Static member {req.instance_id} has not released its assignment.",
                         )
                     # A static member back under a new id takes over the old one's place.
+                    target = cg.target.pop(old.member_id, {})  # before remove() drops it
                     cg.remove(old.member_id)
-                    target = cg.target.pop(old.member_id, {})
                     old.member_id = req.member_id
                     old.epoch = old.previous_epoch
                     cg.add(old)

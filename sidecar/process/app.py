@@ -28,7 +28,8 @@ from sidecar.security import scram_config
 from sidecar.security.acls import authorizer as acl_authorizer
 from sidecar.security.sasl import oauthbearer
 from sidecar.server import KafkaServers
-from sidecar.storage import resilience
+from sidecar.storage import keys, resilience
+from sidecar.storage.broker_configs import DynamicBrokerConfigs
 from sidecar.storage.connection import redact
 from sidecar.storage.group_store import GroupStore
 from sidecar.storage.registry import Registry
@@ -123,6 +124,15 @@ async def serve(
         )
         await cluster.start()
         started.push_async_callback(cluster.stop)
+        # Dynamic broker configs (KIP-226) set the server defaults of topic configs: read
+        # before the sweeper, compactor and listeners start.
+        dynamic = DynamicBrokerConfigs(settings, store, lambda: cluster.node_id)
+        wakeups.channel_listeners.setdefault(keys.BROKER_CONFIGS_CHANNEL.encode(), []).append(
+            dynamic.published
+        )
+        await dynamic.start(wakeups.watermarks)
+        started.push_async_callback(dynamic.stop)
+        store.identity.on_reset(lambda _cluster_id: dynamic.published(b""))
         groups = GroupCoordinator(settings, GroupStore(store.redis), cluster)
         await groups.start()
         started.push_async_callback(groups.stop)
@@ -138,7 +148,14 @@ async def serve(
         authorizer = await acl_authorizer.start(settings, store.redis)
         started.push_async_callback(acl_authorizer.stop, authorizer)
         broker = Broker(
-            settings, store, wakeups, await store.cluster_id(), cluster, groups, authorizer
+            settings,
+            store,
+            wakeups,
+            await store.cluster_id(),
+            cluster,
+            groups,
+            authorizer,
+            dynamic=dynamic,
         )
         remote_url = settings.remote_storage
         if remote_url is None and (embedded is not None or private_redis):

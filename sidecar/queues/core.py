@@ -61,6 +61,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from sidecar.config.topic import effective_config
+from sidecar.groups.group_configs import BY_DURATION, duration_ms, valid_auto_offset_reset
 from sidecar.protocol import stored_batch
 from sidecar.protocol.record_batch import (
     FLAG_KEY_NULL,
@@ -325,10 +326,11 @@ def validate_config(changes: dict[str, Any]) -> dict[str, Any]:
                     f"delivery_limit must be 1..{MAX_DELIVERY_LIMIT}: {reprlib.repr(value)}",
                 )
         elif name == "auto_offset_reset":
-            if value not in ("earliest", "latest"):
+            if not isinstance(value, str) or not valid_auto_offset_reset(value):
                 raise QueueError(
                     "INVALID_CONFIG",
-                    f"auto_offset_reset is earliest or latest: {reprlib.repr(value)}",
+                    "auto_offset_reset is earliest, latest or by_duration:<ISO-8601 duration>: "
+                    f"{reprlib.repr(value)}",
                 )
         elif name == "isolation_level":
             if value not in ISOLATION_LEVELS:
@@ -499,8 +501,23 @@ class QueueStore:
         if (group, topic) not in self._topics_seen:
             await self.redis.sadd(topics_key(group), topic)
             self._topics_seen.add((group, topic))
-        await self._init(group, topic, partition, cfg.auto_offset_reset, 0, "create")
+        start, offset = await self._start(cfg, topic, partition)
+        await self._init(group, topic, partition, start, offset, "create")
         self._ready.add((group, topic, partition))
+
+    async def _start(self, cfg: QueueConfig, topic: str, partition: int) -> tuple[str, int]:
+        """Where a group starts on a partition it never read: auto_offset_reset, whose
+        by_duration:<d> (Kafka's share.auto.offset.reset) is the first record at most
+        <d> old, else the high watermark."""
+        reset = cfg.auto_offset_reset
+        if not reset.startswith(BY_DURATION):
+            return reset, 0
+        since = int(time.time() * 1000) - (duration_ms(reset[len(BY_DURATION) :]) or 0)
+        try:
+            offset, _ = await self.store.offset_for_time(topic, partition, since)
+        except StoreError:
+            return "latest", 0  # _init answers UNKNOWN_TOPIC_OR_PARTITION
+        return ("latest", 0) if offset < 0 else ("offset", offset)
 
     async def _init(
         self, group: str, topic: str, partition: int, start: str, offset: int, mode: str

@@ -78,7 +78,11 @@ SCHEMAS: dict[str, Any] = {
             "lock_ms": INT,
             "delivery_limit": INT,
             "dead_letter_topic": NSTR,
-            "auto_offset_reset": {"type": "string", "enum": ["earliest", "latest"]},
+            # by_duration:<ISO-8601 duration>: set by a Kafka client (share.auto.offset.reset)
+            "auto_offset_reset": {
+                "type": "string",
+                "pattern": "^(earliest|latest|by_duration:.+)$",
+            },
             "isolation_level": {"type": "string", "enum": ["read_uncommitted", "read_committed"]},
         },
         [

@@ -1,46 +1,43 @@
-"""Group configs (IncrementalAlterConfigs and DescribeConfigs with resource type GROUP,
-32): consumer groups' (consumer.*, sidecar/groups/group_configs.py) and share groups',
-the latter mapped onto the queue core's group settings:
+"""DescribeConfigs and IncrementalAlterConfigs of GROUP resources (type 32), as a Kafka
+4.4.0 broker answers them: its 27 group configs (sidecar/groups/group_configs.py has
+their definitions, checks and messages, and where each is stored and applied).
 
-| Kafka group config | queue setting | Skiff range |
-|---|---|---|
-| share.record.lock.duration.ms | lock_ms | 1000..3600000 (Kafka: 15000..60000 by default) |
-| share.delivery.count.limit | delivery_limit | 1..1000 (Kafka: 2..10) |
-| share.auto.offset.reset | auto_offset_reset | earliest, latest |
-| errors.deadletterqueue.topic.name | dead_letter_topic | a topic name (KIP-1191's name) |
-| share.isolation.level | isolation_level | read_uncommitted, read_committed |
+Five share-group configs are the queue core's group settings (the same the HTTP queue
+API sets), so they apply to share groups and queue groups alike:
 
-SET sets, DELETE goes back to the default (for the lock duration and the delivery limit
-the server's: --group-share-record-lock-duration-ms, --group-share-delivery-count-limit);
-APPEND and SUBTRACT are refused, as Kafka
-refuses them for non-list configs."""
+| Kafka group config | queue setting |
+|---|---|
+| share.record.lock.duration.ms | lock_ms |
+| share.delivery.count.limit | delivery_limit |
+| share.auto.offset.reset | auto_offset_reset (earliest, latest, by_duration:<ISO-8601>) |
+| errors.deadletterqueue.topic.name | dead_letter_topic ("" for none) |
+| share.isolation.level | isolation_level |
+
+The others are kept in Redis hash skiff:group_configs. SET sets, DELETE goes back to the
+default (the server's flag where Skiff has one); APPEND and SUBTRACT are refused as
+Kafka refuses them (no group config is a list to it). DescribeConfigs lists a config as
+GROUP_CONFIG (8) where the group set it (a queue group's settings set through the HTTP
+API count), else with the server's value (DEFAULT_CONFIG, 5, or STATIC_BROKER_CONFIG, 4,
+where a flag differs from Kafka's default). One check is Skiff's own: a dead-letter
+topic name must be a valid topic name (Skiff creates the topic when it first writes to
+it); Kafka refuses only names starting with "__"."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sidecar.groups import group_configs as consumer_configs
+from sidecar.groups import group_configs as configs
 from sidecar.protocol import errors
-from sidecar.queues.core import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, QueueError
+from sidecar.queues.core import QueueError, config_key, validate_config
 from sidecar.share.records import queues
 
 GROUP = 32
-SET, DELETE = 0, 1
-MIN_LOCK_MS = 1000
-
-_NAMES = {
+QUEUE_SETTINGS = {
     "share.record.lock.duration.ms": "lock_ms",
     "share.delivery.count.limit": "delivery_limit",
     "share.auto.offset.reset": "auto_offset_reset",
     "errors.deadletterqueue.topic.name": "dead_letter_topic",
     "share.isolation.level": "isolation_level",
-}
-_DEFAULTS: dict[str, Any] = {
-    "lock_ms": DEFAULT_LOCK_MS,
-    "delivery_limit": DEFAULT_DELIVERY_LIMIT,
-    "auto_offset_reset": "latest",
-    "dead_letter_topic": None,
-    "isolation_level": "read_uncommitted",
 }
 
 
@@ -53,132 +50,72 @@ def _answer(resource: Any, code: int = errors.NONE, message: str | None = None) 
     }
 
 
-def _defaults(broker: Any) -> dict[str, Any]:
-    core = queues(broker)
-    return {
-        **_DEFAULTS,
-        "lock_ms": core.default_lock_ms,
-        "delivery_limit": core.default_delivery_limit,
-    }
-
-
-def _changes(resource: Any, unset: list[str]) -> dict[str, Any] | str:
-    """The SETs as queue settings; DELETEs of server-defaulted settings go to `unset`."""
-    out: dict[str, Any] = {}
-    for c in resource.configs:
-        if c.name in consumer_configs.BOUNDS:
-            continue  # a consumer group's (sidecar/groups/group_configs.py)
-        setting = _NAMES.get(c.name)
-        if setting is None:
-            return f"Unknown group config name: {c.name}"
-        if c.config_operation == DELETE:
-            if setting in ("lock_ms", "delivery_limit"):
-                unset.append(setting)
-                out.pop(setting, None)
-            else:
-                out[setting] = _DEFAULTS[setting]
-            continue
-        if c.config_operation != SET:
-            return f"Config {c.name} is not a list: only SET and DELETE apply."
-        value: Any = c.value
-        if value is None:
-            return f"Null value not supported for: {c.name}"
-        if setting in ("lock_ms", "delivery_limit"):
-            try:
-                value = int(value)
-            except ValueError:
-                return (
-                    f"Invalid value {c.value} for configuration {c.name}: Not a number of type INT"
-                )
-            if setting == "lock_ms" and value < MIN_LOCK_MS:
-                return (
-                    f"Invalid value {value} for configuration {c.name}: "
-                    f"Value must be at least {MIN_LOCK_MS}"
-                )
-        out[setting] = value
+async def _explicit(broker: Any, group_id: str) -> dict[str, str]:
+    """The configs the group sets: skiff:group_configs' and its queue settings."""
+    out = await broker.groups.configs.current(group_id)
+    raw = await queues(broker).redis.hgetall(config_key(group_id))
+    for name, setting in QUEUE_SETTINGS.items():
+        value = raw.get(setting.encode())
+        if value is not None:
+            out[name] = value.decode()
     return out
 
 
-GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 8, 5  # Kafka's DescribeConfigs sources
-_TYPES = {
-    "lock_ms": 3,
-    "delivery_limit": 3,
-    "auto_offset_reset": 2,
-    "dead_letter_topic": 2,
-    "isolation_level": 2,
-}
-
-
-def _entry(
-    name: str, text: str | None, source: int, config_type: int, synonyms: bool
+async def describe(
+    broker: Any, resource: Any, synonyms: bool, docs: bool = False
 ) -> dict[str, Any]:
-    return {
-        "name": name,
-        "value": text,
-        "read_only": False,
-        "config_source": source,
-        "is_sensitive": False,
-        "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
-        "config_type": config_type,
-        "documentation": None,
-    }
-
-
-async def describe(broker: Any, resource: Any, synonyms: bool) -> dict[str, Any]:
-    """DescribeConfigs of a GROUP resource: the share-group configs above, GROUP_CONFIG
-    where the group's value differs from the default (DEFAULT_CONFIG otherwise)."""
+    """DescribeConfigs of a GROUP resource: Kafka 4.4's list (groups need not exist)."""
     group_id = resource.resource_name
-    core = queues(broker)
-    out = {**_answer(resource), "error_message": "", "configs": []}
-    if not await core.exists(group_id):
-        cfg = None
-    else:
-        cfg = (await core.config(group_id)).as_dict()
+    out: dict[str, Any] = {**_answer(resource), "error_message": "", "configs": []}
+    if not group_id:
+        error = errors.INVALID_REQUEST
+        return {**out, "error_code": error, "error_message": "Group name must not be empty"}
+    explicit = await _explicit(broker, group_id)
+    defaults = configs.server_defaults(broker.settings)
     wanted = resource.configuration_keys
-    explicit = await broker.groups.configs.current(group_id)
-    for name in consumer_configs.NAMES:  # Kafka's GroupConfig defines these first
+    for name in configs.listed_names(explicit):
         if wanted and name not in wanted:
             continue
-        value = explicit.get(name)
-        source = DEFAULT_CONFIG_SOURCE if value is None else GROUP_CONFIG_SOURCE
-        text = str(broker.groups.configs.defaults[name] if value is None else value)
-        out["configs"].append(_entry(name, text, source, 3, synonyms))  # 3: INT
-    defaults = _defaults(broker)
-    for name, setting in _NAMES.items():
-        if wanted and name not in wanted:
-            continue
-        value = cfg[setting] if cfg else defaults[setting]
-        is_default = value == defaults[setting]
-        source = DEFAULT_CONFIG_SOURCE if is_default else GROUP_CONFIG_SOURCE
-        text = None if value is None else str(value)
-        out["configs"].append(_entry(name, text, source, _TYPES[setting], synonyms))
+        entry = configs.describe_entry(name, explicit.get(name), defaults[name], synonyms, docs)
+        out["configs"].append(entry)
     return out
+
+
+def _queue_value(setting: str, text: str) -> Any:
+    if setting in ("lock_ms", "delivery_limit"):
+        return int(text)
+    if setting == "dead_letter_topic":
+        return text or None
+    return text
 
 
 async def alter(broker: Any, resource: Any, validate_only: bool) -> dict[str, Any]:
+    """IncrementalAlterConfigs of a GROUP resource: all of it or nothing."""
     group_id = resource.resource_name
-    if not group_id:
-        return _answer(resource, errors.code("INVALID_REQUEST"), "Group name must not be empty.")
-    consumer = consumer_configs.validate(resource, broker.groups.configs.defaults)
-    if isinstance(consumer, str):
-        return _answer(resource, errors.code("INVALID_CONFIG"), consumer)
-    unset: list[str] = []
-    changes = _changes(resource, unset)
-    if isinstance(changes, str):
-        return _answer(resource, errors.code("INVALID_CONFIG"), changes)
-    if not validate_only and (consumer[0] or consumer[1]):
-        await broker.groups.configs.alter(group_id, *consumer)
-    if all(c.name in consumer_configs.BOUNDS for c in resource.configs):
-        return _answer(resource)  # no share-group config: no queue settings to touch
-    core = queues(broker)
+    stored = await broker.groups.configs.current(group_id) if group_id else {}
+    defaults = configs.server_defaults(broker.settings)
+    plan = configs.validate(group_id, resource.configs, stored, defaults)
+    if not isinstance(plan, configs.Alteration):
+        return _answer(resource, *plan)
+    changes = {
+        QUEUE_SETTINGS[n]: _queue_value(QUEUE_SETTINGS[n], v)
+        for n, v in plan.sets.items()
+        if n in QUEUE_SETTINGS
+    }
+    unset = [QUEUE_SETTINGS[n] for n in plan.deletes if n in QUEUE_SETTINGS]
+    sets = {n: v for n, v in plan.sets.items() if n not in QUEUE_SETTINGS}
+    deletes = [n for n in plan.deletes if n not in QUEUE_SETTINGS]
     try:
+        validate_config(changes)  # Skiff's own check: a dead-letter topic's name
         if validate_only:
-            from sidecar.queues.core import validate_config
-
-            validate_config(changes)
-        else:
+            return _answer(resource)
+        core = queues(broker)
+        if changes:  # creates the queue group
             await core.configure(group_id, **changes)
-            await core.unset(group_id, *(u for u in unset if u not in changes))
+        if unset:
+            await core.unset(group_id, *unset)
     except QueueError as exc:
         return _answer(resource, errors.code("INVALID_CONFIG"), exc.message)
+    if sets or deletes:
+        await broker.groups.configs.alter(group_id, sets, deletes)
     return _answer(resource)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.groups.coordinator import CoordinatorError
+from sidecar.groups.group_configs import SHARE_SESSION
 from sidecar.queues.core import QueueError, queue_store
 from sidecar.share.assignor import assign
 from sidecar.storage import resilience
@@ -97,9 +98,11 @@ class ShareCoordinator:
         self._task: asyncio.Task[None] | None = None
         broker.cluster.on_lost(self.groups.clear)
 
-    @property
-    def session_s(self) -> float:
-        return self.broker.settings.group_share_session_timeout_ms / 1000
+    def session_s(self, group_id: str) -> float:
+        """The group's share.session.timeout.ms (sidecar/groups/group_configs.py), else
+        the server's --group-share-session-timeout-ms."""
+        default = self.broker.settings.group_share_session_timeout_ms
+        return self.broker.groups.configs.get(group_id, SHARE_SESSION, default) / 1000
 
     def start(self) -> None:
         if self._task is None:
@@ -168,7 +171,7 @@ class ShareCoordinator:
                         doc.get("client_host", ""),
                         doc.get("rack_id"),
                         list(doc.get("topics", [])),
-                        deadline=now + self.session_s,
+                        deadline=now + self.session_s(group_id),
                     )
                 await self._assign(group)
                 self.groups[group_id] = group
@@ -265,7 +268,7 @@ class ShareCoordinator:
                 f"The share group member has a {which} member epoch ({member_epoch}) than "
                 f"the one known by the group coordinator ({member.epoch}).",
             )
-        member.deadline = time.monotonic() + self.session_s
+        member.deadline = time.monotonic() + self.session_s(group_id)
         member.client_id, member.client_host = client_id, client_host
         if rack_id is not None:
             member.rack_id = rack_id

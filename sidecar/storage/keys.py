@@ -130,6 +130,12 @@ WAKE_PATTERN = "skiff:wake:*"
 # cache of it (RedisStore.topic_changed). Under WAKE_PATTERN; no partition's channel
 # (those end in /<partition>).
 TOPICS_CHANNEL = "skiff:wake:topics"
+# Dynamic broker configs (storage/broker_configs.py): hash of resource ("" the cluster
+# default, else a node id) -> JSON {config name: value as given}. Every change publishes
+# the resource on the channel (under WAKE_PATTERN; not a partition's channel either), so
+# every sidecar reads them again.
+BROKER_CONFIGS = "skiff:broker_configs"
+BROKER_CONFIGS_CHANNEL = "skiff:wake:broker_configs"
 
 BROKERS = "skiff:brokers"  # hash: node id -> JSON {host, port, inc, exp} (lua/brokers.lua)
 GROUPS = "skiff:groups"  # set: every group id with state or offsets (ListGroups, sweeps)

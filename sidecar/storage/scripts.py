@@ -203,6 +203,7 @@ TXN_MARKER = Script("txn_marker")
 TXN_OFFSETS = Script("txn_offsets")
 TXN_DEADLINE = Script("txn_deadline")
 TOPIC_CAS = Script("topic_cas")
+BROKER_CONFIG_CAS = Script("broker_config_cas")  # storage/broker_configs.py
 TRIM = Script("trim")
 CLEANER = Script("cleaner")
 IDENTITY_CAS = Script("identity_cas")
@@ -217,6 +218,7 @@ ALL = (
     TXN_OFFSETS,
     TXN_DEADLINE,
     TOPIC_CAS,
+    BROKER_CONFIG_CAS,
     TRIM,
     CLEANER,
     IDENTITY_CAS,

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from redis.asyncio import Redis
@@ -152,6 +152,21 @@ class RedisStore(PartitionLogOps):
         self._topics.clear()
         self._topic_names.clear()
         self._all_topics = None
+
+    def set_topic_defaults(self, defaults: dict[str, Any]) -> None:
+        """New server defaults of topic configs (a dynamic broker config changed,
+        storage/broker_configs.py): every cached topic's effective config is derived
+        again, so the hot paths see them at once."""
+        self.topic_defaults = defaults  # reads in flight parse with these once back
+
+        def again(info: TopicInfo | None) -> TopicInfo | None:
+            if info is None:
+                return None
+            return replace(info, config=topic_config.effective(info.configs, defaults))
+
+        self._topics = {n: (c[0], again(c[1]), c[2]) for n, c in self._topics.items()}
+        if self._all_topics is not None:
+            self._all_topics = [again(t) or t for t in self._all_topics]
 
     def topic_changed(self, name: str) -> None:
         """A registry write for `name` was published (keys.TOPICS_CHANNEL): what is cached

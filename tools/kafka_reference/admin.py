@@ -410,6 +410,137 @@ def alter_configs_scenarios() -> None:
             other(label),
             "IncrementalAlterConfigs v1, AlterConfigs v2",
         )
+    broker_config_scenarios(inc_body, legacy_body)
+
+
+def broker_config_scenarios(inc_body: Callable[..., Any], legacy_body: Callable[..., Any]) -> None:
+    """Dynamic broker configs (KIP-226) on the cluster default ("") and the broker's own
+    resource: changes that are undone again (each waits until the broker shows them, as
+    Kafka applies them a moment after it answers), and refusals with validate_only."""
+    SET, DELETE, APPEND = 0, 1, 2
+
+    def inc(side: Side, resources: list[tuple[str, list[Any]]], vo: bool = False) -> Any:
+        named = [(BROKER_RESOURCE, str(node_of(side)) if n == "N" else n, c) for n, c in resources]
+        return errors_of(
+            side, ask(side, INCREMENTAL_ALTER_CONFIGS, 1, inc_body(named, vo)), "responses"
+        )
+
+    def shown(side: Side, name: str, keys: list[str]) -> Any:
+        resource = str(node_of(side)) if name == "N" else name
+        body = describe_body([(BROKER_RESOURCE, resource, keys)], docs=False)
+        answer = described(side, ask(side, DESCRIBE_CONFIGS, 4, body))
+        if isinstance(answer, dict):
+            answer["results"][0]["resource_name"] = name
+        return answer
+
+    def settled(side: Side, name: str, key: str, value: str | None) -> Any:
+        """The resource's describe once `key` shows `value` (None: not listed), or the
+        last one after 15 s."""
+        deadline = time.monotonic() + 15
+        while True:
+            answer = shown(side, name, [key])
+            configs = answer["results"][0]["configs"] if isinstance(answer, dict) else []
+            now = next((c["value"] for c in configs if c["name"] == key), None)
+            if now == value or time.monotonic() > deadline:
+                return answer
+            time.sleep(0.2)
+
+    def changes(side: Side) -> Any:
+        name = topic("bc-topic")
+        topic_with_configs(side, name, {})
+        keys = ["log.retention.bytes", "message.max.bytes", "log.cleanup.policy"]
+        out: dict[str, Any] = {}
+        out["set_default"] = inc(
+            side,
+            [
+                (
+                    "",
+                    [
+                        ("log.retention.bytes", SET, "123456789"),
+                        ("log.cleanup.policy", APPEND, "compact"),
+                    ],
+                )
+            ],
+        )
+        out["default"] = settled(side, "", "log.retention.bytes", "123456789")
+        out["set_node"] = inc(side, [("N", [("message.max.bytes", SET, " 2000000 ")])])
+        out["node"] = settled(side, "N", "message.max.bytes", "2000000")
+        out["node_keys"] = shown(side, "N", [*keys, "min.insync.replicas", "log.retention.ms"])
+        body = describe_body([(TOPIC_RESOURCE, name, ["retention.bytes", "max.message.bytes"])])
+        out["topic"] = described(side, ask(side, DESCRIBE_CONFIGS, 4, body))
+        out["delete_node"] = inc(side, [("N", [("message.max.bytes", DELETE, None)])])
+        settled(side, "N", "message.max.bytes", "1048588")
+        out["delete_default"] = inc(
+            side,
+            [("", [("log.retention.bytes", DELETE, None), ("log.cleanup.policy", DELETE, None)])],
+        )
+        out["after"] = settled(side, "", "log.retention.bytes", None)
+        return out
+
+    add(
+        "alter_configs.broker.set_describe_delete",
+        changes,
+        "IncrementalAlterConfigs v1 on the cluster default and the broker, DescribeConfigs v4",
+    )
+
+    refusals: dict[str, tuple[str, list[Any]]] = {
+        "bad_value": ("", [("log.retention.ms", SET, "abc")]),
+        "out_of_range": ("N", [("log.segment.bytes", SET, "1000")]),
+        "list_items": ("", [("log.cleanup.policy", SET, "compact,compact")]),
+        "read_only": ("", [("num.partitions", SET, "3"), ("node.id", SET, "3")]),
+        "security_without_prefix": ("N", [("ssl.keystore.location", SET, "/x")]),
+        "per_broker_at_default": ("", [("listeners", SET, "PLAINTEXT://:1")]),
+        "requirement": ("", [("log.retention.ms", SET, "0")]),
+        "local_retention": ("", [("log.local.retention.ms", SET, "-1")]),
+        "copy_lag": (
+            "N",
+            [("log.remote.copy.lag.ms", SET, "5000"), ("log.local.retention.ms", SET, "10")],
+        ),
+        "delete_cluster_min_insync": ("", [("min.insync.replicas", DELETE, None)]),
+        "broker_min_insync": ("N", [("min.insync.replicas", SET, "1")]),
+        "append_not_list": ("", [("message.max.bytes", APPEND, "1")]),
+        "append_unknown": ("N", [("no.such.config", APPEND, "1")]),
+        "unknown_operation": ("", [("message.max.bytes", 9, "1")]),
+        "null_value": ("N", [("message.max.bytes", SET, None)]),
+        "unknown_name": ("", [("no.such.config", SET, "1")]),
+        "valid": (
+            "N",
+            [("log.retention.ms", SET, "-5"), ("producer.id.expiration.ms", SET, "1000")],
+        ),
+    }
+
+    def refusal(label: str) -> Callable[[Side], Any]:
+        def run(side: Side) -> Any:
+            name, configs = refusals[label]
+            return inc(side, [(name, configs)], True)
+
+        return run
+
+    for label in refusals:
+        add(
+            f"alter_configs.broker.validate_only.{label}",
+            refusal(label),
+            "IncrementalAlterConfigs v1",
+        )
+
+    def legacy(side: Side) -> Any:
+        node = str(node_of(side))
+        cases = {
+            "default_without_min_insync": [(BROKER_RESOURCE, "", [("log.retention.bytes", "5")])],
+            "default_with_min_insync": [
+                (BROKER_RESOURCE, "", [("min.insync.replicas", "1"), ("log.retention.bytes", "5")])
+            ],
+            "node_min_insync": [(BROKER_RESOURCE, node, [("min.insync.replicas", "1")])],
+            "node": [(BROKER_RESOURCE, node, [("message.max.bytes", "5000")])],
+        }
+        return {
+            label: errors_of(
+                side, ask(side, ALTER_CONFIGS, 2, legacy_body(resources, True)), "responses"
+            )
+            for label, resources in cases.items()
+        }
+
+    add("alter_configs.broker.legacy_validate_only", legacy, "AlterConfigs v2")
 
 
 def create_partitions_scenarios() -> None:
