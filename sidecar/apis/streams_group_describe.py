@@ -1,8 +1,9 @@
-"""StreamsGroupDescribe (key 89), v0: a KIP-1071 streams group's state, epochs,
+"""StreamsGroupDescribe (key 89), v0-v1: a KIP-1071 streams group's state, epochs,
 topology and members with their processes, endpoints, current and target tasks, from
 the coordinating sidecar. Any other group is GROUP_ID_NOT_FOUND ("not a streams
 group"), as from Kafka. Needs DESCRIBE on each group and on the topics of its topology
-(else GROUP_ or TOPIC_AUTHORIZATION_FAILED for the group), as in Kafka."""
+(else GROUP_ or TOPIC_AUTHORIZATION_FAILED for the group), as in Kafka. v1 names the
+assignor; a topology description asked for is NOT_STORED (Skiff keeps none)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from sidecar.broker import Broker
 from sidecar.groups.coordinator import CoordinatorError
-from sidecar.groups.streams_group import InternalTopic, Tasks
+from sidecar.groups.streams_group import ASSIGNOR, InternalTopic, Tasks
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response
 from sidecar.security import checks
@@ -18,7 +19,7 @@ from sidecar.security.authorizer import Operation
 
 API_KEY = 89
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
 
 
 def _failed(group_id: str, code: str, message: str | None) -> dict[str, Any]:
@@ -31,7 +32,11 @@ def _failed(group_id: str, code: str, message: str | None) -> dict[str, Any]:
         "assignment_epoch": -1 if code == "GROUP_ID_NOT_FOUND" else 0,
         "topology": None,
         "members": [],
+        "assignor_name": None,
     }
+
+
+NOT_REQUESTED, NOT_STORED = 0, 1  # TopologyDescriptionStatus (v1)
 
 
 def _topic_info(t: InternalTopic) -> dict[str, Any]:
@@ -111,6 +116,7 @@ async def describe_one(broker: Broker, group_id: str) -> tuple[dict[str, Any], s
         "assignment_epoch": sg.assignment_epoch,
         "topology": topology,
         "members": members,
+        "assignor_name": ASSIGNOR,
     }
     return entry, sg.topology.topics() if sg.topology is not None else set()
 
@@ -122,6 +128,10 @@ async def _authorized(broker: Broker, request: Any, group_id: str) -> dict[str, 
     if topics - checks.allowed_topics(broker, request, Operation.DESCRIBE, topics):
         message = "The described group uses topics that the client is not authorized to describe."
         return _failed(group_id, "TOPIC_AUTHORIZATION_FAILED", message)
+    if entry["error_code"] == errors.NONE and getattr(
+        request.body, "include_topology_description", False
+    ):
+        entry["topology_description_status"] = NOT_STORED
     if request.body.include_authorized_operations:
         entry["authorized_operations"] = checks.authorized_operations(
             broker, request, checks.GROUP, group_id

@@ -1,4 +1,4 @@
-"""StreamsGroupHeartbeat (key 88), v0: KIP-1071's streams group protocol
+"""StreamsGroupHeartbeat (key 88), v0-v1: KIP-1071's streams group protocol
 (`group.protocol=streams` in Kafka Streams). A member joins (epoch 0) with its
 topology, heartbeats at its epoch, leaves (-1) or, as a static member, steps out for a
 while (-2); the broker configures the topology against the topics that exist, creates
@@ -7,7 +7,9 @@ the missing internal topics (changelogs, repartition topics) and assigns the tas
 throwIfStreamsGroupHeartbeatRequestIsInvalid does. Needs READ on the group (else
 GROUP_AUTHORIZATION_FAILED) and DESCRIBE on the topology's topics (else
 TOPIC_AUTHORIZATION_FAILED); internal topics are created only with CREATE on the
-cluster or the topic, as in Kafka."""
+cluster or the topic, as in Kafka. Skiff keeps no topology descriptions (KIP-1331's
+StreamsGroupTopologyDescriptionUpdate is not served), so v1's
+TopologyDescriptionRequired is always false."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from sidecar.validation.topic_configs import ConfigError, validate
 
 API_KEY = 88
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
 
 ACCEPTABLE_RECOVERY_LAG = 10_000  # group.streams.acceptable.recovery.lag (Kafka's default)
 TASK_OFFSET_INTERVAL_MS = 60_000  # group.streams.task.offset.interval.ms
