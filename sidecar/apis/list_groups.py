@@ -1,7 +1,6 @@
 """ListGroups (key 16), v0-v5: the groups this sidecar coordinates (admin clients ask
 every broker and merge, as with Kafka), classic, consumer (KIP-848), streams (KIP-1071)
-and share groups
-(sidecar/share/), filtered by state (v4+) and type (v5+).
+and share groups (sidecar/share/), filtered by state (v4+) and type (v5+).
 Lists every group to a principal that may DESCRIBE the cluster, else the groups it may
 DESCRIBE (no error), as in Kafka."""
 

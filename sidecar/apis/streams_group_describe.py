@@ -27,9 +27,9 @@ def _failed(group_id: str, code: str, message: str | None) -> dict[str, Any]:
         "error_code": errors.code(code),
         "error_message": message,
         "group_id": group_id,
-        "group_state": "Dead" if code == "GROUP_ID_NOT_FOUND" else "",
-        "group_epoch": -1 if code == "GROUP_ID_NOT_FOUND" else 0,
-        "assignment_epoch": -1 if code == "GROUP_ID_NOT_FOUND" else 0,
+        "group_state": "",
+        "group_epoch": 0,
+        "assignment_epoch": 0,
         "topology": None,
         "members": [],
         "assignor_name": None,
@@ -39,10 +39,10 @@ def _failed(group_id: str, code: str, message: str | None) -> dict[str, Any]:
 NOT_REQUESTED, NOT_STORED = 0, 1  # TopologyDescriptionStatus (v1)
 
 
-def _topic_info(t: InternalTopic) -> dict[str, Any]:
+def _topic_info(t: InternalTopic, partitions: int) -> dict[str, Any]:
     return {
         "name": t.name,
-        "partitions": t.partitions,
+        "partitions": partitions,
         "replication_factor": t.replication,
         "topic_configs": [{"key": k, "value": v} for k, v in sorted(t.configs.items())],
     }
@@ -79,8 +79,15 @@ async def describe_one(broker: Broker, group_id: str) -> tuple[dict[str, Any], s
                     "subtopology_id": s.subtopology_id,
                     "source_topics": s.source_topics,
                     "repartition_sink_topics": s.repartition_sinks,
-                    "state_changelog_topics": [_topic_info(t) for t in s.changelogs],
-                    "repartition_source_topics": [_topic_info(t) for t in s.repartition_sources],
+                    # The configured counts, as Kafka describes them.
+                    "state_changelog_topics": [
+                        _topic_info(t, sg.tasks.get(s.subtopology_id, t.partitions))
+                        for t in s.changelogs
+                    ],
+                    "repartition_source_topics": [
+                        _topic_info(t, sg.partitions.get(t.name, t.partitions))
+                        for t in s.repartition_sources
+                    ],
                 }
                 for s in sg.topology.subtopologies
             ],

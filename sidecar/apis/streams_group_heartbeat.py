@@ -218,9 +218,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
         "member_id": result.member_id or body.member_id,
         "member_epoch": result.epoch,
         "heartbeat_interval": 0,
-        "acceptable_recovery_lag": 0,
         "task_offset_interval": 0,
-        "status": None,
+        "status": [],
         "active_tasks": None,
         "standby_tasks": None,
         "warmup_tasks": None,
@@ -230,7 +229,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
     if result.error == "NONE":
         if result.epoch not in (sgm.LEAVE_EPOCH, sgm.STATIC_LEAVE_EPOCH):
             data["heartbeat_interval"] = broker.groups.configs.get(body.group_id, HEARTBEAT)
-            data["acceptable_recovery_lag"] = ACCEPTABLE_RECOVERY_LAG
+            # v0's AcceptableRecoveryLagLegacy is 0 from Kafka 4.4; v1's is the config.
+            data["acceptable_recovery_lag"] = ACCEPTABLE_RECOVERY_LAG if version >= 1 else 0
             data["task_offset_interval"] = TASK_OFFSET_INTERVAL_MS
             data["status"] = [{"status_code": c, "status_detail": d} for c, d in status]
             data["endpoint_information_epoch"] = result.endpoint_epoch

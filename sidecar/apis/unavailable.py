@@ -691,7 +691,7 @@ def _streams_group_heartbeat(broker: Broker, request: Any) -> bytes:
         "heartbeat_interval": 0,
         "acceptable_recovery_lag": 0,
         "task_offset_interval": 0,
-        "status": None,
+        "status": [],
         "active_tasks": None,
         "standby_tasks": None,
         "warmup_tasks": None,

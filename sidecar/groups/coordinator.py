@@ -940,12 +940,12 @@ class GroupCoordinator:
             and req.owned is not None
             and req.owned <= {(s, p) for s, ps in member.assigned.items() for p in ps}
         ):
-            which = "larger" if req.epoch > member.epoch else "smaller"
+            which = "greater" if req.epoch > member.epoch else "smaller"
             return SgResult(
                 "FENCED_MEMBER_EPOCH",
                 f"The streams group member has a {which}"
                 f" member epoch ({req.epoch}) than the one known by the group coordinator"
-                f" ({member.epoch}).",
+                f" ({member.epoch}). The member must abandon all its partitions and rejoin.",
             )
         member.deadline = now + self.configs.get(group_id, SESSION) / 1000
         member.client_id, member.client_host = req.client_id, req.client_host
@@ -958,7 +958,7 @@ class GroupCoordinator:
             changed = True
         if req.endpoint is not None and req.endpoint != member.endpoint:
             member.endpoint = req.endpoint
-            sg.endpoint_epoch += 1
+            sg.endpoints_changed()
             changed = True
         if req.client_tags is not None and req.client_tags != member.client_tags:
             member.client_tags = req.client_tags

@@ -195,7 +195,7 @@ def configure(topology: Topology, partitions: dict[str, int]) -> Configured:
             [
                 (
                     MISSING_INTERNAL_TOPICS,
-                    f"Internal topics are missing: [{', '.join(sorted(to_create))}]",
+                    f"Internal topics are missing: {', '.join(sorted(to_create))}",
                 )
             ],
         )
@@ -306,7 +306,13 @@ class StreamsGroupState:
     def compute_target(self) -> None:
         self.target = sticky_assign(sorted(self.members), self.tasks, self.target)
         self.assignment_epoch = self.epoch
-        self.endpoint_epoch += 1
+        self.endpoints_changed()
+
+    def endpoints_changed(self) -> None:
+        """A new endpoint epoch when members with an endpoint (interactive queries) may
+        see another one's partitions; without endpoints it stays 0, as in Kafka."""
+        if any(m.endpoint is not None for m in self.members.values()):
+            self.endpoint_epoch += 1
 
     def held_by_others(self, member_id: str) -> set[tuple[str, int]]:
         out: set[tuple[str, int]] = set()
@@ -346,7 +352,7 @@ class StreamsGroupState:
         member.state = UNRELEASED if wanted - free else STABLE
         changed = before != (member.epoch, member.state, member.assigned)
         if changed:
-            self.endpoint_epoch += 1
+            self.endpoints_changed()
         return changed
 
     def to_doc(self) -> dict[str, Any]:
