@@ -370,3 +370,30 @@ def test_coordinator_move_keeps_the_streams_group(
             assert describe(kafka, 1, group).group_state == "Stable"
     finally:
         stop_process(second.proc)
+
+
+def test_shutdown_application_reaches_every_member(skiff: Skiff, names: tuple[str, str]) -> None:
+    """ShutdownApplication from one member: every member's answers carry the
+    SHUTDOWN_APPLICATION status (Kafka's text) until the group is empty."""
+    source, group = names
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        create(kafka, source, partitions=2)
+        topo = topology(source)
+        heartbeat(kafka, 1, group, "m1", 0, topo, active=[])
+        heartbeat(kafka, 1, group, "m2", 0, topo, active=[])
+        assert status(heartbeat(kafka, 1, group, "m1", 1, active=None)) == []
+        expected = [
+            (
+                4,
+                "Streams group member m1 encountered a fatal error and requested a shutdown "
+                "for the entire application.",
+            )
+        ]
+        resp = heartbeat(kafka, 1, group, "m1", 1, active=None, shutdown_application=True)
+        assert (resp.error_code, status(resp)) == (0, expected)
+        resp = heartbeat(kafka, 1, group, "m2", 2, active=None)
+        assert (resp.error_code, status(resp)) == (0, expected)
+        heartbeat(kafka, 1, group, "m1", -1, active=None)
+        heartbeat(kafka, 1, group, "m2", -1, active=None)
+        resp = heartbeat(kafka, 1, group, "m3", 0, topo, active=[])
+        assert (resp.error_code, status(resp)) == (0, [])

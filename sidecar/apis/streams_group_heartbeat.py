@@ -196,6 +196,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
             endpoint_epoch=body.endpoint_information_epoch,
             client_id=request.header.client_id or "",
             client_host=f"/{request.peer_host}",
+            shutdown=bool(body.shutdown_application),
         )
         try:
             result = await broker.groups.streams_heartbeat(body.group_id, req, counts)

@@ -34,6 +34,7 @@ from sidecar.groups.consumer_group import (
 from sidecar.groups.group_configs import HEARTBEAT, SESSION, GroupConfigs
 from sidecar.groups.state import Group, JoinResult, Member, State, SyncResult
 from sidecar.groups.streams_group import (
+    SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     UNREVOKED_TASKS,
     StreamsGroupState,
@@ -109,6 +110,7 @@ class SgHeartbeat:
     endpoint_epoch: int
     client_id: str
     client_host: str
+    shutdown: bool = False  # ShutdownApplication
 
 
 @dataclass(slots=True)
@@ -963,6 +965,18 @@ class GroupCoordinator:
         if req.client_tags is not None and req.client_tags != member.client_tags:
             member.client_tags = req.client_tags
             changed = True
+        if req.shutdown and sg.shutdown_member is None:
+            log.info("streams group %r: member %s requested a shutdown", group_id, member.member_id)
+            sg.shutdown_member = member.member_id
+            changed = True
+        if sg.shutdown_member is not None:
+            status.append(
+                (
+                    SHUTDOWN_APPLICATION,
+                    f"Streams group member {sg.shutdown_member} encountered a fatal error and "
+                    "requested a shutdown for the entire application.",
+                )
+            )
         to_create: dict[str, tuple[int, dict[str, str]]] = {}
         if sg.topology is not None:
             configured = configure(sg.topology, counts)
@@ -1033,6 +1047,7 @@ class GroupCoordinator:
         if not sg.members:
             group.state = State.EMPTY
             group.state_ms = _now_ms()
+            sg.shutdown_member = None  # Kafka clears the request once the group is empty
 
     def _tick_streams(self, group: Group, sg: StreamsGroupState, now: float) -> None:
         gone = False

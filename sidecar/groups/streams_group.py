@@ -274,6 +274,7 @@ class StreamsGroupState:
     tasks: dict[str, int] = field(default_factory=dict)  # configured: subtopology -> count
     partitions: dict[str, int] = field(default_factory=dict)  # the topology's topics' counts
     endpoint_epoch: int = 0
+    shutdown_member: str | None = None  # the member that asked the application to stop
 
     @property
     def state(self) -> str:
@@ -365,6 +366,7 @@ class StreamsGroupState:
             "tasks": self.tasks,
             "partitions": self.partitions,
             "endpoint_epoch": self.endpoint_epoch,
+            "shutdown": self.shutdown_member,
         }
 
     @classmethod
@@ -383,6 +385,7 @@ class StreamsGroupState:
         sg.tasks = {s: int(n) for s, n in doc.get("tasks", {}).items()}
         sg.partitions = {t: int(n) for t, n in doc.get("partitions", {}).items()}
         sg.endpoint_epoch = int(doc.get("endpoint_epoch", 0))
+        sg.shutdown_member = doc.get("shutdown")
         return sg
 
 
