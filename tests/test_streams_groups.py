@@ -397,3 +397,56 @@ def test_shutdown_application_reaches_every_member(skiff: Skiff, names: tuple[st
         heartbeat(kafka, 1, group, "m2", -1, active=None)
         resp = heartbeat(kafka, 1, group, "m3", 0, topo, active=[])
         assert (resp.error_code, status(resp)) == (0, [])
+
+
+def test_standby_tasks_on_other_processes(own_redis: RedisServer, tmp_path: Path) -> None:
+    """--group-streams-num-standby-replicas 1: each active task has one standby copy on a
+    member of another process; members of one process get none of each other's."""
+    source, group = f"src-{uuid.uuid4().hex[:8]}", f"app-{uuid.uuid4().hex[:8]}"
+    sidecar = start_skiff(
+        tmp_path / "s.log",
+        "--redis-url",
+        own_redis.url,
+        "--group-streams-num-standby-replicas",
+        "1",
+    )
+    try:
+        with RawKafka("127.0.0.1", sidecar.port) as kafka:
+            create(kafka, source, partitions=2)
+            topo = topology(source)
+
+            def standby(resp: Any) -> list[tuple[str, list[int]]]:
+                return [(t.subtopology_id, list(t.partitions)) for t in resp.standby_tasks]
+
+            resp = heartbeat(kafka, 1, group, "a", 0, topo, active=[], process_id="p1")
+            assert (active(resp), standby(resp)) == ([("0", [0, 1])], [])
+            resp = heartbeat(kafka, 1, group, "b", 0, topo, active=[], process_id="p1")
+            assert (resp.member_epoch, active(resp), standby(resp)) == (2, [], [])
+            resp = heartbeat(kafka, 1, group, "a", 1, active=tasks(0, 1))
+            assert active(resp) == [("0", [0])]  # revokes 1; b is the same process: no standby
+            assert standby(resp) == []
+            heartbeat(kafka, 1, group, "a", 1, active=tasks(0))
+            resp = heartbeat(kafka, 1, group, "b", 2, active=[])
+            assert (active(resp), standby(resp)) == ([("0", [1])], [])
+            # A member of another process: standby copies of the others' tasks.
+            resp = heartbeat(kafka, 1, group, "c", 0, topo, active=[], process_id="p2")
+            assert resp.member_epoch == 3
+            described = describe(kafka, 1, group)
+            by_member = {
+                m.member_id: (
+                    [p for t in m.target_assignment.active_tasks for p in t.partitions],
+                    [p for t in m.target_assignment.standby_tasks for p in t.partitions],
+                )
+                for m in described.members
+            }
+            actives = sorted(p for a, _ in by_member.values() for p in a)
+            assert actives == [0, 1]
+            # Each task's standby is on a member of the process that does not run it.
+            process = {"a": "p1", "b": "p1", "c": "p2"}
+            for member, (_, standbys) in by_member.items():
+                for p in standbys:
+                    runner = next(m for m, (a, _) in by_member.items() if p in a)
+                    assert process[runner] != process[member], by_member
+            assert sorted(p for _, s in by_member.values() for p in s) == [0, 1]
+    finally:
+        stop_process(sidecar.proc)

@@ -48,12 +48,14 @@ def _topic_info(t: InternalTopic, partitions: int) -> dict[str, Any]:
     }
 
 
-def _assignment(active: Tasks) -> dict[str, Any]:
+def _task_ids(tasks: Tasks) -> list[dict[str, Any]]:
+    return [{"subtopology_id": s, "partitions": ps} for s, ps in sorted(tasks.items())]
+
+
+def _assignment(active: Tasks, standby: Tasks) -> dict[str, Any]:
     return {
-        "active_tasks": [
-            {"subtopology_id": s, "partitions": ps} for s, ps in sorted(active.items())
-        ],
-        "standby_tasks": [],
+        "active_tasks": _task_ids(active),
+        "standby_tasks": _task_ids(standby),
         "warmup_tasks": [],
     }
 
@@ -110,8 +112,10 @@ async def describe_one(broker: Broker, group_id: str) -> tuple[dict[str, Any], s
                 "client_tags": [{"key": k, "value": v} for k, v in sorted(m.client_tags.items())],
                 "task_offsets": [],
                 "task_end_offsets": [],
-                "assignment": _assignment(m.assigned),
-                "target_assignment": _assignment(sg.target.get(m.member_id, {})),
+                "assignment": _assignment(m.assigned, m.standby),
+                "target_assignment": _assignment(
+                    sg.target.get(m.member_id, {}), sg.target_standby.get(m.member_id, {})
+                ),
                 "is_classic": False,
             }
         )

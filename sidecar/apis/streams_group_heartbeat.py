@@ -237,7 +237,7 @@ async def handle(broker: Broker, request: Any) -> bytes:
             data["endpoint_information_epoch"] = result.endpoint_epoch
         if result.active is not None:
             data["active_tasks"] = _task_ids(result.active)
-            data["standby_tasks"] = []
+            data["standby_tasks"] = _task_ids(result.standby or {})
             data["warmup_tasks"] = []
         if result.endpoints is not None:
             data["partitions_by_user_endpoint"] = [

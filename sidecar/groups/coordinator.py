@@ -120,6 +120,7 @@ class SgResult:
     member_id: str = ""
     epoch: int = 0
     active: Tasks | None = None  # None: not sent (unchanged)
+    standby: Tasks | None = None
     status: list[tuple[int, str]] | None = None
     to_create: dict[str, tuple[int, dict[str, str]]] | None = None
     endpoint_epoch: int = 0
@@ -990,8 +991,8 @@ class GroupCoordinator:
             sg.epoch += 1
             changed = True
         if sg.epoch > sg.assignment_epoch:
-            sg.compute_target()
-        before = dict(member.assigned)
+            sg.compute_target(self.settings.group_streams_num_standby_replicas)
+        before = (dict(member.assigned), dict(member.standby))
         if sg.reconcile(member, req.owned, now):
             changed = True
         if changed:
@@ -999,11 +1000,15 @@ class GroupCoordinator:
                 group.state = State.STABLE
             if not await self._persist(group):
                 return SgResult("NOT_COORDINATOR")
-        send = req.epoch == 0 or req.owned is not None or member.assigned != before
+        send = (
+            req.epoch == 0 or req.owned is not None or (member.assigned, member.standby) != before
+        )
         endpoints = None
         if req.endpoint_epoch < sg.endpoint_epoch:
             endpoints = [
-                (m.endpoint, m.assigned, {}) for m in sg.members.values() if m.endpoint is not None
+                (m.endpoint, m.assigned, m.standby)
+                for m in sg.members.values()
+                if m.endpoint is not None
             ]
         return SgResult(
             "NONE",
@@ -1011,6 +1016,7 @@ class GroupCoordinator:
             member.member_id,
             member.epoch,
             member.assigned if send else None,
+            member.standby if send else None,
             status,
             to_create,
             sg.endpoint_epoch,
@@ -1043,7 +1049,7 @@ class GroupCoordinator:
         sg.remove(member_id)
         sg.epoch += 1
         log.info("streams group %r: member %s %s", group.group_id, member_id, why)
-        sg.compute_target()
+        sg.compute_target(self.settings.group_streams_num_standby_replicas)
         if not sg.members:
             group.state = State.EMPTY
             group.state_ms = _now_ms()

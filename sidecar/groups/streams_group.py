@@ -7,9 +7,10 @@ A task is (subtopology id, partition). The group epoch grows on every change of
 membership, topology or configured task counts; a target assignment is then computed
 at that epoch. Members move towards their target as KIP-848 consumers do: tasks to
 give up are revoked first (the member keeps its epoch), and a task moves to its new
-owner only once its previous owner's heartbeat no longer lists it. Active tasks only
-are assigned (Kafka's default `num.standby.replicas` is 0); standby and warm-up tasks
-are reported back as sent. Everything here is pure (no I/O): groups/coordinator.py
+owner only once its previous owner's heartbeat no longer lists it. Standby tasks
+(`--group-streams-num-standby-replicas`, Kafka's default 0) go to members of other
+processes than the active owner and need no hand-over; warm-up tasks are not used.
+Everything here is pure (no I/O): groups/coordinator.py
 calls it and persists the result with the group's JSON."""
 
 from __future__ import annotations
@@ -219,6 +220,7 @@ class StreamsMember:
     state: str = STABLE
     assigned: Tasks = field(default_factory=dict)  # active tasks
     revoking: Tasks = field(default_factory=dict)
+    standby: Tasks = field(default_factory=dict)  # standby tasks
     deadline: float = 0.0
     revoke_deadline: float = 0.0
 
@@ -239,6 +241,7 @@ class StreamsMember:
             "state": self.state,
             "assigned": self.assigned,
             "revoking": self.revoking,
+            "standby": self.standby,
         }
 
     @classmethod
@@ -260,6 +263,7 @@ class StreamsMember:
             state=doc.get("state", STABLE),
             assigned={s: list(ps) for s, ps in doc.get("assigned", {}).items()},
             revoking={s: list(ps) for s, ps in doc.get("revoking", {}).items()},
+            standby={s: list(ps) for s, ps in doc.get("standby", {}).items()},
         )
 
 
@@ -270,6 +274,7 @@ class StreamsGroupState:
     members: dict[str, StreamsMember] = field(default_factory=dict)
     static: dict[str, str] = field(default_factory=dict)
     target: dict[str, Tasks] = field(default_factory=dict)
+    target_standby: dict[str, Tasks] = field(default_factory=dict)
     topology: Topology | None = None
     tasks: dict[str, int] = field(default_factory=dict)  # configured: subtopology -> count
     partitions: dict[str, int] = field(default_factory=dict)  # the topology's topics' counts
@@ -302,10 +307,15 @@ class StreamsGroupState:
             if self.static.get(member.instance_id) == member_id:
                 del self.static[member.instance_id]
         self.target.pop(member_id, None)
+        self.target_standby.pop(member_id, None)
         return member
 
-    def compute_target(self) -> None:
+    def compute_target(self, standby_replicas: int = 0) -> None:
         self.target = sticky_assign(sorted(self.members), self.tasks, self.target)
+        processes = {m.member_id: m.process_id or m.member_id for m in self.members.values()}
+        self.target_standby = standby_assign(
+            processes, self.target, standby_replicas, self.target_standby
+        )
         self.assignment_epoch = self.epoch
         self.endpoints_changed()
 
@@ -334,24 +344,28 @@ class StreamsGroupState:
             member.revoking = {}
         elif member.state == STABLE and member.epoch == self.assignment_epoch:
             return False
-        before = (member.epoch, member.state, member.assigned)
+        standby = _pairs(self.target_standby.get(member.member_id, {}))
+        before = (member.epoch, member.state, member.assigned, member.standby)
         current = _pairs(member.assigned)
         target = _pairs(self.target.get(member.member_id, {}))
         revoke = current - target
         if revoke:
             member.assigned = _tasks(current & target)
             member.revoking = _tasks(revoke)
+            # Standby tasks need no hand-over; never one the member still runs actively.
+            member.standby = _tasks(standby - current - revoke)
             member.state = UNREVOKED
             member.revoke_deadline = now + member.rebalance_timeout_ms / 1000
             return True
         wanted = target - current
         free = wanted - self.held_by_others(member.member_id)
         member.assigned = _tasks(current | free)
+        member.standby = _tasks(standby - current)
         if member.epoch != self.assignment_epoch:
             member.previous_epoch = member.epoch
             member.epoch = self.assignment_epoch
         member.state = UNRELEASED if wanted - free else STABLE
-        changed = before != (member.epoch, member.state, member.assigned)
+        changed = before != (member.epoch, member.state, member.assigned, member.standby)
         if changed:
             self.endpoints_changed()
         return changed
@@ -362,6 +376,7 @@ class StreamsGroupState:
             "assignment_epoch": self.assignment_epoch,
             "members": [m.doc() for m in self.members.values()],
             "target": self.target,
+            "target_standby": self.target_standby,
             "topology": self.topology.doc() if self.topology else None,
             "tasks": self.tasks,
             "partitions": self.partitions,
@@ -379,6 +394,10 @@ class StreamsGroupState:
             sg.add(member)
         sg.target = {
             mid: {s: list(ps) for s, ps in t.items()} for mid, t in doc.get("target", {}).items()
+        }
+        sg.target_standby = {
+            mid: {s: list(ps) for s, ps in t.items()}
+            for mid, t in doc.get("target_standby", {}).items()
         }
         if doc.get("topology"):
             sg.topology = Topology.from_doc(doc["topology"])
@@ -428,3 +447,32 @@ def sticky_assign(
     for (s, p), m in sorted(owner.items()):
         out[m].setdefault(s, []).append(p)
     return out
+
+
+def standby_assign(
+    processes: dict[str, str],
+    active: dict[str, Tasks],
+    replicas: int,
+    previous: dict[str, Tasks],
+) -> dict[str, Tasks]:
+    """`replicas` standby copies of each active task, each on a member of another process
+    than the task's active owner and than its other copies (Kafka's StickyTaskAssignor
+    rule), a previous standby owner first, else the member with the fewest tasks; a copy
+    with no such member is left out, as Kafka does."""
+    out: dict[str, Tasks] = {m: {} for m in processes}
+    if replicas <= 0 or not processes:
+        return out
+    load = {m: len(_pairs(active.get(m, {}))) for m in processes}
+    owner = {t: m for m, tasks in active.items() for t in _pairs(tasks)}
+    was = {m: _pairs(previous.get(m, {})) for m in processes}
+    for task in sorted(owner):
+        used = {processes[owner[task]]} if owner[task] in processes else set()
+        for _ in range(replicas):
+            candidates = [m for m in sorted(processes) if processes[m] not in used]
+            if not candidates:
+                break
+            chosen = min(candidates, key=lambda m: (task not in was[m], load[m], m))
+            out[chosen].setdefault(task[0], []).append(task[1])
+            used.add(processes[chosen])
+            load[chosen] += 1
+    return {m: {s: sorted(ps) for s, ps in t.items()} for m, t in out.items()}
