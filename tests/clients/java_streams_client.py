@@ -71,5 +71,13 @@ def wordcount_cmd(
 ) -> list[str]:
     """The word count's command line; protocol "streams" joins a KIP-1071 streams group."""
     return [
-        *_java(), "wordcount", bootstrap, app, source, sink, str(state_dir), protocol, guarantee
+        *_java(),
+        "wordcount",
+        bootstrap,
+        app,
+        source,
+        sink,
+        str(state_dir),
+        protocol,
+        guarantee,
     ]
