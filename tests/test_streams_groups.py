@@ -18,7 +18,7 @@ from log_helpers import create
 from rawkafka import RawKafka
 
 INVALID_REQUEST, UNKNOWN_MEMBER_ID, GROUP_ID_NOT_FOUND = 42, 25, 69
-FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH = 110, 113
+FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH, UNSUPPORTED_VERSION = 110, 113, 35
 MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS = 1, 3
 
 
@@ -256,7 +256,7 @@ def test_internal_topics_created_tasks_reconciled_and_groups_apis(
         assert members(described) == [(3, [0, 1], [0, 1]), (3, [2], [2])]
 
         # Offsets: a streams member commits at its epoch (OffsetCommit v9).
-        def commit(member: str, epoch: int) -> int:
+        def commit(member: str, epoch: int, version: int = 9) -> int:
             body = {
                 "group_id": group,
                 "generation_id_or_member_epoch": epoch,
@@ -276,8 +276,9 @@ def test_internal_topics_created_tasks_reconciled_and_groups_apis(
                     }
                 ],
             }
-            return kafka.request(8, 9, body).topics[0].partitions[0].error_code
+            return kafka.request(8, version, body).topics[0].partitions[0].error_code
 
+        assert commit("m2", 3, version=8) == UNSUPPORTED_VERSION
         assert commit("m2", 2) == STALE_MEMBER_EPOCH
         assert commit("mX", 3) == UNKNOWN_MEMBER_ID
         assert commit("m2", 3) == 0
@@ -299,6 +300,7 @@ def test_internal_topics_created_tasks_reconciled_and_groups_apis(
             GROUP_ID_NOT_FOUND,
             f"Group {group} is not a consumer group.",
         )
+        assert cg.groups[0].group_state == ""
         consumer = kafka.request(
             68,
             1,
@@ -450,3 +452,27 @@ def test_standby_tasks_on_other_processes(own_redis: RedisServer, tmp_path: Path
             assert sorted(p for _, s in by_member.values() for p in s) == [0, 1]
     finally:
         stop_process(sidecar.proc)
+
+
+def test_other_group_types_are_not_streams_groups(skiff: Skiff, names: tuple[str, str]) -> None:
+    """As Kafka 4.4: a consumer group, even empty, and a classic group with members are
+    GROUP_ID_NOT_FOUND "not a streams group"; an empty classic group becomes one."""
+    source, group = names
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        create(kafka, source, partitions=2)
+        consumer = {
+            "group_id": group,
+            "member_id": "c1",
+            "member_epoch": 0,
+            "rebalance_timeout": 10000,
+            "subscribed_topic_names": [source],
+            "topic_partitions": [],
+        }
+        assert kafka.request(68, 1, consumer).error_code == 0
+        expected = (GROUP_ID_NOT_FOUND, f"Group {group} is not a streams group.")
+        resp = heartbeat(kafka, 1, group, "m1", 0, topology(source), active=[])
+        assert (resp.error_code, resp.error_message) == expected
+        leave = {**consumer, "member_epoch": -1, "subscribed_topic_names": None}
+        assert kafka.request(68, 1, leave).error_code == 0
+        resp = heartbeat(kafka, 1, group, "m1", 0, topology(source), active=[])
+        assert (resp.error_code, resp.error_message) == expected

@@ -884,7 +884,9 @@ class GroupCoordinator:
         if group.state == State.DEAD:
             return SgResult("COORDINATOR_NOT_AVAILABLE")
         if group.streams is None:
-            if group.members or group.pending or (group.consumer and group.consumer.members):
+            # Kafka 4.4 converts an empty classic group only; a consumer group, even
+            # empty, is refused.
+            if group.members or group.pending or group.consumer is not None:
                 return SgResult("GROUP_ID_NOT_FOUND", f"Group {group_id} is not a streams group.")
             group.consumer = None
             group.streams = StreamsGroupState()
@@ -1094,6 +1096,8 @@ class GroupCoordinator:
             sg_member = sg.members.get(member_id)
             if sg_member is None:
                 return "UNKNOWN_MEMBER_ID"
+            if version < 9:
+                return "UNSUPPORTED_VERSION"
             if generation != sg_member.epoch:
                 return "STALE_MEMBER_EPOCH"
         elif cg is not None and (generation >= 0 or cg.members):
