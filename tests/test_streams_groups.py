@@ -282,6 +282,16 @@ def test_internal_topics_created_tasks_reconciled_and_groups_apis(
         assert commit("m2", 2) == STALE_MEMBER_EPOCH
         assert commit("mX", 3) == UNKNOWN_MEMBER_ID
         assert commit("m2", 3) == 0
+        # OffsetDelete: the topology's topics are subscribed (Kafka's isSubscribedToTopic).
+        deleted = kafka.request(
+            47,
+            0,
+            {
+                "group_id": group,
+                "topics": [{"name": source, "partitions": [{"partition_index": 2}]}],
+            },
+        )
+        assert (deleted.error_code, deleted.topics[0].partitions[0].error_code) == (0, 86)
 
         # The other group APIs, as Kafka 4.4 answers about a streams group.
         listed = kafka.request(16, 5, {"states_filter": [], "types_filter": ["streams"]})

@@ -1205,7 +1205,9 @@ class GroupCoordinator:
         result: dict[tuple[str, int], str] = {}
         if group.state == State.EMPTY:
             deletable = partitions
-        elif group.protocol_type == "consumer":
+        elif group.protocol_type in ("consumer", "streams"):
+            # A streams group's topology topics count as subscribed (Kafka's
+            # StreamsGroup.isSubscribedToTopic).
             subscribed = group.subscribed_topics() or set()
             deletable = [tp for tp in partitions if tp[0] not in subscribed]
             result.update(
@@ -1233,7 +1235,7 @@ class GroupCoordinator:
         if group.protocol_type is not None and group.state == State.EMPTY:
             keep: set[str] = set()
             base = group.state_ms
-        elif group.protocol_type == "consumer" and group.state == State.STABLE:
+        elif group.protocol_type in ("consumer", "streams") and group.state == State.STABLE:
             topics = group.subscribed_topics()
             if topics is None:
                 return set()
