@@ -486,3 +486,27 @@ def test_other_group_types_are_not_streams_groups(skiff: Skiff, names: tuple[str
         assert kafka.request(68, 1, leave).error_code == 0
         resp = heartbeat(kafka, 1, group, "m1", 0, topology(source), active=[])
         assert (resp.error_code, resp.error_message) == expected
+
+
+def test_static_member_steps_out_and_comes_back(skiff: Skiff, names: tuple[str, str]) -> None:
+    """A static member (instance id) leaving with epoch -2 keeps its tasks. A new member
+    id with that instance id gets UNRELEASED_INSTANCE_ID while the old one is active,
+    and after it stepped out takes over its place, epoch and tasks without a new group
+    epoch."""
+    source, group = names
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        create(kafka, source, partitions=2)
+        topo = topology(source)
+        resp = heartbeat(kafka, 1, group, "a", 0, topo, active=[], instance_id="i1")
+        assert (resp.member_epoch, active(resp)) == (1, [("0", [0, 1])])
+        resp = heartbeat(kafka, 1, group, "b", 0, topo, active=[], instance_id="i1")
+        assert (resp.error_code, resp.error_message) == (
+            111,
+            "Static member i1 has not released its assignment.",
+        )
+        resp = heartbeat(kafka, 1, group, "a", -2, active=None, instance_id="i1")
+        assert (resp.error_code, resp.member_epoch) == (0, -2)
+        resp = heartbeat(kafka, 1, group, "b", 0, topo, active=[], instance_id="i1")
+        assert (resp.error_code, resp.member_epoch, active(resp)) == (0, 1, [("0", [0, 1])])
+        described = describe(kafka, 1, group)
+        assert (described.group_epoch, [m.member_id for m in described.members]) == (1, ["b"])

@@ -908,12 +908,15 @@ class GroupCoordinator:
                             "UNRELEASED_INSTANCE_ID",
                             f"Static member {req.instance_id} has not released its assignment.",
                         )
+                    # Its place, epoch and tasks (current and target) carry over.
+                    target = sg.target.get(old.member_id, {})
+                    standby = sg.target_standby.get(old.member_id, {})
                     sg.remove(old.member_id)
-                    target = sg.target.pop(old.member_id, {})
                     old.member_id = req.member_id
                     old.epoch = old.previous_epoch
                     sg.add(old)
                     sg.target[req.member_id] = target
+                    sg.target_standby[req.member_id] = standby
                     member = old
                     changed = True
             if member is None:
