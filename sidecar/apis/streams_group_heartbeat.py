@@ -26,6 +26,7 @@ from sidecar.queues.core import queue_store
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
 from sidecar.validation.topic_configs import ConfigError, validate
+from sidecar.validation.topic_names import invalid_name_reason
 
 API_KEY = 88
 MIN_VERSION = 0
@@ -131,6 +132,10 @@ async def _create_internal(
     for name, (partitions, configs) in sorted(to_create.items()):
         if not checks.may_create_topic(broker, request, name):
             refused.append(name)
+            continue
+        problem = invalid_name_reason(name)
+        if problem:
+            log.warning("internal topic %r not created: %s", name, problem)
             continue
         try:
             overrides = validate(configs.items(), broker.store.topic_defaults)
