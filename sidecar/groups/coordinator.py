@@ -1005,9 +1005,11 @@ class GroupCoordinator:
                 group.state = State.STABLE
             if not await self._persist(group):
                 return SgResult("NOT_COORDINATOR")
-        send = (
-            req.epoch == 0 or req.owned is not None or (member.assigned, member.standby) != before
-        )
+        # Kafka sends the tasks on a join, on a full request (one that repeats the
+        # rebalance timeout and the owned tasks, as a client does after an error) and
+        # when they changed; null otherwise.
+        full = req.rebalance_timeout_ms != -1 and req.owned is not None
+        send = req.epoch == 0 or full or (member.assigned, member.standby) != before
         endpoints = None
         if req.endpoint_epoch < sg.endpoint_epoch:
             endpoints = [
