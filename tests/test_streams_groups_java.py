@@ -2,7 +2,8 @@
 tests/java-streams' word count (a repartition topic and a changelog topic, both created
 by the broker) joins a streams group through StreamsGroupHeartbeat, counts exactly
 once, shares its tasks with a second instance and takes them all back when that one is
-SIGKILLed, within the session timeout."""
+SIGKILLed, within the session timeout; and keeps counting exactly once when the sidecar
+coordinating its group dies."""
 
 from __future__ import annotations
 
@@ -36,9 +37,17 @@ def cluster(tmp_path: Path) -> Iterator[SkiffCluster]:
     started.stop()
 
 
+def coordinator(cluster: SkiffCluster, group: str) -> int:
+    """The node id coordinating a group (FindCoordinator v4 on a live sidecar)."""
+    port = next(p for n, p in cluster.nodes.items() if cluster.alive(n))
+    with RawKafka("127.0.0.1", port) as kafka:
+        resp = kafka.request(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+    return resp.coordinators[0].node_id
+
+
 def describe(cluster: SkiffCluster, group: str) -> Any:
-    """StreamsGroupDescribe v0 of one group."""
-    port = next(iter(cluster.nodes.values()))
+    """StreamsGroupDescribe v0 of one group, from its coordinator."""
+    port = cluster.nodes[coordinator(cluster, group)]
     with RawKafka("127.0.0.1", port) as kafka:
         resp = kafka.request(89, 0, {"group_ids": [group], "include_authorized_operations": False})
     return resp.groups[0]
@@ -139,3 +148,42 @@ def test_streams_group_counts_exactly_once_splits_and_fails_over(
         first.kill()
         if second is not None:
             second.kill()
+
+
+def test_streams_group_survives_its_coordinator_sidecar_dying(tmp_path: Path) -> None:
+    """Two sidecars; the one coordinating the streams group is SIGKILLed while the
+    application runs: the other takes the group over from Redis (topology, epochs,
+    assignment) and the counts stay exactly once."""
+    cluster = SkiffCluster(tmp_path / "cluster", sidecars=2, env=ENV)
+    suffix = uuid.uuid4().hex[:8]
+    source, sink, app = f"words-{suffix}", f"counts-{suffix}", f"wc-{suffix}"
+    instance = None
+    try:
+        create_topic(cluster.bootstrap, source, PARTITIONS)
+        create_topic(cluster.bootstrap, sink, PARTITIONS)
+        argv = wordcount_cmd(
+            cluster.bootstrap, app, source, sink, tmp_path / "state", protocol="streams"
+        )
+        instance = WordCount(argv, tmp_path / "streams.log")
+        instance.wait_running()
+        sent = produce(cluster.bootstrap, source, 0, 300)
+        assert _counts(cluster.bootstrap, sink, PARTITIONS, sent) == expected(sent)
+        before = describe(cluster, app)
+        assert before.group_state == "Stable"
+        node = coordinator(cluster, app)
+        cluster.kill(node)
+        wait_for(
+            "another sidecar to coordinate the group",
+            lambda: coordinator(cluster, app) != node,
+            30,
+        )
+        sent = produce(cluster.bootstrap, source, sent, 300)
+        assert _counts(cluster.bootstrap, sink, PARTITIONS, sent) == expected(sent)
+        after = describe(cluster, app)
+        assert after.group_state == "Stable"
+        assert [m.member_id for m in after.members] == [m.member_id for m in before.members]
+        assert after.group_epoch == before.group_epoch
+    finally:
+        if instance is not None:
+            instance.kill()
+        cluster.stop()
