@@ -279,6 +279,10 @@ EXPECTED: dict[int, Denied] = {
     68: Denied(GROUP_DENIED),
     # ConsumerGroupDescribe: DESCRIBE on each group
     69: Denied(GROUP_DENIED, None, _ops_not_given),
+    # StreamsGroupHeartbeat: READ on the group, DESCRIBE on the topology's topics
+    88: Denied(GROUP_DENIED),
+    # StreamsGroupDescribe: DESCRIBE on each group
+    89: Denied(GROUP_DENIED, None, _ops_not_given),
     # ShareGroupHeartbeat: READ on the group, DESCRIBE on the subscribed topics
     76: Denied(GROUP_DENIED),
     # ShareGroupDescribe: DESCRIBE on each group

@@ -123,6 +123,8 @@ ADVERTISED = {
     75: (0, 0),  # DescribeTopicPartitions
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
+    88: (0, 1),  # StreamsGroupHeartbeat
+    89: (0, 1),  # StreamsGroupDescribe
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.

@@ -518,6 +518,33 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
             ),
             (69, 1, {"group_ids": [g]}, lambda r: r.groups[0].error_code == COORD_NA),
             (
+                88,
+                1,
+                {
+                    "group_id": g,
+                    "member_id": "m",
+                    "member_epoch": 0,
+                    "rebalance_timeout": 10000,
+                    "topology": {
+                        "epoch": 0,
+                        "subtopologies": [
+                            {
+                                "subtopology_id": "0",
+                                "source_topics": [topic],
+                                "state_changelog_topics": [],
+                                "repartition_source_topics": [],
+                                "copartition_groups": [],
+                            }
+                        ],
+                    },
+                    "active_tasks": [],
+                    "standby_tasks": [],
+                    "warmup_tasks": [],
+                },
+                lambda r: (r.error_code, r.member_epoch) == (COORD_NA, 0),
+            ),
+            (89, 1, {"group_ids": [g]}, lambda r: r.groups[0].error_code == COORD_NA),
+            (
                 49,
                 1,
                 {

@@ -49,6 +49,14 @@ async def describe_one(broker: Broker, group_id: str) -> dict[str, Any]:
         group = await broker.groups.describe(group_id)
     except CoordinatorError as exc:
         return _failed(group_id, exc.code, None)
+    if group is not None and group.streams is not None:
+        # Kafka 4.4 gives a streams group no state and no epochs here.
+        return {
+            **_failed(group_id, "GROUP_ID_NOT_FOUND", f"Group {group_id} is not a consumer group."),
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+        }
     if group is None or group.consumer is None:
         message = f"Group {group_id} not found." if group is None else None
         if group is not None:

@@ -68,8 +68,8 @@ async def _describe(
         return entry
     if group is None:
         return _not_found(entry, version, f"Group {group_id} not found.")
-    if group.consumer is not None:
-        # Admin clients describe it with ConsumerGroupDescribe.
+    if group.consumer is not None or group.streams is not None:
+        # Admin clients describe it with ConsumerGroupDescribe or StreamsGroupDescribe.
         return _not_found(entry, version, f"Group {group_id} is not a classic group.")
     stable = group.state == State.STABLE
     entry["group_state"] = group.state.value

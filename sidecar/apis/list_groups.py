@@ -1,6 +1,6 @@
 """ListGroups (key 16), v0-v5: the groups this sidecar coordinates (admin clients ask
-every broker and merge, as with Kafka), classic, consumer (KIP-848) and share groups
-(sidecar/share/), filtered by state (v4+) and type (v5+).
+every broker and merge, as with Kafka), classic, consumer (KIP-848), streams (KIP-1071)
+and share groups (sidecar/share/), filtered by state (v4+) and type (v5+).
 Lists every group to a principal that may DESCRIBE the cluster, else the groups it may
 DESCRIBE (no error), as in Kafka."""
 
@@ -26,8 +26,12 @@ async def handle(broker: Broker, request: Any) -> bytes:
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     groups: list[dict[str, Any]] = []
     for group in await broker.groups.listed():
-        kind = "classic" if group.consumer is None else "consumer"
-        state_name = group.state.value if group.consumer is None else group.consumer.state
+        if group.streams is not None:
+            kind, state_name = "streams", group.streams.state
+        elif group.consumer is not None:
+            kind, state_name = "consumer", group.consumer.state
+        else:
+            kind, state_name = "classic", group.state.value
         if states and state_name.lower() not in states:
             continue
         if types and kind not in types:

@@ -682,6 +682,42 @@ def _consumer_group_describe(broker: Broker, request: Any) -> bytes:
     return share_unavailable.describe(broker, request, api_key=69)
 
 
+def _streams_group_heartbeat(broker: Broker, request: Any) -> bytes:
+    data = {
+        "throttle_time": 0,
+        "error_code": COORDINATOR_NOT_AVAILABLE,
+        "member_id": request.body.member_id,
+        "member_epoch": 0,
+        "heartbeat_interval": 0,
+        "acceptable_recovery_lag": 0,
+        "task_offset_interval": 0,
+        "status": [],
+        "active_tasks": None,
+        "standby_tasks": None,
+        "warmup_tasks": None,
+        "endpoint_information_epoch": 0,
+        "partitions_by_user_endpoint": None,
+    }
+    return encode_response(88, request.header.api_version, data)
+
+
+def _streams_group_describe(broker: Broker, request: Any) -> bytes:
+    groups = [
+        {
+            "error_code": COORDINATOR_NOT_AVAILABLE,
+            "error_message": UNAVAILABLE,
+            "group_id": g,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "topology": None,
+            "members": [],
+        }
+        for g in request.body.group_ids
+    ]
+    return encode_response(89, request.header.api_version, {"throttle_time": 0, "groups": groups})
+
+
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     0: _produce,  # called with the reason by response()
     1: _fetch,
@@ -736,6 +772,8 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     49: _alter_client_quotas,
     68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
+    88: _streams_group_heartbeat,
+    89: _streams_group_describe,
     **share_unavailable.BUILDERS,  # 76-79, 90-92: sidecar/share/unavailable.py
 }
 

@@ -859,6 +859,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(
         serve,
+        "group-streams-num-standby-replicas",
+        "0",
+        "group.streams.num.standby.replicas: standby tasks of each active task in a streams "
+        "group (KIP-1071), on members of other processes (at most Kafka's "
+        "group.streams.max.standby.replicas, 2)",
+        type=at_least(0, 2),
+    )
+    _flag(
+        serve,
         "authorizer-class-name",
         "",
         "authorizer.class.name: empty for none (every request allowed), or "
@@ -1199,6 +1208,7 @@ def _run(argv: list[str]) -> int:
         group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
         group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
         group_consumer_migration_policy=args.group_consumer_migration_policy,
+        group_streams_num_standby_replicas=args.group_streams_num_standby_replicas,
         authorizer_class_name=args.authorizer_class_name,
         super_users=args.super_users,
         allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,

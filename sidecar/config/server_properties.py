@@ -208,6 +208,7 @@ KAFKA_TO_FLAG: dict[str, FlagMapping] = {
     "group.consumer.session.timeout.ms": FlagMapping("group-consumer-session-timeout-ms"),
     "group.consumer.heartbeat.interval.ms": FlagMapping("group-consumer-heartbeat-interval-ms"),
     "group.consumer.migration.policy": FlagMapping("group-consumer-migration-policy"),
+    "group.streams.num.standby.replicas": FlagMapping("group-streams-num-standby-replicas"),
     "authorizer.class.name": FlagMapping("authorizer-class-name"),
     "super.users": FlagMapping("super-users"),
     "allow.everyone.if.no.acl.found": FlagMapping("allow-everyone-if-no-acl-found"),

@@ -187,6 +187,9 @@ class Settings:
     # group.consumer.migration.policy (sidecar/groups/mixed.py): which online
     # conversions between classic and consumer groups are allowed.
     group_consumer_migration_policy: str = "bidirectional"
+    # KIP-1071 streams groups (sidecar/groups/streams_group.py): Kafka's
+    # group.streams.num.standby.replicas (standby tasks per active task).
+    group_streams_num_standby_replicas: int = 0
     # Kafka listener bounds (sidecar/server_limits.py), with Kafka's names and defaults:
     # max.connections, max.connections.per.ip (+ .overrides as (host, limit) pairs),
     # connections.max.idle.ms. queued.max.request.bytes is unbounded (-1) in Kafka; Skiff

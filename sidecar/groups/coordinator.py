@@ -33,6 +33,16 @@ from sidecar.groups.consumer_group import (
 )
 from sidecar.groups.group_configs import HEARTBEAT, SESSION, GroupConfigs
 from sidecar.groups.state import Group, JoinResult, Member, State, SyncResult
+from sidecar.groups.streams_group import (
+    SHUTDOWN_APPLICATION,
+    STALE_TOPOLOGY,
+    UNREVOKED_TASKS,
+    StreamsGroupState,
+    StreamsMember,
+    Tasks,
+    Topology,
+    configure,
+)
 from sidecar.storage import resilience
 from sidecar.storage.group_store import CommittedOffset, Fenced, GroupStore
 
@@ -81,6 +91,42 @@ class CgHeartbeat:
     client_id: str
     client_host: str
     regex: str | None = None  # "" drops the member's regex
+
+
+@dataclass(slots=True)
+class SgHeartbeat:
+    """A StreamsGroupHeartbeat; None fields did not change since the last one."""
+
+    member_id: str
+    epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topology: Topology | None
+    owned: set[tuple[str, int]] | None  # active tasks
+    process_id: str | None
+    endpoint: tuple[str, int] | None
+    client_tags: dict[str, str] | None
+    endpoint_epoch: int
+    client_id: str
+    client_host: str
+    shutdown: bool = False  # ShutdownApplication
+
+
+@dataclass(slots=True)
+class SgResult:
+    error: str
+    message: str | None = None
+    member_id: str = ""
+    epoch: int = 0
+    active: Tasks | None = None  # None: not sent (unchanged)
+    standby: Tasks | None = None
+    status: list[tuple[int, str]] | None = None
+    to_create: dict[str, tuple[int, dict[str, str]]] | None = None
+    endpoint_epoch: int = 0
+    # (endpoint, active tasks, standby tasks) per member with an endpoint; None: unchanged
+    endpoints: list[tuple[tuple[str, int], Tasks, Tasks]] | None = None
+    topology: Topology | None = None
 
 
 @dataclass(slots=True)
@@ -238,6 +284,11 @@ class GroupCoordinator:
             if group.consumer.members:
                 return await mixed.join(self, group, req)
             group.consumer = None  # an empty consumer group becomes a classic one
+            group.protocol_type = None
+        if group.streams is not None:
+            if group.streams.members:
+                return JoinResult("INCONSISTENT_GROUP_PROTOCOL", req.member_id)
+            group.streams = None  # an empty streams group becomes a classic one
             group.protocol_type = None
         if not group.supports(req.protocol_type, req.protocols, req.member_id):
             return JoinResult("INCONSISTENT_GROUP_PROTOCOL", req.member_id)
@@ -645,6 +696,10 @@ class GroupCoordinator:
             )
         if group.state == State.DEAD:
             return CgResult("COORDINATOR_NOT_AVAILABLE")
+        if group.streams is not None:
+            if group.streams.members:
+                return CgResult("GROUP_ID_NOT_FOUND", f"Group {group_id} is not a consumer group.")
+            group.streams = None
         if group.consumer is None:
             if group.members or group.pending:
                 refusal = mixed.upgrade_refusal(
@@ -807,6 +862,218 @@ class GroupCoordinator:
         if gone:
             self._spawn_persist(group)
 
+    # -- StreamsGroupHeartbeat (KIP-1071) --------------------------------------------------
+
+    async def streams_heartbeat(
+        self,
+        group_id: str,
+        req: SgHeartbeat,
+        partition_counts: Callable[[set[str]], Awaitable[dict[str, int]]],
+    ) -> SgResult:
+        """One StreamsGroupHeartbeat (GroupMetadataManager.streamsGroupHeartbeat), the
+        request already validated. `partition_counts(topics)`: the existing ones' counts.
+        The answer names the internal topics the caller must create (Kafka's broker
+        creates them after the coordinator answers MISSING_INTERNAL_TOPICS)."""
+        group = await self.coordinate(group_id, create=req.epoch == 0)
+        known = group.streams.topology if group is not None and group.streams else None
+        topology = known or req.topology
+        # Read before any change: the group must not move between its steps.
+        counts = await partition_counts(topology.topics()) if topology is not None else {}
+        if group is None or (group.streams is None and req.epoch != 0):
+            return SgResult("GROUP_ID_NOT_FOUND", f"Streams group {group_id} not found.")
+        if group.state == State.DEAD:
+            return SgResult("COORDINATOR_NOT_AVAILABLE")
+        if group.streams is None:
+            # Kafka 4.4 converts an empty classic group only; a consumer group, even
+            # empty, is refused.
+            if group.members or group.pending or group.consumer is not None:
+                return SgResult("GROUP_ID_NOT_FOUND", f"Group {group_id} is not a streams group.")
+            group.consumer = None
+            group.streams = StreamsGroupState()
+            group.protocol_type, group.protocol, group.leader = "streams", None, None
+        sg = group.streams
+        now = self.loop_time
+        if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return await self._streams_leave(group, sg, req)
+        member = sg.members.get(req.member_id)
+        changed = bump = False
+        status: list[tuple[int, str]] = []
+        if req.epoch == 0:
+            if req.instance_id is not None:
+                old_id = sg.static.get(req.instance_id)
+                old = sg.members.get(old_id) if old_id is not None else None
+                if old is not None and old.member_id != req.member_id:
+                    if old.epoch != STATIC_LEAVE_EPOCH:
+                        return SgResult(
+                            "UNRELEASED_INSTANCE_ID",
+                            f"Static member {req.instance_id} has not released its assignment.",
+                        )
+                    # Its place, epoch and tasks (current and target) carry over.
+                    target = sg.target.get(old.member_id, {})
+                    standby = sg.target_standby.get(old.member_id, {})
+                    sg.remove(old.member_id)
+                    old.member_id = req.member_id
+                    old.epoch = old.previous_epoch
+                    sg.add(old)
+                    sg.target[req.member_id] = target
+                    sg.target_standby[req.member_id] = standby
+                    member = old
+                    changed = True
+            if member is None:
+                member = StreamsMember(req.member_id, req.instance_id)
+                sg.add(member)
+                bump = True
+            if req.topology is not None:
+                member.topology_epoch = req.topology.epoch
+                others = [m for m in sg.members.values() if m.member_id != member.member_id]
+                if sg.topology is None or (not others and req.topology != sg.topology):
+                    sg.topology = req.topology
+                    bump = True
+                elif req.topology.epoch < sg.topology.epoch:
+                    status.append(
+                        (
+                            STALE_TOPOLOGY,
+                            f"The member's topology epoch {req.topology.epoch} is behind the "
+                            f"group's topology epoch {sg.topology.epoch}.",
+                        )
+                    )
+                elif req.topology.epoch > sg.topology.epoch:
+                    return SgResult("INVALID_REQUEST", "Topology updates are not supported yet.")
+        elif member is None:
+            return SgResult(
+                "UNKNOWN_MEMBER_ID", f"Member {req.member_id} is not a member of group {group_id}."
+            )
+        elif req.epoch != member.epoch and not (
+            req.epoch == member.previous_epoch
+            and req.owned is not None
+            and req.owned <= {(s, p) for s, ps in member.assigned.items() for p in ps}
+        ):
+            which = "greater" if req.epoch > member.epoch else "smaller"
+            return SgResult(
+                "FENCED_MEMBER_EPOCH",
+                f"The streams group member has a {which}"
+                f" member epoch ({req.epoch}) than the one known by the group coordinator"
+                f" ({member.epoch}). The member must abandon all its partitions and rejoin.",
+            )
+        member.deadline = now + self.configs.get(group_id, SESSION) / 1000
+        member.client_id, member.client_host = req.client_id, req.client_host
+        if req.rack_id is not None:
+            member.rack_id = req.rack_id
+        if req.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.process_id is not None and req.process_id != member.process_id:
+            member.process_id = req.process_id
+            changed = True
+        if req.endpoint is not None and req.endpoint != member.endpoint:
+            member.endpoint = req.endpoint
+            sg.endpoints_changed()
+            changed = True
+        if req.client_tags is not None and req.client_tags != member.client_tags:
+            member.client_tags = req.client_tags
+            changed = True
+        if req.shutdown and sg.shutdown_member is None:
+            log.info("streams group %r: member %s requested a shutdown", group_id, member.member_id)
+            sg.shutdown_member = member.member_id
+            changed = True
+        if sg.shutdown_member is not None:
+            status.append(
+                (
+                    SHUTDOWN_APPLICATION,
+                    f"Streams group member {sg.shutdown_member} encountered a fatal error and "
+                    "requested a shutdown for the entire application.",
+                )
+            )
+        to_create: dict[str, tuple[int, dict[str, str]]] = {}
+        if sg.topology is not None:
+            configured = configure(sg.topology, counts)
+            status.extend(configured.status)
+            to_create = configured.to_create
+            if configured.tasks != sg.tasks:
+                sg.tasks = configured.tasks
+                bump = True
+            sg.partitions = counts
+        if bump:
+            sg.epoch += 1
+            changed = True
+        if sg.epoch > sg.assignment_epoch:
+            sg.compute_target(self.settings.group_streams_num_standby_replicas)
+        before = (dict(member.assigned), dict(member.standby))
+        if sg.reconcile(member, req.owned, now):
+            changed = True
+        if changed:
+            if group.state == State.EMPTY:
+                group.state = State.STABLE
+            if not await self._persist(group):
+                return SgResult("NOT_COORDINATOR")
+        # Kafka sends the tasks on a join, on a full request (one that repeats the
+        # rebalance timeout and the owned tasks, as a client does after an error) and
+        # when they changed; null otherwise.
+        full = req.rebalance_timeout_ms != -1 and req.owned is not None
+        send = req.epoch == 0 or full or (member.assigned, member.standby) != before
+        endpoints = None
+        if req.endpoint_epoch < sg.endpoint_epoch:
+            endpoints = [
+                (m.endpoint, m.assigned, m.standby)
+                for m in sg.members.values()
+                if m.endpoint is not None
+            ]
+        return SgResult(
+            "NONE",
+            None,
+            member.member_id,
+            member.epoch,
+            member.assigned if send else None,
+            member.standby if send else None,
+            status,
+            to_create,
+            sg.endpoint_epoch,
+            endpoints,
+            sg.topology,
+        )
+
+    async def _streams_leave(
+        self, group: Group, sg: StreamsGroupState, req: SgHeartbeat
+    ) -> SgResult:
+        member = sg.members.get(req.member_id)
+        if member is None:
+            return SgResult(
+                "UNKNOWN_MEMBER_ID",
+                f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+        if req.epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            if member.epoch != STATIC_LEAVE_EPOCH:
+                member.previous_epoch = member.epoch
+            member.epoch = STATIC_LEAVE_EPOCH
+        else:
+            self._streams_remove(group, sg, member.member_id, "left")
+        if not await self._persist(group):
+            return SgResult("NOT_COORDINATOR")
+        return SgResult("NONE", None, req.member_id, req.epoch)
+
+    def _streams_remove(
+        self, group: Group, sg: StreamsGroupState, member_id: str, why: str
+    ) -> None:
+        sg.remove(member_id)
+        sg.epoch += 1
+        log.info("streams group %r: member %s %s", group.group_id, member_id, why)
+        sg.compute_target(self.settings.group_streams_num_standby_replicas)
+        if not sg.members:
+            group.state = State.EMPTY
+            group.state_ms = _now_ms()
+            sg.shutdown_member = None  # Kafka clears the request once the group is empty
+
+    def _tick_streams(self, group: Group, sg: StreamsGroupState, now: float) -> None:
+        gone = False
+        for member in list(sg.members.values()):
+            if member.deadline <= now:
+                self._streams_remove(group, sg, member.member_id, "session expired")
+                gone = True
+            elif member.state == UNREVOKED_TASKS and member.revoke_deadline <= now:
+                self._streams_remove(group, sg, member.member_id, "did not revoke in time")
+                gone = True
+        if gone:
+            self._spawn_persist(group)
+
     # -- offsets -------------------------------------------------------------------------
 
     async def commit(
@@ -828,7 +1095,17 @@ class GroupCoordinator:
             return "COORDINATOR_NOT_AVAILABLE"
         member = None
         cg = group.consumer
-        if cg is not None and (generation >= 0 or cg.members):
+        sg = group.streams
+        if sg is not None and (generation >= 0 or sg.members):
+            # StreamsGroup.validateOffsetCommit: a member at its current epoch.
+            sg_member = sg.members.get(member_id)
+            if sg_member is None:
+                return "UNKNOWN_MEMBER_ID"
+            if version < 9:
+                return "UNSUPPORTED_VERSION"
+            if generation != sg_member.epoch:
+                return "STALE_MEMBER_EPOCH"
+        elif cg is not None and (generation >= 0 or cg.members):
             # ConsumerGroup.validateOffsetCommit: a member at its current epoch, v9+.
             cg_member = cg.members.get(member_id)
             if cg_member is None:
@@ -883,7 +1160,7 @@ class GroupCoordinator:
             return "GROUP_ID_NOT_FOUND" if precise_errors else "ILLEGAL_GENERATION"
         if group.state == State.DEAD:
             return "COORDINATOR_NOT_AVAILABLE"
-        cg = group.consumer
+        cg = group.consumer or group.streams
         if cg is not None and (generation >= 0 or cg.members):
             cg_member = cg.members.get(member_id)
             if cg_member is None:
@@ -911,8 +1188,9 @@ class GroupCoordinator:
         group = await self.coordinate(group_id, create=False)
         if group is None:
             return None
-        if group.consumer is not None and (member_id is not None or member_epoch >= 0):
-            cg_member = group.consumer.members.get(member_id or "")
+        kip848 = group.consumer or group.streams
+        if kip848 is not None and (member_id is not None or member_epoch >= 0):
+            cg_member = kip848.members.get(member_id or "")
             if cg_member is None:
                 raise CoordinatorError("UNKNOWN_MEMBER_ID")
             if member_epoch != cg_member.epoch:
@@ -932,7 +1210,9 @@ class GroupCoordinator:
         result: dict[tuple[str, int], str] = {}
         if group.state == State.EMPTY:
             deletable = partitions
-        elif group.protocol_type == "consumer":
+        elif group.protocol_type in ("consumer", "streams"):
+            # A streams group's topology topics count as subscribed (Kafka's
+            # StreamsGroup.isSubscribedToTopic).
             subscribed = group.subscribed_topics() or set()
             deletable = [tp for tp in partitions if tp[0] not in subscribed]
             result.update(
@@ -960,7 +1240,7 @@ class GroupCoordinator:
         if group.protocol_type is not None and group.state == State.EMPTY:
             keep: set[str] = set()
             base = group.state_ms
-        elif group.protocol_type == "consumer" and group.state == State.STABLE:
+        elif group.protocol_type in ("consumer", "streams") and group.state == State.STABLE:
             topics = group.subscribed_topics()
             if topics is None:
                 return set()
@@ -1038,6 +1318,8 @@ class GroupCoordinator:
     def _tick(self, group: Group, now: float) -> None:
         if group.consumer is not None:
             self._tick_consumer(group, group.consumer, now)
+        if group.streams is not None:
+            self._tick_streams(group, group.streams, now)
         for member in list(group.members.values()):
             if member.deadline <= now and not member.keep_alive():
                 log.info(

@@ -15,6 +15,7 @@ from typing import Any
 
 from sidecar.groups.consumer_group import ConsumerGroupState
 from sidecar.groups.consumer_protocol import CONSUMER, subscribed_topics
+from sidecar.groups.streams_group import StreamsGroupState
 
 
 class State(StrEnum):
@@ -121,6 +122,9 @@ class Group:
     # After a downgrade (groups/mixed.py): each member's epoch in the consumer group,
     # accepted as its generation until the next generation completes.
     legacy_epochs: dict[str, int] = field(default_factory=dict)
+    # A KIP-1071 streams group (group.protocol=streams): like `consumer`, its members
+    # live there and `state` is Empty or Stable.
+    streams: StreamsGroupState | None = None
 
     # -- membership -----------------------------------------------------------
 
@@ -215,6 +219,9 @@ class Group:
         """Topics the members subscribe to (consumer protocol); None if unknown."""
         if self.consumer is not None:
             return self.consumer.subscribed()
+        if self.streams is not None:
+            topology = self.streams.topology
+            return topology.topics() if topology is not None else set()
         if self.protocol_type != CONSUMER or self.protocol is None:
             return None
         topics: set[str] = set()
@@ -260,6 +267,9 @@ class Group:
         if self.consumer is not None:
             doc["state"] = State.STABLE if self.consumer.members else State.EMPTY
             doc["consumer"] = self.consumer.to_doc()
+        if self.streams is not None:
+            doc["state"] = State.STABLE if self.streams.members else State.EMPTY
+            doc["streams"] = self.streams.to_doc()
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -299,6 +309,12 @@ class Group:
                 if cm.classic is not None:  # a mixed group's classic member: its own session
                     cm.deadline = now + cm.classic.session_timeout_ms / 1000
             if group.consumer.members:
+                group.state = State.STABLE
+        if "streams" in doc:
+            group.streams = StreamsGroupState.from_doc(
+                doc["streams"], now + session_timeout_ms / 1000
+            )
+            if group.streams.members:
                 group.state = State.STABLE
         group.leader = doc.get("leader") if doc.get("leader") in group.members else None
         if group.members:

@@ -60,5 +60,24 @@ def run_txn(bootstrap: str, topic: str, transactional_id: str, timeout_s: float 
     return done.stdout.splitlines()
 
 
-def wordcount_cmd(bootstrap: str, app: str, source: str, sink: str, state_dir: Path) -> list[str]:
-    return [*_java(), "wordcount", bootstrap, app, source, sink, str(state_dir)]
+def wordcount_cmd(
+    bootstrap: str,
+    app: str,
+    source: str,
+    sink: str,
+    state_dir: Path,
+    protocol: str = "classic",
+    guarantee: str = "exactly_once_v2",
+) -> list[str]:
+    """The word count's command line; protocol "streams" joins a KIP-1071 streams group."""
+    return [
+        *_java(),
+        "wordcount",
+        bootstrap,
+        app,
+        source,
+        sink,
+        str(state_dir),
+        protocol,
+        guarantee,
+    ]

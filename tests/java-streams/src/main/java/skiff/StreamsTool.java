@@ -32,9 +32,11 @@ import org.apache.kafka.streams.kstream.Produced;
  *                                  read_uncommitted consumers read ("committed"/"uncommitted"
  *                                  OFFSET VALUE lines) and whether a second instance fences
  *                                  the first ("fenced CLASS")
- * wordcount BOOTSTRAP APP IN OUT STATE_DIR
- *                                  a Kafka Streams word count, exactly_once_v2, until killed;
- *                                  prints "RUNNING" each time it reaches that state
+ * wordcount BOOTSTRAP APP IN OUT STATE_DIR [GROUP_PROTOCOL [GUARANTEE]]
+ *                                  a Kafka Streams word count (exactly_once_v2 unless GUARANTEE
+ *                                  says otherwise; group.protocol classic unless "streams",
+ *                                  KIP-1071), until killed; prints each state it reaches
+ *                                  ("RUNNING", ...)
  * </pre>
  */
 public final class StreamsTool {
@@ -43,7 +45,8 @@ public final class StreamsTool {
   public static void main(String[] args) throws Exception {
     switch (args[0]) {
       case "txn" -> txn(args[1], args[2], args[3]);
-      case "wordcount" -> wordcount(args[1], args[2], args[3], args[4], args[5]);
+      case "wordcount" -> wordcount(args[1], args[2], args[3], args[4], args[5],
+          args.length > 6 ? args[6] : "classic", args.length > 7 ? args[7] : StreamsConfig.EXACTLY_ONCE_V2);
       default -> {
         System.err.println("usage: txn BOOTSTRAP TOPIC TXN_ID | wordcount BOOTSTRAP APP IN OUT STATE_DIR");
         System.exit(2);
@@ -118,18 +121,23 @@ public final class StreamsTool {
     }
   }
 
-  static void wordcount(String bootstrap, String app, String in, String out, String stateDir)
-      throws InterruptedException {
+  static void wordcount(
+      String bootstrap, String app, String in, String out, String stateDir, String protocol,
+      String guarantee) throws InterruptedException {
     Properties p = new Properties();
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
     p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-    p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+    p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
+    p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
     p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
     // Every input record makes one output record: exactly-once shows as counts 1..n.
     p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
-    p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
-    p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+    if (protocol.equals("classic")) {
+      // KIP-1071 groups take both from the broker's group configs.
+      p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
+      p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+    }
     p.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG), 5000);
     StreamsBuilder builder = new StreamsBuilder();
     builder.stream(in, Consumed.with(Serdes.String(), Serdes.String()))
