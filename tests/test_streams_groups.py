@@ -510,3 +510,39 @@ def test_static_member_steps_out_and_comes_back(skiff: Skiff, names: tuple[str, 
         assert (resp.error_code, resp.member_epoch, active(resp)) == (0, 1, [("0", [0, 1])])
         described = describe(kafka, 1, group)
         assert (described.group_epoch, [m.member_id for m in described.members]) == (1, ["b"])
+
+
+def test_streams_group_configs_apply(skiff: Skiff, names: tuple[str, str]) -> None:
+    """The group configs streams.num.standby.replicas and streams.heartbeat.interval.ms
+    (IncrementalAlterConfigs on the GROUP resource, as `kafka-configs --entity-type
+    groups`) apply to that group alone."""
+    source, group = names
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        create(kafka, source, partitions=2)
+        configs = [
+            {"name": "streams.num.standby.replicas", "config_operation": 0, "value": "1"},
+            {"name": "streams.heartbeat.interval.ms", "config_operation": 0, "value": "6000"},
+        ]
+        body = {
+            "resources": [{"resource_type": 32, "resource_name": group, "configs": configs}],
+            "validate_only": False,
+        }
+        assert kafka.request(44, 1, body).responses[0].error_code == 0
+        topo = topology(source)
+        resp = heartbeat(kafka, 1, group, "a", 0, topo, active=[], process_id="p1")
+        assert (active(resp), resp.heartbeat_interval.total_seconds()) == ([("0", [0, 1])], 6)
+        heartbeat(kafka, 1, group, "c", 0, topo, active=[], process_id="p2")
+        standbys = {
+            m.member_id: [p for t in m.target_assignment.standby_tasks for p in t.partitions]
+            for m in describe(kafka, 1, group).members
+        }
+        # Each active task has one standby copy, on the other process's member.
+        assert sorted(p for ps in standbys.values() for p in ps) == [0, 1]
+        # Another group keeps the server's defaults: no standbys, 5 s heartbeats.
+        other = f"{group}-x"
+        resp = heartbeat(kafka, 1, other, "a", 0, topo, active=[], process_id="p1")
+        assert resp.heartbeat_interval.total_seconds() == 5
+        heartbeat(kafka, 1, other, "c", 0, topo, active=[], process_id="p2")
+        assert all(
+            not m.target_assignment.standby_tasks for m in describe(kafka, 1, other).members
+        )

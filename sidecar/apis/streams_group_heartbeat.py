@@ -19,7 +19,7 @@ from typing import Any
 from sidecar.broker import Broker
 from sidecar.groups import streams_group as sgm
 from sidecar.groups.coordinator import CoordinatorError, SgHeartbeat, SgResult
-from sidecar.groups.group_configs import HEARTBEAT
+from sidecar.groups.group_configs import STREAMS_HEARTBEAT
 from sidecar.protocol import errors
 from sidecar.protocol.kio_codec import encode_response, ms
 from sidecar.queues.core import queue_store
@@ -234,7 +234,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
     }
     if result.error == "NONE":
         if result.epoch not in (sgm.LEAVE_EPOCH, sgm.STATIC_LEAVE_EPOCH):
-            data["heartbeat_interval"] = broker.groups.configs.get(body.group_id, HEARTBEAT)
+            data["heartbeat_interval"] = broker.groups.streams_config(
+                body.group_id, STREAMS_HEARTBEAT
+            )
             # v0's AcceptableRecoveryLagLegacy is 0 from Kafka 4.4; v1's is the config.
             data["acceptable_recovery_lag"] = ACCEPTABLE_RECOVERY_LAG if version >= 1 else 0
             data["task_offset_interval"] = TASK_OFFSET_INTERVAL_MS

@@ -31,7 +31,14 @@ from sidecar.groups.consumer_group import (
     CgMember,
     ConsumerGroupState,
 )
-from sidecar.groups.group_configs import HEARTBEAT, SESSION, GroupConfigs
+from sidecar.groups.group_configs import (
+    HEARTBEAT,
+    SESSION,
+    STREAMS_HEARTBEAT,
+    STREAMS_SESSION,
+    STREAMS_STANDBYS,
+    GroupConfigs,
+)
 from sidecar.groups.state import Group, JoinResult, Member, State, SyncResult
 from sidecar.groups.streams_group import (
     SHUTDOWN_APPLICATION,
@@ -161,6 +168,17 @@ class GroupCoordinator:
         self._background: set[asyncio.Task[None]] = set()
         self.closing = False  # shutting down: this sidecar coordinates no group any more
         cluster.on_lost(self._drop_all)
+
+    def streams_config(self, group_id: str, name: str) -> int:
+        """A streams group's streams.* group config; server defaults: the consumer
+        session and heartbeat flags (Skiff has no group.streams.* ones) and
+        --group-streams-num-standby-replicas."""
+        default = {
+            STREAMS_SESSION: self.configs.defaults[SESSION],
+            STREAMS_HEARTBEAT: self.configs.defaults[HEARTBEAT],
+            STREAMS_STANDBYS: self.settings.group_streams_num_standby_replicas,
+        }[name]
+        return self.configs.get(group_id, name, default)
 
     @property
     def loop_time(self) -> float:
@@ -955,7 +973,7 @@ class GroupCoordinator:
                 f" member epoch ({req.epoch}) than the one known by the group coordinator"
                 f" ({member.epoch}). The member must abandon all its partitions and rejoin.",
             )
-        member.deadline = now + self.configs.get(group_id, SESSION) / 1000
+        member.deadline = now + self.streams_config(group_id, STREAMS_SESSION) / 1000
         member.client_id, member.client_host = req.client_id, req.client_host
         if req.rack_id is not None:
             member.rack_id = req.rack_id
@@ -996,7 +1014,7 @@ class GroupCoordinator:
             sg.epoch += 1
             changed = True
         if sg.epoch > sg.assignment_epoch:
-            sg.compute_target(self.settings.group_streams_num_standby_replicas)
+            sg.compute_target(self.streams_config(group.group_id, STREAMS_STANDBYS))
         before = (dict(member.assigned), dict(member.standby))
         if sg.reconcile(member, req.owned, now):
             changed = True
@@ -1056,7 +1074,7 @@ class GroupCoordinator:
         sg.remove(member_id)
         sg.epoch += 1
         log.info("streams group %r: member %s %s", group.group_id, member_id, why)
-        sg.compute_target(self.settings.group_streams_num_standby_replicas)
+        sg.compute_target(self.streams_config(group.group_id, STREAMS_STANDBYS))
         if not sg.members:
             group.state = State.EMPTY
             group.state_ms = _now_ms()

@@ -11,6 +11,10 @@ Where they live and what applies them:
   apis/consumer_group_heartbeat.py);
 - share.session.timeout.ms, share.heartbeat.interval.ms: hash skiff:group_configs,
   applied to share groups (share/membership.py, apis/share_group_heartbeat.py);
+- streams.session.timeout.ms, streams.heartbeat.interval.ms,
+  streams.num.standby.replicas: hash skiff:group_configs, applied to streams groups
+  (GroupCoordinator.streams_config; server defaults: the consumer session and heartbeat
+  flags and --group-streams-num-standby-replicas);
 - share.record.lock.duration.ms, share.delivery.count.limit, share.auto.offset.reset
   (by_duration:<d> too), share.isolation.level, errors.deadletterqueue.topic.name: the
   queue group's settings (queues/core.py lock_ms, delivery_limit, auto_offset_reset,
@@ -24,7 +28,8 @@ Stored but not applied yet: share.partition.max.record.locks (the server's
 share.renew.acknowledge.enable (RENEW is always allowed), share.assignment.interval.ms
 and consumer.assignment.interval.ms (assignments are computed on every change),
 errors.deadletterqueue.copy.record.enable (dead-lettered records are always copied),
-the streams.* configs (Skiff has no streams groups) and the internal
+the other streams.* configs (no initial rebalance delay, assignment interval, rack-aware
+placement or other assignor in Skiff's streams groups) and the internal
 *.assignor.offload.enable, streams.task.offset.interval.ms, streams.num.warmup.replicas
 and streams.acceptable.recovery.lag.
 
@@ -64,6 +69,9 @@ log = logging.getLogger(__name__)
 CONFIGS_KEY = "skiff:group_configs"
 SESSION = "consumer.session.timeout.ms"
 HEARTBEAT = "consumer.heartbeat.interval.ms"
+STREAMS_SESSION = "streams.session.timeout.ms"
+STREAMS_HEARTBEAT = "streams.heartbeat.interval.ms"
+STREAMS_STANDBYS = "streams.num.standby.replicas"
 SHARE_SESSION = "share.session.timeout.ms"
 SHARE_HEARTBEAT = "share.heartbeat.interval.ms"
 TAGS = "streams.rack.aware.assignment.tags"
