@@ -543,6 +543,4 @@ def test_streams_group_configs_apply(skiff: Skiff, names: tuple[str, str]) -> No
         resp = heartbeat(kafka, 1, other, "a", 0, topo, active=[], process_id="p1")
         assert resp.heartbeat_interval.total_seconds() == 5
         heartbeat(kafka, 1, other, "c", 0, topo, active=[], process_id="p2")
-        assert all(
-            not m.target_assignment.standby_tasks for m in describe(kafka, 1, other).members
-        )
+        assert all(not m.target_assignment.standby_tasks for m in describe(kafka, 1, other).members)
