@@ -1056,7 +1056,7 @@ def test_random_alterations_get_kafka_errors_and_stored_garbage_is_harmless() ->
     from sidecar.config import broker as broker_config
     from sidecar.config import dynamic_broker
     from sidecar.config import topic as topic_config
-    from sidecar.config.admin import AdminError
+    from sidecar.config.admin import AdminError, check_duplicates_and_nulls
     from sidecar.config.settings import Settings
     from sidecar.storage.broker_configs import _decode
 
@@ -1075,7 +1075,7 @@ def test_random_alterations_get_kafka_errors_and_stored_garbage_is_harmless() ->
         current = {rng.choice(names): rng.choice(values) for _ in range(rng.randint(0, 3))}
         layer = {rng.choice(names): rng.choice(values) for _ in range(rng.randint(0, 3))}
         try:
-            dynamic_broker.check_request([(n, v) for n, _, v in ops], set())
+            check_duplicates_and_nulls([(n, v) for n, _, v in ops], set(), ", ")
             new = dynamic_broker.apply_ops(current, ops)
             layers = (layer, new) if per_broker else (new, layer)
             dynamic_broker.validate(new, per_broker, static, *layers)

@@ -11,7 +11,7 @@ from typing import Any
 
 from sidecar.broker import Broker
 from sidecar.config import dynamic_broker
-from sidecar.config.admin import DELETE, AdminError
+from sidecar.config.admin import DELETE, AdminError, check_duplicates_and_nulls
 from sidecar.protocol import errors
 from sidecar.security import checks
 from sidecar.security.authorizer import Operation
@@ -51,7 +51,7 @@ async def alter_broker(
     dynamic = broker.dynamic
     try:
         deleted = {n for n, op, _ in ops if op == DELETE} if incremental else set()
-        dynamic_broker.check_request([(n, v) for n, _, v in ops], deleted)
+        check_duplicates_and_nulls([(n, v) for n, _, v in ops], deleted, ", ")
         name = resource.resource_name
         per_broker = name != dynamic_broker.CLUSTER_DEFAULT
         if per_broker:

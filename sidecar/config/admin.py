@@ -150,16 +150,19 @@ def describe_topic(
 # -- alterations ------------------------------------------------------------------------------
 
 
-def check_duplicates_and_nulls(pairs: list[tuple[str, str | None]], null_ok: set[str]) -> None:
+def check_duplicates_and_nulls(
+    pairs: list[tuple[str, str | None]], null_ok: set[str], separator: str = ","
+) -> None:
     """What Kafka checks before looking at the resource: a name given twice, and a null
-    value (except where the operation takes none)."""
+    value (except where the operation takes none). Kafka lists a topic's null names
+    joined by ",", a broker's by ", "."""
     names = [n for n, _ in pairs]
     if len(set(names)) != len(names):
         raise AdminError(errors.INVALID_REQUEST, "Error due to duplicate config keys")
     nulls = [n for n, v in pairs if v is None and n not in null_ok]
     if nulls:
         raise AdminError(
-            errors.INVALID_REQUEST, "Null value not supported for : " + ",".join(nulls)
+            errors.INVALID_REQUEST, "Null value not supported for : " + separator.join(nulls)
         )
 
 

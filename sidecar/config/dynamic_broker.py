@@ -251,16 +251,7 @@ def listed_names(stored: Mapping[str, str]) -> list[str]:
 def parsed(layer: Mapping[str, str]) -> dict[str, Any]:
     """A stored set's values of Skiff's dynamic configs, parsed (a value that no longer
     parses, written by hand into Redis, is left out)."""
-    out = {}
-    for name, raw in layer.items():
-        key = DYNAMIC.get(name)
-        if key is None:
-            continue
-        try:
-            out[name] = key.parse(raw)
-        except ConfigError:
-            continue
-    return out
+    return topic_config.parse_known(layer, DYNAMIC)
 
 
 def _topic_value(broker_name: str, value: Any) -> Any:
@@ -329,18 +320,6 @@ def node_id_of(name: str, expected: int, describing: bool = False) -> None:
         raise AdminError(
             errors.INVALID_REQUEST,
             f"Unexpected broker id, expected {expected}{also}, but received {name}",
-        )
-
-
-def check_request(pairs: list[tuple[str, str | None]], null_ok: set[str]) -> None:
-    """What Kafka checks first: a name given twice, then null values."""
-    names = [n for n, _ in pairs]
-    if len(set(names)) != len(names):
-        raise AdminError(errors.INVALID_REQUEST, "Error due to duplicate config keys")
-    nulls = [n for n, v in pairs if v is None and n not in null_ok]
-    if nulls:
-        raise AdminError(
-            errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
         )
 
 

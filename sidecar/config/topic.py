@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sidecar.config import storage_format
 from sidecar.protocol.record_batch import CODEC_IDS, PRODUCER, Compression
@@ -515,13 +515,23 @@ def parse_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:
 def effective(overrides: Mapping[str, str], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The effective config: parsed overrides over `defaults`. An override that no longer
     parses (written by hand into Redis) is skipped."""
-    out = dict(defaults)
-    for name, raw in overrides.items():
-        key = KEYS.get(name)
+    return {**defaults, **parse_known(overrides, KEYS)}
+
+
+class Parser(Protocol):
+    def parse(self, raw: str) -> Any: ...
+
+
+def parse_known(raw: Mapping[str, str], keys: Mapping[str, Parser]) -> dict[str, Any]:
+    """The values of `raw` whose names `keys` knows, parsed; a value that no longer parses
+    (written by hand into Redis) is left out."""
+    out = {}
+    for name, text in raw.items():
+        key = keys.get(name)
         if key is None:
             continue
         try:
-            out[name] = key.parse(raw)
+            out[name] = key.parse(text)
         except ConfigError:
             continue
     return out
