@@ -17,6 +17,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.groups import reconciliation
+
 UNIFORM, RANGE = "uniform", "range"
 ASSIGNORS = (UNIFORM, RANGE)  # group.consumer.assignors: the first is the default
 
@@ -172,42 +174,29 @@ class ConsumerGroupState:
 
     def held_by_others(self, member_id: str) -> set[tuple[str, int]]:
         """Partitions another member owns or has not yet revoked."""
-        out: set[tuple[str, int]] = set()
-        for m in self.members.values():
-            if m.member_id != member_id:
-                for part in (m.assigned, m.revoking):
-                    out.update((t, p) for t, ps in part.items() for p in ps)
-        return out
+        return reconciliation.held_by(self.members.values(), member_id)
 
     def reconcile(self, member: CgMember, owned: set[tuple[str, int]] | None, now: float) -> bool:
         """Move `member` towards its target (Kafka's CurrentAssignmentBuilder); `owned`
         is what its heartbeat says it holds (None: unchanged, unknown). True if the
         member's epoch, state or partitions changed."""
-        if member.state == UNREVOKED:
-            still = _pairs(member.revoking)
-            if owned is None or owned & still:
-                return False  # it has not yet given them up
-            member.revoking = {}
-        elif member.state == STABLE and member.epoch == self.assignment_epoch:
-            return False
         before = (member.epoch, member.state, member.assigned)
-        current = _pairs(member.assigned)
-        target = _pairs(self.target.get(member.member_id, {}))
-        revoke = current - target
-        if revoke:
-            member.assigned = _assignment(current & target)
-            member.revoking = _assignment(revoke)
-            member.state = UNREVOKED
-            member.revoke_deadline = now + member.rebalance_timeout_ms / 1000
+        outcome = reconciliation.step(
+            member,
+            owned,
+            reconciliation.pairs(self.target.get(member.member_id, {})),
+            lambda: self.held_by_others(member.member_id),
+            self.assignment_epoch,
+            now,
+            (STABLE, UNREVOKED, UNRELEASED),
+        )
+        if outcome == reconciliation.REVOKING:
             return True
-        wanted = target - current
-        free = wanted - self.held_by_others(member.member_id)
-        member.assigned = _assignment(current | free)
-        if member.epoch != self.assignment_epoch:
-            member.previous_epoch = member.epoch
-            member.epoch = self.assignment_epoch
-        member.state = UNRELEASED if wanted - free else STABLE
-        return before != (member.epoch, member.state, member.assigned)
+        return outcome == reconciliation.MOVED and before != (
+            member.epoch,
+            member.state,
+            member.assigned,
+        )
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -232,17 +221,6 @@ class ConsumerGroupState:
         }
         cg.partitions = {t: int(n) for t, n in doc.get("partitions", {}).items()}
         return cg
-
-
-def _pairs(assignment: Assignment) -> set[tuple[str, int]]:
-    return {(t, p) for t, ps in assignment.items() for p in ps}
-
-
-def _assignment(pairs: set[tuple[str, int]]) -> Assignment:
-    out: Assignment = {}
-    for t, p in sorted(pairs):
-        out.setdefault(t, []).append(p)
-    return out
 
 
 def uniform_assign(

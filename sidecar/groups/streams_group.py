@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.groups import reconciliation
+
 STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_tasks", "unreleased_tasks"
 UNREVOKED_TASKS = UNREVOKED
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
@@ -33,15 +35,7 @@ SHUTDOWN_APPLICATION = 4
 Tasks = dict[str, list[int]]  # subtopology id -> sorted partitions
 
 
-def _pairs(tasks: Tasks) -> set[tuple[str, int]]:
-    return {(s, p) for s, ps in tasks.items() for p in ps}
-
-
-def _tasks(pairs: set[tuple[str, int]]) -> Tasks:
-    out: Tasks = {}
-    for s, p in sorted(pairs):
-        out.setdefault(s, []).append(p)
-    return out
+_pairs, _tasks = reconciliation.pairs, reconciliation.grouped
 
 
 @dataclass(slots=True)
@@ -326,11 +320,7 @@ class StreamsGroupState:
             self.endpoint_epoch += 1
 
     def held_by_others(self, member_id: str) -> set[tuple[str, int]]:
-        out: set[tuple[str, int]] = set()
-        for m in self.members.values():
-            if m.member_id != member_id:
-                out |= _pairs(m.assigned) | _pairs(m.revoking)
-        return out
+        return reconciliation.held_by(self.members.values(), member_id)
 
     def reconcile(
         self, member: StreamsMember, owned: set[tuple[str, int]] | None, now: float
@@ -338,33 +328,24 @@ class StreamsGroupState:
         """Move `member` towards its target (Kafka's streams CurrentAssignmentBuilder);
         `owned`: the active tasks its heartbeat lists (None: unchanged). True if its
         epoch, state or tasks changed."""
-        if member.state == UNREVOKED:
-            if owned is None or owned & _pairs(member.revoking):
-                return False
-            member.revoking = {}
-        elif member.state == STABLE and member.epoch == self.assignment_epoch:
-            return False
-        standby = _pairs(self.target_standby.get(member.member_id, {}))
         before = (member.epoch, member.state, member.assigned, member.standby)
-        current = _pairs(member.assigned)
-        target = _pairs(self.target.get(member.member_id, {}))
-        revoke = current - target
-        if revoke:
-            member.assigned = _tasks(current & target)
-            member.revoking = _tasks(revoke)
-            # Standby tasks need no hand-over; never one the member still runs actively.
-            member.standby = _tasks(standby - current - revoke)
-            member.state = UNREVOKED
-            member.revoke_deadline = now + member.rebalance_timeout_ms / 1000
+        running = _pairs(member.assigned)
+        outcome = reconciliation.step(
+            member,
+            owned,
+            _pairs(self.target.get(member.member_id, {})),
+            lambda: self.held_by_others(member.member_id),
+            self.assignment_epoch,
+            now,
+            (STABLE, UNREVOKED, UNRELEASED),
+        )
+        if outcome == reconciliation.WAITING:
+            return False
+        # Standby tasks need no hand-over; never one the member still runs actively.
+        standby = _pairs(self.target_standby.get(member.member_id, {}))
+        member.standby = _tasks(standby - running)
+        if outcome == reconciliation.REVOKING:
             return True
-        wanted = target - current
-        free = wanted - self.held_by_others(member.member_id)
-        member.assigned = _tasks(current | free)
-        member.standby = _tasks(standby - current)
-        if member.epoch != self.assignment_epoch:
-            member.previous_epoch = member.epoch
-            member.epoch = self.assignment_epoch
-        member.state = UNRELEASED if wanted - free else STABLE
         changed = before != (member.epoch, member.state, member.assigned, member.standby)
         if changed:
             self.endpoints_changed()
