@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sidecar.cluster import Cluster
 from sidecar.config.settings import Settings
@@ -54,6 +55,7 @@ from sidecar.storage import resilience
 from sidecar.storage.group_store import CommittedOffset, Fenced, GroupStore
 
 log = logging.getLogger("skiff.groups")
+R = TypeVar("R")  # a heartbeat result type (CgResult, SgResult)
 
 TICK_SECONDS = 0.1
 NEW_MEMBER_JOIN_TIMEOUT_S = 300.0  # Kafka's NewMemberJoinTimeoutMs
@@ -734,7 +736,13 @@ class GroupCoordinator:
         now = self.loop_time
         session_s = self.configs.get(group_id, SESSION) / 1000
         if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return await self._consumer_leave(group, cg, req)
+            return await self._member_leave(
+                group,
+                cg.members,
+                req,
+                lambda m: self._consumer_remove(group, cg, m, "left"),
+                CgResult,
+            )
         member = cg.members.get(req.member_id)
         changed = bump = False  # bump: a new group epoch, once per heartbeat as in Kafka
         if req.epoch == 0:
@@ -820,12 +828,19 @@ class GroupCoordinator:
             "NONE", None, member.member_id, member.epoch, member.assigned if send else None
         )
 
-    async def _consumer_leave(
-        self, group: Group, cg: ConsumerGroupState, req: CgHeartbeat
-    ) -> CgResult:
-        member = cg.members.get(req.member_id)
+    async def _member_leave(
+        self,
+        group: Group,
+        members: dict[str, Any],
+        req: CgHeartbeat | SgHeartbeat,
+        remove: Callable[[str], None],
+        result: Callable[..., R],
+    ) -> R:
+        """A consumer or streams member's leave heartbeat (epoch -1, or -2 for a static
+        member stepping out)."""
+        member = members.get(req.member_id)
         if member is None:
-            return CgResult(
+            return result(
                 "UNKNOWN_MEMBER_ID",
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
             )
@@ -836,10 +851,10 @@ class GroupCoordinator:
                 member.previous_epoch = member.epoch
             member.epoch = STATIC_LEAVE_EPOCH
         else:
-            self._consumer_remove(group, cg, member.member_id, "left")
+            remove(member.member_id)
         if not await self._persist(group):
-            return CgResult("NOT_COORDINATOR")
-        return CgResult("NONE", None, req.member_id, req.epoch)
+            return result("NOT_COORDINATOR")
+        return result("NONE", None, req.member_id, req.epoch)
 
     def _consumer_remove(
         self, group: Group, cg: ConsumerGroupState, member_id: str, why: str
@@ -912,7 +927,13 @@ class GroupCoordinator:
         sg = group.streams
         now = self.loop_time
         if req.epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return await self._streams_leave(group, sg, req)
+            return await self._member_leave(
+                group,
+                sg.members,
+                req,
+                lambda m: self._streams_remove(group, sg, m, "left"),
+                SgResult,
+            )
         member = sg.members.get(req.member_id)
         changed = bump = False
         status: list[tuple[int, str]] = []
@@ -1048,25 +1069,6 @@ class GroupCoordinator:
             endpoints,
             sg.topology,
         )
-
-    async def _streams_leave(
-        self, group: Group, sg: StreamsGroupState, req: SgHeartbeat
-    ) -> SgResult:
-        member = sg.members.get(req.member_id)
-        if member is None:
-            return SgResult(
-                "UNKNOWN_MEMBER_ID",
-                f"Member {req.member_id} is not a member of group {group.group_id}.",
-            )
-        if req.epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
-            if member.epoch != STATIC_LEAVE_EPOCH:
-                member.previous_epoch = member.epoch
-            member.epoch = STATIC_LEAVE_EPOCH
-        else:
-            self._streams_remove(group, sg, member.member_id, "left")
-        if not await self._persist(group):
-            return SgResult("NOT_COORDINATOR")
-        return SgResult("NONE", None, req.member_id, req.epoch)
 
     def _streams_remove(
         self, group: Group, sg: StreamsGroupState, member_id: str, why: str
