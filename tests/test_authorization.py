@@ -283,6 +283,8 @@ EXPECTED: dict[int, Denied] = {
     88: Denied(GROUP_DENIED),
     # StreamsGroupDescribe: DESCRIBE on each group
     89: Denied(GROUP_DENIED, None, _ops_not_given),
+    # StreamsGroupTopologyDescriptionUpdate: READ on the group
+    93: Denied(GROUP_DENIED),
     # ShareGroupHeartbeat: READ on the group, DESCRIBE on the subscribed topics
     76: Denied(GROUP_DENIED),
     # ShareGroupDescribe: DESCRIBE on each group
