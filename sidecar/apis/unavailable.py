@@ -89,6 +89,7 @@ NEEDS_NO_REDIS = frozenset(
         81,
         71,  # GetTelemetrySubscriptions
         72,  # PushTelemetry
+        93,  # StreamsGroupTopologyDescriptionUpdate: no plugin, refused alike
     }
 )
 
@@ -718,11 +719,6 @@ def _streams_group_describe(broker: Broker, request: Any) -> bytes:
     return encode_response(89, request.header.api_version, {"throttle_time": 0, "groups": groups})
 
 
-def _streams_topology_description_update(broker: Broker, request: Any) -> bytes:
-    data = {"throttle_time": 0, "error_code": COORDINATOR_NOT_AVAILABLE, "error_message": None}
-    return encode_response(93, request.header.api_version, data)
-
-
 BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     0: _produce,  # called with the reason by response()
     1: _fetch,
@@ -779,7 +775,6 @@ BUILDERS: dict[int, Callable[[Broker, Any], bytes | None]] = {
     69: _consumer_group_describe,
     88: _streams_group_heartbeat,
     89: _streams_group_describe,
-    93: _streams_topology_description_update,
     **share_unavailable.BUILDERS,  # 76-79, 90-92: sidecar/share/unavailable.py
 }
 
