@@ -27,7 +27,9 @@ NO_PLUGIN = "The broker has no streams group topology description plugin configu
 
 async def handle(broker: Broker, request: Any) -> bytes:
     if not checks.group_allowed(broker, request, Operation.READ, request.body.group_id):
-        code, message = "GROUP_AUTHORIZATION_FAILED", "Group authorization failed."
+        # Kafka sends Errors.GROUP_AUTHORIZATION_FAILED.exception(): its generic
+        # message, which ApiError drops.
+        code, message = "GROUP_AUTHORIZATION_FAILED", None
     else:
         code, message = "UNSUPPORTED_VERSION", NO_PLUGIN
     data = {"throttle_time": 0, "error_code": errors.code(code), "error_message": message}
