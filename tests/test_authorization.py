@@ -154,6 +154,10 @@ def _ops_not_given(answer: Any, version: int) -> None:
         assert g.members == ()
 
 
+def _no_message(answer: Any, version: int) -> None:
+    assert answer.error_message is None
+
+
 def _no_log_dirs(answer: Any, version: int) -> None:
     assert answer.results == ()
 
@@ -283,6 +287,9 @@ EXPECTED: dict[int, Denied] = {
     88: Denied(GROUP_DENIED),
     # StreamsGroupDescribe: DESCRIBE on each group
     89: Denied(GROUP_DENIED, None, _ops_not_given),
+    # StreamsGroupTopologyDescriptionUpdate: READ on the group (a null message, as
+    # Kafka 4.4's KafkaApis sends)
+    93: Denied(GROUP_DENIED, None, _no_message),
     # ShareGroupHeartbeat: READ on the group, DESCRIBE on the subscribed topics
     76: Denied(GROUP_DENIED),
     # ShareGroupDescribe: DESCRIBE on each group

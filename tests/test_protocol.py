@@ -125,6 +125,7 @@ ADVERTISED = {
     69: (0, 1),  # ConsumerGroupDescribe
     88: (0, 1),  # StreamsGroupHeartbeat
     89: (0, 1),  # StreamsGroupDescribe
+    93: (0, 0),  # StreamsGroupTopologyDescriptionUpdate
 }
 # DeleteTopics v0 and DescribeConfigs v0 have no kio schema: tests/test_admin_topics.py
 # and test_admin_configs.py send them by hand.

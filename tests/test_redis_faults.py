@@ -545,6 +545,18 @@ def test_every_api_answers_retriable_errors_while_redis_is_down(tmp_path: Path) 
             ),
             (89, 1, {"group_ids": [g]}, lambda r: r.groups[0].error_code == COORD_NA),
             (
+                93,
+                0,
+                {
+                    "group_id": g,
+                    "member_id": "m",
+                    "topology_epoch": 0,
+                    "topology_description": {"subtopologies": [], "global_stores": []},
+                },
+                # Needs no Redis: answered as by Kafka 4.4 without a description plugin.
+                lambda r: r.error_code == 35,  # UNSUPPORTED_VERSION
+            ),
+            (
                 49,
                 1,
                 {

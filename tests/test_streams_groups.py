@@ -544,3 +544,68 @@ def test_streams_group_configs_apply(skiff: Skiff, names: tuple[str, str]) -> No
         assert resp.heartbeat_interval.total_seconds() == 5
         heartbeat(kafka, 1, other, "c", 0, topo, active=[], process_id="p2")
         assert all(not m.target_assignment.standby_tasks for m in describe(kafka, 1, other).members)
+
+
+def test_topology_descriptions_as_kafka_without_a_plugin(
+    skiff: Skiff, names: tuple[str, str]
+) -> None:
+    """KIP-1331 as Kafka 4.4.0 answers by default (no
+    group.streams.topology.description.plugin.class, and Kafka ships none): a heartbeat
+    never asks for a description, StreamsGroupTopologyDescriptionUpdate (93) is
+    UNSUPPORTED_VERSION with the same message for any group, member or topology epoch
+    (checked before the request's own fields), and describe v1 shows no description:
+    NOT_STORED when asked for, NOT_REQUESTED otherwise. Kafka's answers were taken by
+    sending this sequence to a Kafka 4.4.0 broker."""
+    source, group = names
+    no_plugin = (
+        UNSUPPORTED_VERSION,
+        "The broker has no streams group topology description plugin configured.",
+    )
+    node = {
+        "name": "KSTREAM-SOURCE-0000000000",
+        "node_type": 1,
+        "source_topics": [source],
+        "sink_topic": None,
+        "stores": [],
+        "successors": [],
+    }
+    description = {
+        "subtopologies": [{"subtopology_id": "0", "nodes": [node]}],
+        "global_stores": [],
+    }
+
+    def update(group_id: str, member: str, epoch: int) -> tuple[int, str | None]:
+        resp = kafka.request(
+            93,
+            0,
+            {
+                "group_id": group_id,
+                "member_id": member,
+                "topology_epoch": epoch,
+                "topology_description": description,
+            },
+        )
+        return resp.error_code, resp.error_message
+
+    def described(include: bool) -> Any:
+        body = {
+            "group_ids": [group],
+            "include_authorized_operations": False,
+            "include_topology_description": include,
+        }
+        return kafka.request(89, 1, body).groups[0]
+
+    with RawKafka("127.0.0.1", skiff.port) as kafka:
+        assert update(group, "m1", 0) == no_plugin  # no such group yet
+        create(kafka, source, partitions=2)
+        resp = heartbeat(kafka, 1, group, "m1", 0, topology(source), active=[])
+        assert (resp.error_code, resp.topology_description_required) == (0, False)
+        for args in [(group, "m1", 0), (group, "other", 0), (group, "m1", 7), ("", "", -1)]:
+            assert update(*args) == no_plugin
+        resp = heartbeat(kafka, 1, group, "m1", resp.member_epoch, active=[])
+        assert (resp.error_code, resp.topology_description_required) == (0, False)
+        asked = described(True)
+        assert (asked.error_code, asked.topology_description_status) == (0, 1)  # NOT_STORED
+        assert asked.topology_description is None
+        plain = described(False)
+        assert (plain.topology_description_status, plain.topology_description) == (0, None)

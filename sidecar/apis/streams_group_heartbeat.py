@@ -7,8 +7,9 @@ the missing internal topics (changelogs, repartition topics) and assigns the tas
 throwIfStreamsGroupHeartbeatRequestIsInvalid does. Needs READ on the group (else
 GROUP_AUTHORIZATION_FAILED) and DESCRIBE on the topology's topics (else
 TOPIC_AUTHORIZATION_FAILED); internal topics are created only with CREATE on the
-cluster or the topic, as in Kafka. Skiff keeps no topology descriptions (KIP-1331's
-StreamsGroupTopologyDescriptionUpdate is not served), so v1's
+cluster or the topic, as in Kafka. Skiff keeps no topology descriptions (KIP-1331:
+like Kafka 4.4 without a topology description plugin, its default,
+StreamsGroupTopologyDescriptionUpdate answers UNSUPPORTED_VERSION), so v1's
 TopologyDescriptionRequired is always false."""
 
 from __future__ import annotations

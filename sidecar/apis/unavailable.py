@@ -89,6 +89,7 @@ NEEDS_NO_REDIS = frozenset(
         81,
         71,  # GetTelemetrySubscriptions
         72,  # PushTelemetry
+        93,  # StreamsGroupTopologyDescriptionUpdate: no plugin, refused alike
     }
 )
 

@@ -14,6 +14,8 @@ Kafka's JSON message definition of that version; drop one once kio ships it.
   TaskOffsetIntervalMs and adds TopologyDescriptionRequired.
 - StreamsGroupDescribe v1 (KIP-1331, KIP-1357): the request asks for the topology
   description; each group carries it (nullable), its status and the assignor's name.
+- StreamsGroupTopologyDescriptionUpdate v0 (KIP-1331): a member pushes its group's
+  topology description for a topology epoch.
 
 No `from __future__ import annotations`: kio reads the fields' types at run time."""
 
@@ -324,12 +326,87 @@ class StreamsGroupDescribeResponseV1:
     groups: tuple[StreamsDescribedGroupV1, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionNodeV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    name: str = field(metadata={"kafka_type": "string"})
+    node_type: i8 = field(metadata={"kafka_type": "int8"})
+    source_topics: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+    sink_topic: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    stores: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+    successors: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionSubtopologyV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    subtopology_id: str = field(metadata={"kafka_type": "string"})
+    nodes: tuple[TopologyDescriptionNodeV0, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionGlobalStoreV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    source: TopologyDescriptionNodeV0
+    processor: TopologyDescriptionNodeV0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyDescriptionV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    subtopologies: tuple[TopologyDescriptionSubtopologyV0, ...]
+    global_stores: tuple[TopologyDescriptionGlobalStoreV0, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupTopologyDescriptionUpdateRequestV0:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    group_id: GroupId = field(metadata={"kafka_type": "string"})
+    member_id: str = field(metadata={"kafka_type": "string"})
+    topology_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    topology_description: TopologyDescriptionV0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamsGroupTopologyDescriptionUpdateResponseV0:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(93)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    # int16: STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED is newer than kio.
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
 REQUESTS: dict[tuple[int, int], type] = {
     (18, 5): ApiVersionsRequestV5,
     (28, 6): TxnOffsetCommitRequestV6,
     (42, 3): DeleteGroupsRequestV3,
     (88, 1): StreamsGroupHeartbeatRequestV1,
     (89, 1): StreamsGroupDescribeRequestV1,
+    (93, 0): StreamsGroupTopologyDescriptionUpdateRequestV0,
     (94, 0): UnregisterControllerRequestV0,
 }
 RESPONSES: dict[tuple[int, int], type] = {
@@ -338,5 +415,6 @@ RESPONSES: dict[tuple[int, int], type] = {
     (42, 3): DeleteGroupsResponseV3,
     (88, 1): StreamsGroupHeartbeatResponseV1,
     (89, 1): StreamsGroupDescribeResponseV1,
+    (93, 0): StreamsGroupTopologyDescriptionUpdateResponseV0,
     (94, 0): UnregisterControllerResponseV0,
 }
