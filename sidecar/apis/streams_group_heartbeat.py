@@ -222,7 +222,8 @@ async def handle(broker: Broker, request: Any) -> bytes:
         "throttle_time": 0,
         "error_code": errors.code(result.error),
         "error_message": result.message,
-        "member_id": result.member_id or body.member_id,
+        # An error answer carries no member id, as Kafka's (its default, "").
+        "member_id": (result.member_id or body.member_id) if result.error == "NONE" else "",
         "member_epoch": result.epoch,
         "heartbeat_interval": 0,
         "task_offset_interval": 0,

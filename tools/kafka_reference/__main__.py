@@ -66,6 +66,7 @@ from .produce_fetch import (
     list_offsets_scenarios,
     produce_scenarios,
 )
+from .streams import streams_scenarios
 from .talk import SCENARIOS, Scenario, Side
 from .topics import create_topics_scenarios, delete_topics_scenarios
 from .transactions import transaction_scenarios
@@ -105,6 +106,7 @@ for _family in (
     describe_cluster_scenarios,
     update_features_scenarios,
     quorum_scenarios,
+    streams_scenarios,
     create_topics_bad_input_scenarios,
     delete_topics_v0_scenarios,
     unsupported_scenarios,
