@@ -39,6 +39,26 @@ TASK_OFFSET_INTERVAL_MS = 60_000  # group.streams.task.offset.interval.ms
 log = logging.getLogger("skiff.groups")
 
 
+def answer(code: int, message: str | None, member_id: str, epoch: int = 0) -> dict[str, Any]:
+    """A heartbeat answer with nothing assigned: what errors carry, and what a success
+    fills in."""
+    return {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": message,
+        "member_id": member_id,
+        "member_epoch": epoch,
+        "heartbeat_interval": 0,
+        "task_offset_interval": 0,
+        "status": [],
+        "active_tasks": None,
+        "standby_tasks": None,
+        "warmup_tasks": None,
+        "endpoint_information_epoch": 0,
+        "partitions_by_user_endpoint": None,
+    }
+
+
 def _invalid(body: Any) -> str | None:
     """Kafka's request checks: the INVALID_REQUEST message, or None."""
     epoch = body.member_epoch
@@ -218,22 +238,9 @@ async def handle(broker: Broker, request: Any) -> bytes:
                 else (code, detail)
                 for code, detail in status
             ]
-    data: dict[str, Any] = {
-        "throttle_time": 0,
-        "error_code": errors.code(result.error),
-        "error_message": result.message,
-        # An error answer carries no member id, as Kafka's (its default, "").
-        "member_id": (result.member_id or body.member_id) if result.error == "NONE" else "",
-        "member_epoch": result.epoch,
-        "heartbeat_interval": 0,
-        "task_offset_interval": 0,
-        "status": [],
-        "active_tasks": None,
-        "standby_tasks": None,
-        "warmup_tasks": None,
-        "endpoint_information_epoch": 0,
-        "partitions_by_user_endpoint": None,
-    }
+    # An error answer carries no member id, as Kafka's (its default, "").
+    member_id = (result.member_id or body.member_id) if result.error == "NONE" else ""
+    data = answer(errors.code(result.error), result.message, member_id, result.epoch)
     if result.error == "NONE":
         if result.epoch not in (sgm.LEAVE_EPOCH, sgm.STATIC_LEAVE_EPOCH):
             data["heartbeat_interval"] = broker.groups.streams_config(

@@ -55,6 +55,7 @@ from sidecar.apis import (
     fetch,
     produce,
     sasl_handshake,
+    streams_group_heartbeat,
     unregister_broker,
     unregister_controller,
 )
@@ -684,21 +685,8 @@ def _consumer_group_describe(broker: Broker, request: Any) -> bytes:
 
 
 def _streams_group_heartbeat(broker: Broker, request: Any) -> bytes:
-    data = {
-        "throttle_time": 0,
-        "error_code": COORDINATOR_NOT_AVAILABLE,
-        "member_id": request.body.member_id,
-        "member_epoch": 0,
-        "heartbeat_interval": 0,
-        "acceptable_recovery_lag": 0,
-        "task_offset_interval": 0,
-        "status": [],
-        "active_tasks": None,
-        "standby_tasks": None,
-        "warmup_tasks": None,
-        "endpoint_information_epoch": 0,
-        "partitions_by_user_endpoint": None,
-    }
+    data = streams_group_heartbeat.answer(COORDINATOR_NOT_AVAILABLE, None, request.body.member_id)
+    data["acceptable_recovery_lag"] = 0
     return encode_response(88, request.header.api_version, data)
 
 
