@@ -16,6 +16,8 @@ and prints throughput, broker CPU per record (/proc utime+stime over the timed p
 Skiff = sidecar and its children + redis-server, Kafka = the JVM) and stored bytes per
 record, each with the Skiff/Kafka ratio, and records per stored batch on each (Kafka:
 the .log batch headers; Skiff: stream entries), which decides the compression ratio.
+The timed phase runs from the first record sent (or assigned to read) to the last one
+acknowledged (or read): the client's start-up and close are not counted.
 Progress goes to stderr; the table to stdout (with --json: one JSON object on stdout,
 the table on stderr).
 
@@ -282,13 +284,32 @@ class Phase:
     verified: int
 
 
-def timed(broker: Broker, body: Callable[[], int]) -> Phase:
-    cpu0 = broker.cpu()
-    wall0 = time.perf_counter()
-    verified = body()
-    seconds = time.perf_counter() - wall0
-    cpu1 = broker.cpu()
-    return Phase(seconds, {k: cpu1[k] - cpu0[k] for k in cpu0}, verified)
+class Clock:
+    """The timed part of a client run: started once the client is set up (connections,
+    metadata, producer id), stopped before it closes, so neither is counted."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.cpu0: dict[str, float] = {}
+        self.wall0 = 0.0
+        self.phase: Phase | None = None
+
+    def start(self) -> None:
+        self.cpu0 = self.broker.cpu()
+        self.wall0 = time.perf_counter()
+
+    def stop(self, verified: int) -> None:
+        seconds = time.perf_counter() - self.wall0
+        cpu1 = self.broker.cpu()
+        self.phase = Phase(seconds, {k: cpu1[k] - self.cpu0[k] for k in self.cpu0}, verified)
+
+
+def timed(broker: Broker, body: Callable[[Clock], object]) -> Phase:
+    clock = Clock(broker)
+    body(clock)
+    if clock.phase is None:
+        raise BenchError(f"internal: a timed run on {broker.name} did not stop its clock")
+    return clock.phase
 
 
 def produce(
@@ -300,9 +321,11 @@ def produce(
     compression: str,
     idempotent: bool,
     txn_records: int = 0,
+    clock: Clock | None = None,
 ) -> int:
     """Produce every value, flush, and return how many were acknowledged (all, or fail).
-    txn_records > 0: in transactions of that many records, each committed."""
+    txn_records > 0: in transactions of that many records, each committed. `clock` runs
+    from the first record to the last acknowledgement (or commit)."""
     errors: list[str] = []
     acked = 0
 
@@ -330,6 +353,8 @@ def produce(
     if txn_records:
         producer.init_transactions(30)
     records = len(values)
+    if clock is not None:
+        clock.start()
     watch = {"acked": 0, "since": time.monotonic()}
 
     def check_progress() -> None:
@@ -364,6 +389,8 @@ def produce(
         producer.commit_transaction(60)
     if errors:
         raise BenchError(f"produce to {broker.name} failed: {'; '.join(errors)}")
+    if clock is not None:
+        clock.stop(acked)
     return acked
 
 
@@ -404,9 +431,11 @@ def consume(
     partitions: int,
     batch: int,
     isolation: str = "read_committed",
+    clock: Clock | None = None,
 ) -> int:
     """Read every partition from offset 0 to the end; checks the count per partition and
-    each partition's first value. Returns the records read."""
+    each partition's first value. Returns the records read. `clock` runs from the
+    assignment to the last record (the consumer's start and close not counted)."""
     expected = expected_counts(len(values), batch, partitions)
     consumer = Consumer(
         {
@@ -419,6 +448,8 @@ def consume(
     counts = [0] * partitions
     total, records = 0, len(values)
     try:
+        if clock is not None:
+            clock.start()
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         last_change = time.monotonic()
         while total < records:
@@ -442,6 +473,8 @@ def consume(
                     raise BenchError(f"{broker.name}: partition {p}'s first value differs")
                 counts[p] += 1
                 total += 1
+        if clock is not None:
+            clock.stop(total)
     finally:
         consumer.close()
     if counts != expected:
@@ -497,7 +530,8 @@ def measure(
             prepared[slot] = topic
         isolation = "read_uncommitted" if case.kind == "consume-uncommitted" else "read_committed"
         phase = timed(
-            broker, lambda: consume(broker, topic, values, case.partitions, batch, isolation)
+            broker,
+            lambda clock: consume(broker, topic, values, case.partitions, batch, isolation, clock),
         )
     else:
         topic = f"{base}-{case.kind}" + (f"-r{rep}" if rep else "")
@@ -506,8 +540,16 @@ def measure(
         txn = TXN_RECORDS if case.kind == "produce-txn" else 0
         phase = timed(
             broker,
-            lambda: produce(
-                broker, topic, values, case.partitions, batch, case.compression, idempotent, txn
+            lambda clock: produce(
+                broker,
+                topic,
+                values,
+                case.partitions,
+                batch,
+                case.compression,
+                idempotent,
+                txn,
+                clock,
             ),
         )
         marks = high_watermarks(broker, topic, case.partitions)
