@@ -59,6 +59,8 @@ class _Replies(asyncio.Protocol):
         self.reader = conn._parser._reader
         self.paused = False
         self.drained: asyncio.Future[None] | None = None
+        # redis-py's protocol, told of the loss too: its close waiter ends disconnect().
+        self.replaced: asyncio.BaseProtocol | None = None
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -86,6 +88,8 @@ class _Replies(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.channel._fail(self.conn, RedisConnectionError(f"append connection lost: {exc}"))
         self.resume_writing()
+        if self.replaced is not None:
+            self.replaced.connection_lost(exc)
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -170,6 +174,7 @@ class AppendChannel:
         protocol = _Replies(self, conn)
         self._conn, self._protocol, self._transport = conn, protocol, transport
         self._loop = asyncio.get_running_loop()
+        protocol.replaced = transport.get_protocol()
         transport.set_protocol(protocol)
         leftover = conn._reader._buffer  # (none: nothing was sent since the handshake)
         if leftover:
