@@ -28,16 +28,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import deque
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sidecar.storage import resilience
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ABANDON_GRACE_S = 0.5
 # Past this many bytes unsent in the transport, an append waits for the socket.
@@ -116,16 +120,24 @@ class AppendChannel:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connecting: asyncio.Future[Any] | None = None
         # Per call sent and not yet answered: [the future its last reply goes to,
-        # replies to skip before that one].
+        # replies to skip before that one, loop time by which it must come or None, the
+        # attempt's bound in seconds].
         self._pending: deque[list[Any]] = deque()
+        # One timer for every call's bound (resilience.run(bounded=True)), set for the
+        # earliest: an asyncio.timeout per call cost a timer each.
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self.closed = False
 
     async def call(self, packed: bytes | list[bytes], replies: int = 1) -> Any:
         """Send packed commands (bytes, or a list of parts written as they are) that
-        get `replies` replies, and return the last one (MULTI ... EXEC: EXEC's)."""
+        get `replies` replies, and return the last one (MULTI ... EXEC: EXEC's). Inside
+        a resilience.run(bounded=True) attempt, a reply later than the attempt's bound
+        fails the call with a TimeoutError (the reply, if it comes, is skipped)."""
+        bound = resilience.attempt_bound()
         conn = self._conn
         if conn is None:
-            conn = await self._connect()
+            conn = await _within(bound, self._connect(), "no append connection")
             if conn is not self._conn:
                 # Lost while this call waited for it: nothing was sent (and a future put
                 # in the next connection's queue would take another call's reply).
@@ -139,10 +151,16 @@ class AppendChannel:
             transport.writelines(packed)
         else:
             transport.write(packed)
-        self._pending.append([future, replies - 1])
+        if bound is None:
+            self._pending.append([future, replies - 1, None, None])
+        else:
+            due = loop.time() + bound
+            self._pending.append([future, replies - 1, due, bound])
+            if due < self._timer_at:
+                self._arm(loop, due)
         if transport.get_write_buffer_size() > HIGH_WATER:
             assert self._protocol is not None
-            await self._protocol.drain()
+            await _within(bound, self._protocol.drain(), "the append connection did not drain")
         try:
             reply = await future
         except asyncio.CancelledError:
@@ -154,6 +172,32 @@ class AppendChannel:
                 self._drop(conn, RedisConnectionError("the Redis primary is now a replica"))
             raise reply
         return reply
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._expire)
+        self._timer_at = at
+
+    def _expire(self) -> None:
+        """Fail the calls past their bound, as asyncio.timeout would have; each is
+        given up, so its connection closes if the reply has not come ABANDON_GRACE_S
+        later. Then wait for the next bound."""
+        self._timer, self._timer_at = None, math.inf
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        nearest = math.inf
+        for future, _, due, bound in self._pending:
+            if due is None or future.done():
+                continue
+            if due <= now:
+                future.set_exception(RedisTimeoutError(f"no reply within {bound:.2f} s"))
+                loop.call_later(ABANDON_GRACE_S, self._check_abandoned, self._conn, future)
+            elif due < nearest:
+                nearest = due
+        if nearest < math.inf:
+            self._arm(loop, nearest)
 
     async def _connect(self) -> Any:
         if self.closed:
@@ -201,9 +245,9 @@ class AppendChannel:
             return
         self._conn = self._protocol = self._transport = None
         pending, self._pending = self._pending, deque()
-        for future, _ in pending:
-            if not future.done():
-                future.set_exception(exc)
+        for entry in pending:
+            if not entry[0].done():
+                entry[0].set_exception(exc)
         writer = conn._writer
         if writer is not None:
             writer.transport.abort()
@@ -214,6 +258,18 @@ class AppendChannel:
         conn = self._conn
         if conn is not None:
             self._fail(conn, _Closed("the append channel is closed"))
+
+
+async def _within(bound: float | None, work: Awaitable[T], what: str) -> T:
+    """`work`, within `bound` seconds when there is one (rare waits of a call: a new
+    connection, a full socket)."""
+    if bound is None:
+        return await work
+    try:
+        async with asyncio.timeout(bound):
+            return await work
+    except TimeoutError:
+        raise RedisTimeoutError(f"{what} within {bound:.2f} s") from None
 
 
 def for_client(redis: Any) -> AppendChannel:

@@ -247,10 +247,13 @@ def classify(exc: BaseException) -> str | None:
 
 
 class _Attempt:
-    __slots__ = ("sent",)
+    __slots__ = ("sent", "bound")
 
     def __init__(self) -> None:
         self.sent = False
+        # Seconds the attempt may wait for its reply, when its op bounds that wait itself
+        # (run(..., bounded=True)); None: run() bounds it with asyncio.timeout.
+        self.bound: float | None = None
 
 
 _attempt: ContextVar[_Attempt | None] = ContextVar("skiff_redis_attempt", default=None)
@@ -259,6 +262,13 @@ _admitted: ContextVar[bool] = ContextVar("skiff_redis_admitted", default=False)
 _deadline: ContextVar[float | None] = ContextVar("skiff_redis_deadline", default=None)
 _no_resend: ContextVar[bool] = ContextVar("skiff_redis_no_resend", default=False)
 _tentative: ContextVar[bool] = ContextVar("skiff_redis_tentative", default=False)
+
+
+def attempt_bound() -> float | None:
+    """The current attempt's bound when its op is to enforce it (run(bounded=True)): a
+    wait past it must fail with redis.exceptions.TimeoutError."""
+    attempt = _attempt.get()
+    return None if attempt is None else attempt.bound
 
 
 def mark_sent() -> None:
@@ -430,7 +440,12 @@ class _RunState:
 
 
 async def _one_attempt(
-    op: Callable[[], Awaitable[T]], deadline: float, what: str, number: int, state: _RunState
+    op: Callable[[], Awaitable[T]],
+    deadline: float,
+    what: str,
+    number: int,
+    state: _RunState,
+    bounded: bool = False,
 ) -> T:
     marker = _Attempt()
     token = _attempt.set(marker)
@@ -445,6 +460,9 @@ async def _one_attempt(
             # within the time left, and the wait does not cut the command short.
             gate = await _admit(bound)
             admitted = _admitted.set(True)
+        if bounded:  # the op enforces the bound itself (append_channel.py)
+            marker.bound = bound
+            return await op()
         try:
             async with asyncio.timeout(bound):
                 return await op()
@@ -470,10 +488,13 @@ async def run(
     op: Callable[[], Awaitable[T]],
     what: str,
     reload: Callable[[], Awaitable[Any]] | None = None,
+    bounded: bool = False,
 ) -> T:
     """Run `op` (one Redis command or pipeline, or a prepared append) under the retry
     policy. `reload` loads the script again after NOSCRIPT (Redis restarted without
-    persistence, failed over, or SCRIPT FLUSH)."""
+    persistence, failed over, or SCRIPT FLUSH). `bounded`: `op` bounds each attempt's
+    wait itself, to attempt_bound() (the append channel, which keeps one timer for all
+    its calls: an asyncio.timeout per append cost a timer and a handful of calls)."""
     request = _deadline.get()
     now = time.monotonic()
     deadline = now + POLICY.budget_s if request is None else request
@@ -493,7 +514,7 @@ async def run(
 
     # The first attempt without tenacity: the common case costs a few microseconds.
     try:
-        result = await _one_attempt(op, deadline, what, 1, state)
+        result = await _one_attempt(op, deadline, what, 1, state, bounded)
         _succeeded()
         return result
     except Exception as exc:
@@ -527,7 +548,7 @@ async def run(
                     state.need_reload = False
                     await reload()
                 number = attempt.retry_state.attempt_number + 1
-                result = await _one_attempt(op, deadline, what, number, state)
+                result = await _one_attempt(op, deadline, what, number, state, bounded)
                 _succeeded()
                 return result
     except Exception as exc:

@@ -661,8 +661,12 @@ class RedisStore(PartitionLogOps):
                 return await scripts.APPEND.run_parts(self.redis, parts), None
 
         try:
+            # On the append channel (no WAIT, no Cluster) the channel bounds the wait.
             reply, acked = await resilience.run(
-                attempt, "append", reload=lambda: scripts.APPEND.load(self.redis)
+                attempt,
+                "append",
+                reload=lambda: scripts.APPEND.load(self.redis),
+                bounded=wait is None and not cluster_client.is_cluster(self.redis),
             )
             if predicted is not None:
                 added, reply = reply
