@@ -502,6 +502,13 @@ async def run(
         # This request already spent its retry time: answer it now.
         raise RedisUnavailable("timeout", False, f"{what}: no retry time left in this request")
     state = _RunState()
+    # The first attempt without tenacity: the common case costs a few microseconds.
+    try:
+        result = await _one_attempt(op, deadline, what, 1, state, bounded)
+        _succeeded()
+        return result
+    except Exception as exc:
+        first = exc
     once = _no_resend.get()
 
     def retriable(exc: BaseException) -> bool:
@@ -512,15 +519,8 @@ async def run(
             return False
         return time.monotonic() < deadline
 
-    # The first attempt without tenacity: the common case costs a few microseconds.
-    try:
-        result = await _one_attempt(op, deadline, what, 1, state, bounded)
-        _succeeded()
-        return result
-    except Exception as exc:
-        if not retriable(exc):
-            _give_up(exc, what, state)
-        first = exc
+    if not retriable(first):
+        _give_up(first, what, state)
 
     def stop(retry_state: RetryCallState) -> bool:
         upcoming = retry_state.upcoming_sleep or 0.0
