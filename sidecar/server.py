@@ -579,18 +579,17 @@ class KafkaConnection(asyncio.Protocol):
         """Start requests in order. Consecutive Produce requests run concurrently (their
         appends keep request order per partition, see append_order.py); any other
         request waits until everything before it finished, as on a Kafka broker.
-        Responses are written in request order by _write."""
+        Responses are written in request order by _ResponseWriter."""
         connection_context.CONNECTION.set(id(self))  # seen by the request tasks below
         connection_context.MUTED_UNTIL.set(self.muted_until)
-        responses: asyncio.Queue[asyncio.Task[bytes | list[Any] | None] | str] = asyncio.Queue()
-        writer = _keep(asyncio.create_task(self._write(responses)))
+        responses = _ResponseWriter(self)
         order = AppendOrder()
         running: list[tuple[asyncio.Task[bytes | list[Any] | None], bool]] = []
         try:
             while True:
                 if not self.frames:
                     if self.draining:
-                        responses.put_nowait(SHUTDOWN)  # after every response due
+                        responses.put(SHUTDOWN)  # after every response due
                         break
                     self.ready.clear()
                     await self.ready.wait()
@@ -600,7 +599,7 @@ class KafkaConnection(asyncio.Protocol):
                     self.backlogged = False
                     self._update_reading()
                 if isinstance(frame, str):
-                    responses.put_nowait(frame)
+                    responses.put(frame)
                     break
                 self.served += 1
                 running = [(t, p) for t, p in running if not t.done()]
@@ -626,18 +625,18 @@ class KafkaConnection(asyncio.Protocol):
                 self.in_flight += 1
                 task.add_done_callback(partial(self._request_done, 4 + len(frame)))
                 running.append((task, is_produce))
-                responses.put_nowait(task)
+                responses.put(task)
                 # The task holds the frame now; a reference here would keep a large frame
                 # alive while this coroutine waits for the next one (or, if it is
                 # cancelled, in the traceback of its CancelledError).
                 del frame
-            await writer
+            await responses.finished
         finally:
-            writer.cancel()
+            responses.stop()
             for task, _ in running:
                 task.cancel()
             # Wait for them, so none is left pending when the loop closes at shutdown.
-            await asyncio.gather(writer, *(t for t, _ in running), return_exceptions=True)
+            await asyncio.gather(*(t for t, _ in running), return_exceptions=True)
 
     async def _wait_muted(self) -> None:
         """KIP-219: after a response carrying a quota's throttle time, read and start no
@@ -650,38 +649,76 @@ class KafkaConnection(asyncio.Protocol):
             self.muted = False
             self._update_reading()
 
-    async def _write(
-        self, responses: asyncio.Queue[asyncio.Task[bytes | list[Any] | None] | str]
-    ) -> None:
-        while True:
-            item = await responses.get()
+
+class _ResponseWriter:
+    """Writes a connection's responses in request order, each as soon as its request and
+    those before it are done: from the request tasks' done callbacks, without a writer
+    task woken (and an asyncio.Queue passed through) per response. A str in the queue
+    closes the connection with that reason once everything before it is written.
+    `finished` is done when writing stopped (a close), cancelled if a request task
+    was."""
+
+    __slots__ = ("conn", "queue", "finished")
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self.conn = conn
+        self.queue: deque[asyncio.Task[bytes | list[Any] | None] | str] = deque()
+        self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def put(self, item: asyncio.Task[bytes | list[Any] | None] | str) -> None:
+        self.queue.append(item)
+        if isinstance(item, str):
+            self.flush()
+        else:
+            item.add_done_callback(self._done)
+
+    def stop(self) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+    def _done(self, _task: object) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        queue, conn = self.queue, self.conn
+        while queue and not self.finished.done():
+            item = queue[0]
             if isinstance(item, str):
-                self._close(item)
+                queue.popleft()
+                conn._close(item)
+                self.stop()
                 return
-            try:
-                response = await item
-            except CloseConnection as exc:
-                if exc.response is not None and self.transport:
-                    self.transport.write(exc.response)  # flushed before the close
-                self._close(str(exc))
+            if not item.done():
                 return
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception(
-                    "request from %s failed; closing the connection",
-                    self.peer,
-                    extra={"event": "error", "peer": self.peer, "client_id": self.client_id},
-                )
-                self._close("internal error")
+            queue.popleft()
+            if item.cancelled():
+                self.finished.cancel()
                 return
-            if response is not None and self.transport and not self.transport.is_closing():
-                self.last_active = time.monotonic()
+            exc = item.exception()
+            if exc is not None:
+                if isinstance(exc, CloseConnection):
+                    if exc.response is not None and conn.transport:
+                        conn.transport.write(exc.response)  # flushed before the close
+                    conn._close(str(exc))
+                else:
+                    log.error(
+                        "request from %s failed; closing the connection",
+                        conn.peer,
+                        exc_info=exc,
+                        extra={"event": "error", "peer": conn.peer, "client_id": conn.client_id},
+                    )
+                    conn._close("internal error")
+                self.stop()
+                return
+            response = item.result()
+            transport = conn.transport
+            if response is not None and transport and not transport.is_closing():
+                conn.last_active = time.monotonic()
                 if isinstance(response, list):  # a Fetch frame's parts (framing.py)
                     for part in response:
-                        self.transport.write(part)
+                        transport.write(part)
                 else:
-                    self.transport.write(response)
+                    transport.write(response)
 
 
 def _client_id(frame: bytes) -> str | None:
