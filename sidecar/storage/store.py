@@ -242,6 +242,15 @@ class RedisStore(PartitionLogOps):
 
     # -- topics ---------------------------------------------------------------
 
+    def cached_topic(self, name: str) -> TopicInfo | None:
+        """The topic as get_topic would answer it from the cache, or None (unknown, or
+        not cached and valid: then ask get_topic). No coroutine: Produce asks per topic
+        of every request."""
+        cached = self._topics.get(name)
+        if cached and self._valid(cached, time.monotonic()):
+            return cached[1]
+        return None
+
     async def get_topic(self, name: str, fresh: bool = False) -> TopicInfo | None:
         now = time.monotonic()
         cached = self._topics.get(name)
