@@ -608,7 +608,8 @@ class KafkaConnection(asyncio.Protocol):
                 if is_produce and all(p for _, p in running):
                     if len(running) >= MAX_IN_FLIGHT:
                         await asyncio.wait([running[0][0]])
-                    await self._wait_muted()
+                    if self.muted or self.muted_until[0] > time.monotonic():
+                        await self._wait_muted()
                     task = asyncio.create_task(
                         dispatch(self.broker, frame, order.ticket(), self.security)
                     )
@@ -617,7 +618,8 @@ class KafkaConnection(asyncio.Protocol):
                         await asyncio.wait([t for t, _ in running])
                     is_produce = is_produce and not self.security.sasl_unframed
                     ticket = order.ticket() if is_produce else None
-                    await self._wait_muted()
+                    if self.muted or self.muted_until[0] > time.monotonic():
+                        await self._wait_muted()
                     task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.security))
                 if self.client_id is None and not self.security.sasl_unframed:
                     # Never from a bare SASL token: it holds a password, not a header.
