@@ -223,11 +223,14 @@ class Wakeups:
                 # 1 s timeout per read still cost a task wake-up and a timer per message.
                 stream = _Messages.attach(self, pubsub, loop)
                 while True:
+                    failure = None
                     try:
                         async with asyncio.timeout(1.0):
-                            raise await asyncio.shield(stream.failed)
+                            failure = await asyncio.shield(stream.failed)
                     except TimeoutError:
                         pass
+                    if failure is not None:
+                        raise failure
                     if loop.time() - stream.heard < 1.0:
                         continue
                     # Quiet for a second: a PING proves the subscription live (for the
