@@ -420,7 +420,7 @@ class KafkaConnection(asyncio.Protocol):
         if not self.memory.try_reserve(need):
             return False
         self.reserved += need
-        self.frames.append(data[4:])
+        self.frames.append(bytes(data[4:]))  # (bytes() of bytes is no copy)
         self.partial_since = None
         self.ready.set()
         if len(self.frames) >= PAUSE_AT and not self.backlogged:
