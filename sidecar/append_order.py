@@ -37,12 +37,20 @@ class Ticket:
         self._claims: dict[PartitionKey, tuple[asyncio.Future[None] | None, asyncio.Future[None]]]
         self._claims = {}
 
+    def ready(self) -> bool:
+        """Whether claim_now may run: the previous request took its places."""
+        return self._previous is None or self._previous.done()
+
     async def claim(self, partitions: Iterable[PartitionKey]) -> None:
         """Take this request's place in each partition's queue, after the previous
         request took its places."""
         if self._previous is not None:
             await asyncio.shield(self._previous)
-        loop = asyncio.get_running_loop()
+        self.claim_now(partitions)
+
+    def claim_now(self, partitions: Iterable[PartitionKey]) -> None:
+        """claim, when ready(): without a coroutine (the usual case, on every Produce)."""
+        loop = self._mine.get_loop()
         tails = self._order._tails
         for key in partitions:
             done: asyncio.Future[None] = loop.create_future()
@@ -50,6 +58,11 @@ class Ticket:
             tails[key] = done
         if not self._mine.done():
             self._mine.set_result(None)
+
+    def waits(self, key: PartitionKey) -> bool:
+        """Whether turn(key) has to wait (an earlier append to it is still running)."""
+        before = self._claims[key][0]
+        return before is not None and not before.done()
 
     async def turn(self, key: PartitionKey) -> None:
         """Wait until the earlier requests' appends to this partition finished."""

@@ -24,6 +24,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio import Redis
@@ -209,7 +210,6 @@ class Wakeups:
                 await pubsub.psubscribe(keys.WAKE_PATTERN)
                 # Its PONG comes after the subscription is in place: the cache starts then.
                 await pubsub.ping(PING)
-                heard = loop.time()
                 self._subscribed.set()
                 if lost_at is not None:
                     log.warning("wake-up subscription restored after %.1f s", loop.time() - lost_at)
@@ -217,34 +217,29 @@ class Wakeups:
                     # Appends may have happened meanwhile: let waiting fetches re-read.
                     self._wake_all()
                 # Messages are read straight off the connection with hiredis, many per
-                # socket read: redis-py's get_message per message was a tenth of the
-                # sidecar's CPU under produce load (it hears its own PUBLISH per append).
-                parser = pubsub.connection._parser
-                reader = parser._reader
+                # socket read, by the transport's own protocol (_Messages): redis-py's
+                # get_message per message was a tenth of the sidecar's CPU under produce
+                # load (it hears its own PUBLISH per append), and a reader task with a
+                # 1 s timeout per read still cost a task wake-up and a timer per message.
+                stream = _Messages.attach(self, pubsub, loop)
                 while True:
-                    message = reader.gets()
-                    if message is NOT_ENOUGH_DATA:
-                        try:
-                            # A bounded wait, so a Sentinel failover is noticed within a second.
-                            async with asyncio.timeout(1.0):
-                                await parser.read_from_socket()
-                            continue
-                        except TimeoutError:
-                            pass
-                        if self._stale(pubsub):
-                            raise ConnectionError("the Redis primary changed")
-                        if loop.time() - heard > DEAD_S:
-                            raise ConnectionError(f"no PONG for {DEAD_S:.0f} s")
-                        # Quiet: a PING proves the subscription live (for the cache).
-                        await pubsub.ping(PING)
+                    failure = None
+                    try:
+                        async with asyncio.timeout(1.0):
+                            failure = await asyncio.shield(stream.failed)
+                    except TimeoutError:
+                        pass
+                    if failure is not None:
+                        raise failure
+                    if loop.time() - stream.heard < 1.0:
                         continue
-                    if isinstance(message, Exception):
-                        raise message
-                    heard = loop.time()
-                    self.watermarks.alive()
-                    kind = message[0]
-                    if kind == b"pmessage":
-                        self._received(message[2], message[3])
+                    # Quiet for a second: a PING proves the subscription live (for the
+                    # cache), within a second of a Sentinel failover.
+                    if self._stale(pubsub):
+                        raise ConnectionError("the Redis primary changed")
+                    if loop.time() - stream.heard > DEAD_S:
+                        raise ConnectionError(f"no PONG for {DEAD_S:.0f} s")
+                    await pubsub.ping(PING)
             except asyncio.CancelledError:
                 self.watermarks.lost()
                 await _close(pubsub)
@@ -257,6 +252,63 @@ class Wakeups:
                 self._wake_all()
                 await _close(pubsub)
                 await asyncio.sleep(0.5)
+
+
+class _Messages(asyncio.Protocol):
+    """The subscription connection's protocol once subscribed (set on its transport in
+    place of redis-py's stream reader): each socket read is fed to hiredis and every
+    message handled right there. A failure (a lost connection, an error reply) is the
+    result of `failed`, which the listening task waits on."""
+
+    def __init__(self, wakeups: Wakeups, reader: Any, replaced: Any, now: float) -> None:
+        self.wakeups = wakeups
+        self.reader = reader
+        self.replaced = replaced  # redis-py's protocol: told of the loss (ends disconnect)
+        self.loop = asyncio.get_running_loop()
+        self.failed: asyncio.Future[Exception] = self.loop.create_future()
+        self.heard = now  # loop time of the last message or PONG
+
+    @classmethod
+    def attach(cls, wakeups: Wakeups, pubsub: PubSub, loop: asyncio.AbstractEventLoop) -> _Messages:
+        conn = pubsub.connection
+        assert conn is not None
+        transport = conn._writer.transport  # type: ignore[union-attr]
+        stream = cls(wakeups, conn._parser._reader, transport.get_protocol(), loop.time())  # type: ignore[union-attr]
+        transport.set_protocol(stream)
+        buffered = conn._reader._buffer  # type: ignore[union-attr]
+        data = bytes(buffered)
+        buffered.clear()
+        stream.data_received(data)  # also what hiredis holds already (the PONG)
+        return stream
+
+    def data_received(self, data: bytes) -> None:
+        if self.failed.done():
+            return
+        wakeups = self.wakeups
+        reader = self.reader
+        try:
+            reader.feed(data)
+            message = reader.gets()
+            if message is NOT_ENOUGH_DATA:
+                return
+            self.heard = self.loop.time()
+            wakeups.watermarks.alive()
+            while message is not NOT_ENOUGH_DATA:
+                if isinstance(message, Exception):
+                    raise message
+                if message[0] == b"pmessage":
+                    wakeups._received(message[2], message[3])
+                message = reader.gets()
+        except Exception as exc:
+            self.failed.set_result(exc)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.failed.done():
+            self.failed.set_result(ConnectionError(f"wake-up connection lost: {exc}"))
+        self.replaced.connection_lost(exc)
 
 
 async def _close(pubsub: PubSub) -> None:

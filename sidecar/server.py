@@ -390,21 +390,50 @@ class KafkaConnection(asyncio.Protocol):
         if self.closing:
             return
         self.last_active = time.monotonic()
+        if not self.buffer and not self.waiting_for and self._whole_frame(data):
+            return
         self.buffer += data
         if not self.waiting_for:
             self._split_frames()
 
-    def _split_frames(self) -> None:
-        """Move the complete frames of the buffer to self.frames. Each frame first
-        reserves its size in queued.max.request.bytes; without room, reading pauses
-        here until _room_made."""
-        buf = self.buffer
+    def _frame_limit(self) -> tuple[int, str]:
+        """The largest frame this connection may send now, and the setting naming it."""
         limit, setting = self.broker.settings.max_request_bytes, "--max-request-bytes"
         if not self.security.authenticated and limit > SASL_SERVER_MAX_RECEIVE_SIZE:
             # Kafka's sasl.server.max.receive.size: small frames until authenticated.
             limit, setting = SASL_SERVER_MAX_RECEIVE_SIZE, "before SASL authentication"
         elif self.security.sasl_unframed and limit > SASL_SERVER_MAX_RECEIVE_SIZE:
             limit, setting = SASL_SERVER_MAX_RECEIVE_SIZE, "sasl.server.max.receive.size"
+        return limit, setting
+
+    def _whole_frame(self, data: bytes) -> bool:
+        """The common read: nothing buffered and `data` exactly one frame that fits and
+        has room in queued.max.request.bytes. Its frame is sliced straight out of `data`
+        (one copy of a Produce's 100 KB, not two through self.buffer). False: nothing
+        done, _split_frames handles it (and every limit and pause)."""
+        if self.admitted or len(data) < 4:
+            return False
+        (size,) = unpack_i32(data, 0)
+        need = 4 + size
+        if need != len(data) or size > self._frame_limit()[0] or size < 0:
+            return False
+        if not self.memory.try_reserve(need):
+            return False
+        self.reserved += need
+        self.frames.append(bytes(data[4:]))  # (bytes() of bytes is no copy)
+        self.partial_since = None
+        self.ready.set()
+        if len(self.frames) >= PAUSE_AT and not self.backlogged:
+            self.backlogged = True
+            self._update_reading()
+        return True
+
+    def _split_frames(self) -> None:
+        """Move the complete frames of the buffer to self.frames. Each frame first
+        reserves its size in queued.max.request.bytes; without room, reading pauses
+        here until _room_made."""
+        buf = self.buffer
+        limit, setting = self._frame_limit()
         split = False
         while len(buf) >= 4:
             (size,) = unpack_i32(buf, 0)
@@ -550,18 +579,17 @@ class KafkaConnection(asyncio.Protocol):
         """Start requests in order. Consecutive Produce requests run concurrently (their
         appends keep request order per partition, see append_order.py); any other
         request waits until everything before it finished, as on a Kafka broker.
-        Responses are written in request order by _write."""
+        Responses are written in request order by _ResponseWriter."""
         connection_context.CONNECTION.set(id(self))  # seen by the request tasks below
         connection_context.MUTED_UNTIL.set(self.muted_until)
-        responses: asyncio.Queue[asyncio.Task[bytes | list[Any] | None] | str] = asyncio.Queue()
-        writer = _keep(asyncio.create_task(self._write(responses)))
+        responses = _ResponseWriter(self)
         order = AppendOrder()
         running: list[tuple[asyncio.Task[bytes | list[Any] | None], bool]] = []
         try:
             while True:
                 if not self.frames:
                     if self.draining:
-                        responses.put_nowait(SHUTDOWN)  # after every response due
+                        responses.put(SHUTDOWN)  # after every response due
                         break
                     self.ready.clear()
                     await self.ready.wait()
@@ -571,7 +599,7 @@ class KafkaConnection(asyncio.Protocol):
                     self.backlogged = False
                     self._update_reading()
                 if isinstance(frame, str):
-                    responses.put_nowait(frame)
+                    responses.put(frame)
                     break
                 self.served += 1
                 running = [(t, p) for t, p in running if not t.done()]
@@ -580,7 +608,8 @@ class KafkaConnection(asyncio.Protocol):
                 if is_produce and all(p for _, p in running):
                     if len(running) >= MAX_IN_FLIGHT:
                         await asyncio.wait([running[0][0]])
-                    await self._wait_muted()
+                    if self.muted or self.muted_until[0] > time.monotonic():
+                        await self._wait_muted()
                     task = asyncio.create_task(
                         dispatch(self.broker, frame, order.ticket(), self.security)
                     )
@@ -589,7 +618,8 @@ class KafkaConnection(asyncio.Protocol):
                         await asyncio.wait([t for t, _ in running])
                     is_produce = is_produce and not self.security.sasl_unframed
                     ticket = order.ticket() if is_produce else None
-                    await self._wait_muted()
+                    if self.muted or self.muted_until[0] > time.monotonic():
+                        await self._wait_muted()
                     task = asyncio.create_task(dispatch(self.broker, frame, ticket, self.security))
                 if self.client_id is None and not self.security.sasl_unframed:
                     # Never from a bare SASL token: it holds a password, not a header.
@@ -597,18 +627,18 @@ class KafkaConnection(asyncio.Protocol):
                 self.in_flight += 1
                 task.add_done_callback(partial(self._request_done, 4 + len(frame)))
                 running.append((task, is_produce))
-                responses.put_nowait(task)
+                responses.put(task)
                 # The task holds the frame now; a reference here would keep a large frame
                 # alive while this coroutine waits for the next one (or, if it is
                 # cancelled, in the traceback of its CancelledError).
                 del frame
-            await writer
+            await responses.finished
         finally:
-            writer.cancel()
+            responses.stop()
             for task, _ in running:
                 task.cancel()
             # Wait for them, so none is left pending when the loop closes at shutdown.
-            await asyncio.gather(writer, *(t for t, _ in running), return_exceptions=True)
+            await asyncio.gather(*(t for t, _ in running), return_exceptions=True)
 
     async def _wait_muted(self) -> None:
         """KIP-219: after a response carrying a quota's throttle time, read and start no
@@ -621,38 +651,76 @@ class KafkaConnection(asyncio.Protocol):
             self.muted = False
             self._update_reading()
 
-    async def _write(
-        self, responses: asyncio.Queue[asyncio.Task[bytes | list[Any] | None] | str]
-    ) -> None:
-        while True:
-            item = await responses.get()
+
+class _ResponseWriter:
+    """Writes a connection's responses in request order, each as soon as its request and
+    those before it are done: from the request tasks' done callbacks, without a writer
+    task woken (and an asyncio.Queue passed through) per response. A str in the queue
+    closes the connection with that reason once everything before it is written.
+    `finished` is done when writing stopped (a close), cancelled if a request task
+    was."""
+
+    __slots__ = ("conn", "queue", "finished")
+
+    def __init__(self, conn: KafkaConnection) -> None:
+        self.conn = conn
+        self.queue: deque[asyncio.Task[bytes | list[Any] | None] | str] = deque()
+        self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def put(self, item: asyncio.Task[bytes | list[Any] | None] | str) -> None:
+        self.queue.append(item)
+        if isinstance(item, str):
+            self.flush()
+        else:
+            item.add_done_callback(self._done)
+
+    def stop(self) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+    def _done(self, _task: object) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        queue, conn = self.queue, self.conn
+        while queue and not self.finished.done():
+            item = queue[0]
             if isinstance(item, str):
-                self._close(item)
+                queue.popleft()
+                conn._close(item)
+                self.stop()
                 return
-            try:
-                response = await item
-            except CloseConnection as exc:
-                if exc.response is not None and self.transport:
-                    self.transport.write(exc.response)  # flushed before the close
-                self._close(str(exc))
+            if not item.done():
                 return
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception(
-                    "request from %s failed; closing the connection",
-                    self.peer,
-                    extra={"event": "error", "peer": self.peer, "client_id": self.client_id},
-                )
-                self._close("internal error")
+            queue.popleft()
+            if item.cancelled():
+                self.finished.cancel()
                 return
-            if response is not None and self.transport and not self.transport.is_closing():
-                self.last_active = time.monotonic()
+            exc = item.exception()
+            if exc is not None:
+                if isinstance(exc, CloseConnection):
+                    if exc.response is not None and conn.transport:
+                        conn.transport.write(exc.response)  # flushed before the close
+                    conn._close(str(exc))
+                else:
+                    log.error(
+                        "request from %s failed; closing the connection",
+                        conn.peer,
+                        exc_info=exc,
+                        extra={"event": "error", "peer": conn.peer, "client_id": conn.client_id},
+                    )
+                    conn._close("internal error")
+                self.stop()
+                return
+            response = item.result()
+            transport = conn.transport
+            if response is not None and transport and not transport.is_closing():
+                conn.last_active = time.monotonic()
                 if isinstance(response, list):  # a Fetch frame's parts (framing.py)
                     for part in response:
-                        self.transport.write(part)
+                        transport.write(part)
                 else:
-                    self.transport.write(response)
+                    transport.write(response)
 
 
 def _client_id(frame: bytes) -> str | None:

@@ -159,7 +159,8 @@ async def _append(
     wait: tuple[int, int] | None,
 ) -> PartitionResult:
     key = (topic, index)
-    await ticket.turn(key)
+    if ticket.waits(key):
+        await ticket.turn(key)
     try:
         r = await broker.store.append(prepared, wait)
         telemetry.batch_appended(topic, index, r.duplicate)
@@ -231,7 +232,9 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
         else:
             error = errors.NONE
             if not by_id:
-                info = await broker.store.get_topic(name)
+                info = broker.store.cached_topic(name)
+                if info is None:
+                    info = await broker.store.get_topic(name)
             # Skiff auto-creates on Produce by name too; that needs CREATE, as on Metadata.
             if info is None and not by_id and checks.may_create_topic(broker, request, name):
                 info = await broker.topic_for_produce_or_metadata(name)
@@ -252,7 +255,9 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
                         else None,
                     )
                 )
-            elif await _shard_short_of_replicas(broker, name, p.index, waits.get(name)):
+            elif (wait := waits.get(name)) is not None and await _shard_short_of_replicas(
+                broker, name, p.index, wait
+            ):
                 items.append(PartitionResult(p.index, errors.NOT_ENOUGH_REPLICAS))
             else:
                 prepared = _prepare(broker, name, p.index, p.records, version < 3, info)
@@ -261,9 +266,11 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
                 )
         work.append((name, items))
 
-    await ticket.claim(
-        (name, item[0]) for name, items in work for item in items if isinstance(item, tuple)
-    )
+    claims = ((name, item[0]) for name, items in work for item in items if isinstance(item, tuple))
+    if ticket.ready():
+        ticket.claim_now(claims)
+    else:
+        await ticket.claim(claims)
     runs = [
         _append(broker, ticket, name, item[0], item[1], waits.get(name))
         if isinstance(item, tuple)
@@ -284,7 +291,8 @@ async def _handle(broker: Broker, request: Any, ticket: Ticket) -> bytes | None:
         request.header.client_id or "",
         request.size,
     )
-    connection_context.mute(throttle_ms)
+    if throttle_ms > 0:
+        connection_context.mute(throttle_ms)
     if acks == 0:
         failed = [r for r in results if r.error]
         if failed:

@@ -130,9 +130,12 @@ def _zero(f: Any) -> Any:
     return 0
 
 
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
 def ms(value: datetime.timedelta) -> int:
     """A kio timedelta field (session timeouts and the like) in whole milliseconds."""
-    return int(value / datetime.timedelta(milliseconds=1))
+    return int(value / _ONE_MS)
 
 
 MAX_STRING_BYTES = 32767  # Kafka's strings have an int16 length, also in compact form

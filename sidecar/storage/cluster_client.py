@@ -67,8 +67,17 @@ def parse_cluster_url(url: str) -> ClusterUrl:
     return ClusterUrl(u.hosts, u.username, u.password, u.scheme == "rediss+cluster")
 
 
+_cluster_types: dict[type, bool] = {}
+
+
 def is_cluster(redis: Any) -> bool:
-    return isinstance(redis, RedisCluster)
+    # Per client class, once: RedisCluster's bases are typing Protocols, whose
+    # isinstance costs microseconds, and every append asks.
+    kind = type(redis)
+    found = _cluster_types.get(kind)
+    if found is None:
+        found = _cluster_types[kind] = isinstance(redis, RedisCluster)
+    return found
 
 
 async def after_failure(cluster: RedisCluster, exc: BaseException) -> None:

@@ -109,6 +109,7 @@ class InstrumentedPipelineMixin:
         return result
 
 
+_operations: dict[str, str] = {}  # script name -> "EVALSHA <name>"
 _pipelines: dict[type, type] = {}
 _clients: dict[type, type] = {}
 
@@ -148,12 +149,18 @@ def round_trip(
 
     @functools.wraps(method)
     async def wrapper(self: Any, redis: Any, *args: Any, **kwargs: Any) -> T:
-        wait = args[3] if len(args) > 3 else kwargs.get("wait")
-        extra = {"db.stored_procedure.name": self.name}
-        if wait is not None:
-            extra["skiff.redis.wait_replicas"] = wait[0]
-        pool = getattr(redis, "connection_pool", None) or redis
-        started = redis_calls.begin(f"EVALSHA {self.name}", server_attributes(pool), extra)
+        operation = _operations.get(self.name)
+        if operation is None:
+            operation = _operations[self.name] = f"EVALSHA {self.name}"
+        if not redis_calls.wants_span():  # timed only: no attributes to build
+            started: Any = (operation, redis_calls.perf_counter(), None)
+        else:
+            wait = args[3] if len(args) > 3 else kwargs.get("wait")
+            extra = {"db.stored_procedure.name": self.name}
+            if wait is not None:
+                extra["skiff.redis.wait_replicas"] = wait[0]
+            pool = getattr(redis, "connection_pool", None) or redis
+            started = redis_calls.begin(operation, server_attributes(pool), extra)
         try:
             result = await method(self, redis, *args, **kwargs)
         except BaseException as exc:

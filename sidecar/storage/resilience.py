@@ -247,10 +247,13 @@ def classify(exc: BaseException) -> str | None:
 
 
 class _Attempt:
-    __slots__ = ("sent",)
+    __slots__ = ("sent", "bound")
 
     def __init__(self) -> None:
         self.sent = False
+        # Seconds the attempt may wait for its reply, when its op bounds that wait itself
+        # (run(..., bounded=True)); None: run() bounds it with asyncio.timeout.
+        self.bound: float | None = None
 
 
 _attempt: ContextVar[_Attempt | None] = ContextVar("skiff_redis_attempt", default=None)
@@ -261,6 +264,13 @@ _no_resend: ContextVar[bool] = ContextVar("skiff_redis_no_resend", default=False
 _tentative: ContextVar[bool] = ContextVar("skiff_redis_tentative", default=False)
 
 
+def attempt_bound() -> float | None:
+    """The current attempt's bound when its op is to enforce it (run(bounded=True)): a
+    wait past it must fail with redis.exceptions.TimeoutError."""
+    attempt = _attempt.get()
+    return None if attempt is None else attempt.bound
+
+
 def mark_sent() -> None:
     """Called by the connection classes right before a command's bytes are written."""
     attempt = _attempt.get()
@@ -268,21 +278,28 @@ def mark_sent() -> None:
         attempt.sent = True
 
 
-@contextlib.contextmanager
-def request_deadline(seconds: float | None) -> Iterator[None]:
+class request_deadline:  # noqa: N801 - used as a function: `with request_deadline(s):`
     """Bound the Redis retries of what runs inside (and of tasks it starts) to
     `seconds` from now (an enclosing, earlier deadline stays); None: no bound but the
-    per-operation budget."""
-    if seconds is None:
-        token = _deadline.set(None)
-    else:
-        deadline = time.monotonic() + max(seconds, 0.0)
+    per-operation budget. A class, not @contextmanager: every request enters two (its
+    generator cost a few microseconds each)."""
+
+    __slots__ = ("_seconds", "_token")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds
+
+    def __enter__(self) -> None:
+        seconds = self._seconds
+        if seconds is None:
+            self._token = _deadline.set(None)
+            return
+        deadline = time.monotonic() + (seconds if seconds > 0.0 else 0.0)
         outer = _deadline.get()
-        token = _deadline.set(deadline if outer is None else min(outer, deadline))
-    try:
-        yield
-    finally:
-        _deadline.reset(token)
+        self._token = _deadline.set(deadline if outer is None or deadline < outer else outer)
+
+    def __exit__(self, *exc: object) -> None:
+        _deadline.reset(self._token)
 
 
 def rearm_deadline(seconds: float) -> None:
@@ -423,7 +440,12 @@ class _RunState:
 
 
 async def _one_attempt(
-    op: Callable[[], Awaitable[T]], deadline: float, what: str, number: int, state: _RunState
+    op: Callable[[], Awaitable[T]],
+    deadline: float,
+    what: str,
+    number: int,
+    state: _RunState,
+    bounded: bool = False,
 ) -> T:
     marker = _Attempt()
     token = _attempt.set(marker)
@@ -438,6 +460,9 @@ async def _one_attempt(
             # within the time left, and the wait does not cut the command short.
             gate = await _admit(bound)
             admitted = _admitted.set(True)
+        if bounded:  # the op enforces the bound itself (append_channel.py)
+            marker.bound = bound
+            return await op()
         try:
             async with asyncio.timeout(bound):
                 return await op()
@@ -463,10 +488,13 @@ async def run(
     op: Callable[[], Awaitable[T]],
     what: str,
     reload: Callable[[], Awaitable[Any]] | None = None,
+    bounded: bool = False,
 ) -> T:
     """Run `op` (one Redis command or pipeline, or a prepared append) under the retry
     policy. `reload` loads the script again after NOSCRIPT (Redis restarted without
-    persistence, failed over, or SCRIPT FLUSH)."""
+    persistence, failed over, or SCRIPT FLUSH). `bounded`: `op` bounds each attempt's
+    wait itself, to attempt_bound() (the append channel, which keeps one timer for all
+    its calls: an asyncio.timeout per append cost a timer and a handful of calls)."""
     request = _deadline.get()
     now = time.monotonic()
     deadline = now + POLICY.budget_s if request is None else request
@@ -474,6 +502,13 @@ async def run(
         # This request already spent its retry time: answer it now.
         raise RedisUnavailable("timeout", False, f"{what}: no retry time left in this request")
     state = _RunState()
+    # The first attempt without tenacity: the common case costs a few microseconds.
+    try:
+        result = await _one_attempt(op, deadline, what, 1, state, bounded)
+        _succeeded()
+        return result
+    except Exception as exc:
+        first = exc
     once = _no_resend.get()
 
     def retriable(exc: BaseException) -> bool:
@@ -484,15 +519,8 @@ async def run(
             return False
         return time.monotonic() < deadline
 
-    # The first attempt without tenacity: the common case costs a few microseconds.
-    try:
-        result = await _one_attempt(op, deadline, what, 1, state)
-        _succeeded()
-        return result
-    except Exception as exc:
-        if not retriable(exc):
-            _give_up(exc, what, state)
-        first = exc
+    if not retriable(first):
+        _give_up(first, what, state)
 
     def stop(retry_state: RetryCallState) -> bool:
         upcoming = retry_state.upcoming_sleep or 0.0
@@ -520,7 +548,7 @@ async def run(
                     state.need_reload = False
                     await reload()
                 number = attempt.retry_state.attempt_number + 1
-                result = await _one_attempt(op, deadline, what, number, state)
+                result = await _one_attempt(op, deadline, what, number, state, bounded)
                 _succeeded()
                 return result
     except Exception as exc:

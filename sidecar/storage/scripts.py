@@ -5,6 +5,7 @@ again and resends: nothing ran (resilience.py)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +72,10 @@ class Script:
         ]
 
     @round_trip
-    async def run_parts(self, redis: Redis, parts: list[bytes]) -> Any:
-        """Send external_parts() on the append channel: EXEC's reply (one attempt)."""
-        reply = await append_channel.for_client(redis).call(parts, 4)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+    def run_parts(self, redis: Redis, parts: list[bytes]) -> Awaitable[Any]:
+        """Send external_parts() on the append channel: EXEC's reply (one attempt; an
+        error reply is raised). The channel's call itself, not a coroutine around it."""
+        return append_channel.for_client(redis).call(parts, 4)
 
     @round_trip
     async def run_packed(

@@ -242,6 +242,15 @@ class RedisStore(PartitionLogOps):
 
     # -- topics ---------------------------------------------------------------
 
+    def cached_topic(self, name: str) -> TopicInfo | None:
+        """The topic as get_topic would answer it from the cache, or None (unknown, or
+        not cached and valid: then ask get_topic). No coroutine: Produce asks per topic
+        of every request."""
+        cached = self._topics.get(name)
+        if cached and self._valid(cached, time.monotonic()):
+            return cached[1]
+        return None
+
     async def get_topic(self, name: str, fresh: bool = False) -> TopicInfo | None:
         now = time.monotonic()
         cached = self._topics.get(name)
@@ -640,12 +649,16 @@ class RedisStore(PartitionLogOps):
             left_ms = int(resilience.remaining() * 500) - 300
             wait = (wait[0], max(min(wait[1], left_ms), 10))  # WAIT n 0 blocks forever
 
+        # An attempt is the script call's own awaitable (no coroutine around it):
+        # run_packed's (reply, replicas acked), or run_parts' EXEC reply.
+        attempt: Callable[[], Awaitable[Any]]
         if predicted is None:
+            packed = prepared.packed
+            assert packed is not None
 
-            async def attempt() -> tuple[Any, int | None]:
-                assert prepared.packed is not None
-                return await scripts.APPEND.run_packed(
-                    self.redis, prepared.packed, prepared.keys, prepared.argv, wait
+            def attempt() -> Awaitable[tuple[Any, int | None]]:
+                return scripts.APPEND.run_packed(
+                    self.redis, packed, prepared.keys, prepared.argv, wait
                 )
 
         else:
@@ -657,15 +670,22 @@ class RedisStore(PartitionLogOps):
             # Appends to the partition sent after this one predict from its end.
             self._next_base[log_key] = predicted + count
 
-            async def attempt() -> tuple[Any, int | None]:
-                return await scripts.APPEND.run_parts(self.redis, parts), None
+            def attempt() -> Awaitable[Any]:
+                return scripts.APPEND.run_parts(self.redis, parts)
 
         try:
-            reply, acked = await resilience.run(
-                attempt, "append", reload=lambda: scripts.APPEND.load(self.redis)
+            # On the append channel (no WAIT, no Cluster) the channel bounds the wait.
+            result = await resilience.run(
+                attempt,
+                "append",
+                reload=lambda: scripts.APPEND.load(self.redis),
+                bounded=wait is None and not cluster_client.is_cluster(self.redis),
             )
-            if predicted is not None:
-                added, reply = reply
+            if predicted is None:
+                reply, acked = result
+            else:
+                added, reply = result
+                acked = None
                 if isinstance(reply, ResponseError):
                     raise reply
         except ResponseError as exc:
