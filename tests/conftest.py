@@ -191,6 +191,20 @@ class Skiff:
 def start_skiff(
     log_path: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
 ) -> Skiff:
+    # A port found free can be taken before the sidecar binds it (an outgoing
+    # connection's ephemeral port, another xdist worker's server): then new ports.
+    for attempt in range(3):
+        try:
+            return _start_skiff_once(log_path, args, port, env)
+        except RuntimeError as exc:
+            if port is not None or attempt == 2 or "Address already in use" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_skiff_once(
+    log_path: Path, args: tuple[str, ...], port: int | None, env: dict[str, str] | None
+) -> Skiff:
     workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
     port = port or free_port_block(workers)
     # each sidecar its own (args may still say --http-listen)
