@@ -192,12 +192,14 @@ def start_skiff(
     log_path: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
 ) -> Skiff:
     # A port found free can be taken before the sidecar binds it (an outgoing
-    # connection's ephemeral port, another xdist worker's server): then new ports.
+    # connection's ephemeral port, another xdist worker's server): then new ports,
+    # unless the caller chose them.
+    chosen = port is not None or "--listen" in args or "--http-listen" in args
     for attempt in range(3):
         try:
             return _start_skiff_once(log_path, args, port, env)
         except RuntimeError as exc:
-            if port is not None or attempt == 2 or "Address already in use" not in str(exc):
+            if chosen or attempt == 2 or "Address already in use" not in str(exc):
                 raise
     raise AssertionError("unreachable")
 
