@@ -30,7 +30,7 @@ from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from sidecar.storage import keys
+from sidecar.storage import connection, keys
 
 log = logging.getLogger(__name__)
 
@@ -272,12 +272,8 @@ class _Messages(asyncio.Protocol):
     def attach(cls, wakeups: Wakeups, pubsub: PubSub, loop: asyncio.AbstractEventLoop) -> _Messages:
         conn = pubsub.connection
         assert conn is not None
-        transport = conn._writer.transport  # type: ignore[union-attr]
-        stream = cls(wakeups, conn._parser._reader, transport.get_protocol(), loop.time())  # type: ignore[union-attr]
-        transport.set_protocol(stream)
-        buffered = conn._reader._buffer  # type: ignore[union-attr]
-        data = bytes(buffered)
-        buffered.clear()
+        stream = cls(wakeups, conn._parser._reader, None, loop.time())  # type: ignore[union-attr]
+        _, stream.replaced, data = connection.take_over(conn, stream)
         stream.data_received(data)  # also what hiredis holds already (the PONG)
         return stream
 

@@ -38,7 +38,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sidecar.storage import resilience
+from sidecar.storage import connection, resilience
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -214,17 +214,12 @@ class AppendChannel:
     async def _open(self) -> Any:
         conn = self._pool.make_connection()
         await conn.connect()
-        transport = conn._writer.transport
         protocol = _Replies(self, conn)
+        transport, protocol.replaced, leftover = connection.take_over(conn, protocol)
         self._conn, self._protocol, self._transport = conn, protocol, transport
         self._loop = asyncio.get_running_loop()
-        protocol.replaced = transport.get_protocol()
-        transport.set_protocol(protocol)
-        leftover = conn._reader._buffer  # (none: nothing was sent since the handshake)
-        if leftover:
-            data = bytes(leftover)
-            leftover.clear()
-            protocol.data_received(data)
+        if leftover:  # (none: nothing was sent since the handshake)
+            protocol.data_received(leftover)
         return conn
 
     def _check_abandoned(self, conn: Any, future: asyncio.Future[Any]) -> None:

@@ -250,3 +250,18 @@ def client_for(url: str, timeout_s: float) -> Any:
     # from_url lets the URL scheme pick the connection class, so set ours afterwards.
     client.connection_pool.connection_class = connection_class_for(url)
     return client
+
+
+def take_over(conn: Any, protocol: Any) -> tuple[Any, Any, bytes]:
+    """Put `protocol` on an open redis-py connection's transport in place of redis-py's
+    stream reader (append_channel.py, longpoll.py: replies handled as they are read, no
+    reader task). Returns the transport, redis-py's protocol (to be told of the
+    connection's loss, which ends its disconnect()) and the bytes its stream reader had
+    buffered, for `protocol` to take first. The one place of these redis-py internals."""
+    transport = conn._writer.transport
+    replaced = transport.get_protocol()
+    transport.set_protocol(protocol)
+    buffered = conn._reader._buffer
+    data = bytes(buffered)
+    buffered.clear()
+    return transport, replaced, data
